@@ -1,0 +1,1 @@
+"""Vocabulary: plain data for resources, devices, nodes and topology. No I/O."""
