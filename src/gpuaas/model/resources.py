@@ -29,7 +29,7 @@ def mig_resource(profile: str) -> str:
 
 
 def canonical_amount(name: str, value: str | int | float | Quantity, field: str = "") -> int:
-    """Integer amount of ``value`` for resource ``name``; rejects negatives and fractions of devices."""
+    """Integer amount of ``value`` for ``name``; rejects negatives and fractional devices."""
     where = field or name
     quantity = Quantity.parse(value, where)
     if quantity.is_negative():
@@ -44,7 +44,7 @@ def canonical_amount(name: str, value: str | int | float | Quantity, field: str 
 def parse_resource_list(values: Mapping[str, object], field: str = "resources") -> ResourceList:
     """Parse ``{"cpu": "500m", "memory": "4Gi", "nvidia.com/gpu": 1}`` into canonical integers."""
     if not isinstance(values, Mapping):
-        raise InvalidValue(field, f"expected a mapping of resource name to quantity, got {values!r}")
+        raise InvalidValue(field, f"expected a mapping of resource to quantity, got {values!r}")
     out: ResourceList = {}
     for name, value in values.items():
         if not isinstance(name, str) or not name:
