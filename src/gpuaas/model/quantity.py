@@ -9,6 +9,7 @@ memory-like ones, rounding up as Kubernetes does.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,6 +36,11 @@ _PATTERN = re.compile(
 )
 
 
+def _round_up(amount: Fraction) -> int:
+    """Round away from zero, as Kubernetes' ``inf.RoundUp`` does (-0.5m is -1m, not 0)."""
+    return math.ceil(amount) if amount >= 0 else -math.ceil(-amount)
+
+
 @total_ordering
 @dataclass(frozen=True, slots=True)
 class Quantity:
@@ -49,12 +55,13 @@ class Quantity:
             return text
         if isinstance(text, bool):
             raise InvalidValue(field, f"expected a quantity, got {text!r}")
-        if isinstance(text, int):
-            return cls(Fraction(text))
-        if isinstance(text, float):
-            if not math.isfinite(text):
+        if isinstance(text, numbers.Integral):  # also numpy integers from CSV readers
+            return cls(Fraction(int(text)))
+        if isinstance(text, numbers.Real):
+            value = float(text)
+            if not math.isfinite(value):
                 raise InvalidValue(field, f"expected a finite quantity, got {text!r}")
-            return cls(Fraction(str(text)))
+            return cls(Fraction(repr(value)))
         if not isinstance(text, str):
             raise InvalidValue(field, f"expected a quantity string, got {type(text).__name__}")
         match = _PATTERN.match(text.strip())
@@ -82,11 +89,11 @@ class Quantity:
 
     def milli(self) -> int:
         """Milli-units, rounded up (Kubernetes' ``MilliValue``)."""
-        return math.ceil(self.amount * 1000)
+        return _round_up(self.amount * 1000)
 
     def value(self) -> int:
         """Whole units, rounded up (Kubernetes' ``Value``): bytes for memory."""
-        return math.ceil(self.amount)
+        return _round_up(self.amount)
 
     def is_negative(self) -> bool:
         return self.amount < 0
@@ -111,7 +118,11 @@ class Quantity:
 
 
 def format_quantity(quantity: Quantity) -> str:
-    """Canonical text: binary suffixes for whole multiples of 1024, else decimal, else milli."""
+    """Canonical text: the shortest exact form, binary suffix on a tie (``64Gi``, ``1k``, ``1E``).
+
+    Whole amounts take the largest binary or decimal suffix dividing them; fractions take ``m``,
+    ``u`` or ``n``; anything finer than a nano-unit rounds up, as Kubernetes does.
+    """
     amount = quantity.amount
     if amount == 0:
         return "0"
@@ -119,14 +130,19 @@ def format_quantity(quantity: Quantity) -> str:
     amount = abs(amount)
     if amount.denominator == 1:
         whole = amount.numerator
+        candidates = [str(whole)]
         for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-            if whole >= _BINARY[suffix] and whole % _BINARY[suffix] == 0:
-                return f"{sign}{whole // _BINARY[suffix]}{suffix}"
+            if whole % _BINARY[suffix] == 0:
+                candidates.append(f"{whole // _BINARY[suffix]}{suffix}")
+                break
         for suffix in ("E", "P", "T", "G", "M", "k"):
             factor = _DECIMAL[suffix].numerator
-            if whole >= factor and whole % factor == 0:
-                return f"{sign}{whole // factor}{suffix}"
-        return f"{sign}{whole}"
+            if whole % factor == 0:
+                candidates.append(f"{whole // factor}{suffix}")
+                break
+        # Shortest wins; on a tie the binary form (listed before the decimal one) is kept.
+        best = min(candidates, key=lambda text: (len(text), not text.endswith("i")))
+        return f"{sign}{best}"
     for suffix in ("m", "u", "n"):
         scaled = amount / _DECIMAL[suffix]
         if scaled.denominator == 1:

@@ -24,8 +24,12 @@ ResourceList = dict[str, int]
 
 
 def mig_resource(profile: str) -> str:
-    """The extended resource the GPU operator advertises for a MIG profile (mixed strategy)."""
-    return f"{MIG_PREFIX}{profile}"
+    """The extended resource the GPU operator advertises for a MIG profile (mixed strategy).
+
+    The device plugin turns ``+`` into ``.`` (``1g.10gb+me`` -> ``nvidia.com/mig-1g.10gb.me``)
+    because ``+`` is not allowed in a resource name.
+    """
+    return f"{MIG_PREFIX}{profile.replace('+', '.')}"
 
 
 def canonical_amount(name: str, value: str | int | float | Quantity, field: str = "") -> int:

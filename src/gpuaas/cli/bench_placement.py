@@ -1,0 +1,262 @@
+"""``gpuaas bench placement``: placement speed at cloud scale on a synthetic fleet.
+
+The fleet (:func:`gpuaas.sim.synthetic.synthetic_fleet`) and the workload mix
+(:func:`gpuaas.sim.synthetic.synthetic_workloads`) are placed one workload at a time through the
+engine's gang placement, which every workload goes through (a single pod is a gang of one).
+Each decision is timed on its own (``time.perf_counter``, wall clock; ``time.process_time`` is
+reported beside it, since on a shared machine other processes inflate wall time); single-pod and
+gang decisions are reported separately. An unschedulable workload is a decision too (the engine
+had to prove that nothing fits), and placed/unschedulable counts are reported beside the rates.
+
+A real cloud is never empty nor full: with ``--churn`` (the default) the oldest running workloads
+finish whenever whole-GPU allocation passes ``--high`` and until it falls under ``--low``, so
+the benchmark measures decisions on a busy, fragmented fleet rather than on an empty one or on a
+full one that rejects everything at once. Releases are timed apart and not counted as decisions.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpuaas.cli.main import app
+from gpuaas.engine.claims import DeviceClaims
+from gpuaas.engine.framework import PodShape
+from gpuaas.engine.gang import GangPlacement, place_workload, release
+from gpuaas.engine.place import Unschedulable
+from gpuaas.engine.policies import DEFAULT_POLICY, POLICY_NAMES, TaskMix, make_policy
+from gpuaas.engine.snapshot import Snapshot
+from gpuaas.model.errors import GpuaasError
+from gpuaas.model.topology import Level
+from gpuaas.sim.synthetic import (
+    FleetSpec,
+    is_gang,
+    synthetic_device_classes,
+    synthetic_fleet,
+    synthetic_workloads,
+)
+
+# ``main`` first: it imports every command module (``bench`` included) in its order, so that
+# importing this module on its own does not meet ``bench`` half-initialised.
+try:
+    from gpuaas.cli.bench import bench_app
+except ModuleNotFoundError as exc:  # the bench group is another module; stand alone without it
+    if exc.name != "gpuaas.cli.bench":
+        raise
+    bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
+    app.add_typer(bench_app, name="bench")
+
+
+@dataclass(slots=True)
+class _Series:
+    """Per-decision latencies (seconds) and outcomes of one kind of decision."""
+
+    seconds: list[float] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    placed: int = 0
+    unschedulable: int = 0
+    pods: int = 0
+
+    def add(self, seconds: float, cpu: float, ok: bool, pods: int) -> None:
+        self.seconds.append(seconds)
+        self.cpu_seconds += cpu
+        if ok:
+            self.placed += 1
+            self.pods += pods
+        else:
+            self.unschedulable += 1
+
+    def summary(self) -> dict[str, float | int]:
+        total = float(sum(self.seconds))
+        count = len(self.seconds)
+        values = np.array(self.seconds) if count else np.zeros(1)
+        return {
+            "decisions": count,
+            "placed": self.placed,
+            "unschedulable": self.unschedulable,
+            "pods_placed": self.pods,
+            "seconds": round(total, 3),
+            "per_s": round(count / total, 1) if total > 0 else 0.0,
+            "cpu_seconds": round(self.cpu_seconds, 3),
+            "per_cpu_s": round(count / self.cpu_seconds, 1) if self.cpu_seconds > 0 else 0.0,
+            "p50_ms": round(float(np.percentile(values, 50)) * 1000, 3),
+            "p99_ms": round(float(np.percentile(values, 99)) * 1000, 3),
+            "max_ms": round(float(values.max()) * 1000, 3),
+        }
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_placement_bench(
+    nodes: int,
+    workloads: int,
+    seed: int = 0,
+    policy_name: str = DEFAULT_POLICY,
+    churn: bool = True,
+    high: float = 0.9,
+    low: float = 0.8,
+    pack_level: Level | None = Level.RACK,
+) -> dict[str, Any]:
+    """Build the synthetic fleet and mix, place every workload, and return the figures."""
+    if nodes < 1 or workloads < 1:
+        raise GpuaasError("--nodes and --workloads must be at least 1")
+    if not 0 < low < high <= 1:
+        raise GpuaasError(f"--low {low} and --high {high}: need 0 < low < high <= 1")
+    started = time.perf_counter()
+    fleet = synthetic_fleet(FleetSpec(nodes=nodes), seed=seed)
+    mix = synthetic_workloads(workloads, seed=seed)
+    snap = Snapshot.from_nodes(fleet)
+    claims = DeviceClaims.build(fleet, synthetic_device_classes())
+    claims.prepare(snap, (c for w in mix for ps in w.pod_sets for c in ps.pod.claims))
+    # The target mix (what FGD-style policies score fragmentation against): the pods' shapes.
+    shapes = [PodShape.of(ps.pod) for w in mix for ps in w.pod_sets]
+    policy = make_policy(policy_name, TaskMix.from_shapes(shapes), seed=seed)
+    rng = np.random.default_rng(seed)
+    setup = time.perf_counter() - started
+
+    capacity = int(snap.whole_gpus.sum()) * 1000
+    single, gang = _Series(), _Series()
+    running: deque[GangPlacement] = deque()
+    released = 0
+    release_seconds = 0.0
+    reasons: dict[str, str] = {}
+    clock = time.perf_counter
+    cpu_clock = time.process_time
+    for workload in mix:
+        c0 = cpu_clock()
+        t0 = clock()
+        result = place_workload(
+            snap, workload, policy, claims=claims, rng=rng, pack_level=pack_level
+        )
+        elapsed = clock() - t0
+        cpu = cpu_clock() - c0
+        ok = not isinstance(result, Unschedulable)
+        (gang if is_gang(workload) else single).add(elapsed, cpu, ok, workload.pod_count)
+        if isinstance(result, Unschedulable):
+            reasons.setdefault(workload.labels.get("kind", "?"), result.reason)
+            continue
+        running.append(result)
+        if churn and snap.allocated_milli() > high * capacity:
+            t1 = clock()
+            while running and snap.allocated_milli() > low * capacity:
+                release(snap, running.popleft(), policy)
+                released += 1
+            release_seconds += clock() - t1
+    total = time.perf_counter() - started
+    every = single.seconds + gang.seconds
+    s, g = single.summary(), gang.summary()
+    return {
+        "single_pod_per_s": s["per_s"],
+        "gang_per_s": g["per_s"],
+        "p99_ms": round(float(np.percentile(every, 99)) * 1000, 3) if every else 0.0,
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "cpu_single_pod_per_s": s["per_cpu_s"],
+        "cpu_gang_per_s": g["per_cpu_s"],
+        "nodes": nodes,
+        "gpus": int(snap.gpu_count.sum()),
+        "workloads": workloads,
+        "seed": seed,
+        "policy": policy_name,
+        "churn": churn,
+        "pack_level": pack_level.short if pack_level is not None else "none",
+        "single_pod": s,
+        "gang": g,
+        "released": released,
+        "release_seconds": round(release_seconds, 3),
+        "allocated_gpu_pct_at_end": round(100 * snap.allocated_milli() / max(capacity, 1), 1),
+        "setup_seconds": round(setup, 2),
+        "total_seconds": round(total, 2),
+        "example_reasons": reasons,
+    }
+
+
+def _table(result: dict[str, Any]) -> Table:
+    table = Table(
+        title=(
+            f"placement: {result['nodes']:,} nodes ({result['gpus']:,} GPUs), "
+            f"{result['workloads']:,} workloads, policy {result['policy']}, "
+            f"pack {result['pack_level']}, seed {result['seed']}"
+        )
+    )
+    table.add_column("decisions")
+    for name in ("count", "placed", "unschedulable", "per s", "p50 ms", "p99 ms", "max ms"):
+        table.add_column(name, justify="right")
+    for label, key in (("single-pod", "single_pod"), ("gang", "gang")):
+        row = result[key]
+        table.add_row(
+            label,
+            f"{row['decisions']:,}",
+            f"{row['placed']:,}",
+            f"{row['unschedulable']:,}",
+            f"{row['per_s']:,.0f}",
+            f"{row['p50_ms']:.3f}",
+            f"{row['p99_ms']:.3f}",
+            f"{row['max_ms']:.3f}",
+        )
+    return table
+
+
+@bench_app.command("placement")
+def bench_placement(
+    nodes: int = typer.Option(10_000, "--nodes", help="synthetic fleet size (8-GPU nodes)"),
+    workloads: int = typer.Option(100_000, "--workloads", help="workloads to place"),
+    seed: int = typer.Option(0, "--seed", help="seed of the fleet, the mix and tie-breaking"),
+    policy: str = typer.Option(DEFAULT_POLICY, "--policy", help=", ".join(POLICY_NAMES)),
+    churn: bool = typer.Option(
+        True, "--churn/--no-churn", help="finish the oldest workloads when the fleet is busy"
+    ),
+    high: float = typer.Option(0.9, "--high", help="churn starts above this GPU allocation"),
+    low: float = typer.Option(0.8, "--low", help="churn stops below this GPU allocation"),
+    pack: str = typer.Option(
+        "rack",
+        "--pack",
+        help="single pods go to the best-fit domain of this level first (zone, block, rack, "
+        "nvlink) or 'none' to let the policy score the whole fleet",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Time placing a synthetic workload mix into a synthetic cloud-scale fleet."""
+    pack_level: Level | None = None
+    if pack.strip().lower() != "none":
+        try:
+            pack_level = Level.from_name(pack)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--pack") from None
+        if pack_level is Level.HOSTNAME:
+            raise typer.BadParameter("use a domain level or 'none'", param_hint="--pack")
+    if policy not in POLICY_NAMES:
+        choices = ", ".join(POLICY_NAMES)
+        raise typer.BadParameter(f"{policy!r}: choose one of {choices}", param_hint="--policy")
+    try:
+        result = run_placement_bench(nodes, workloads, seed, policy, churn, high, low, pack_level)
+    except GpuaasError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    console = Console()
+    console.print(_table(result))
+    console.print(
+        f"single-pod placements/s: [bold]{result['single_pod_per_s']:,.0f}[/]   "
+        f"gang placements/s: [bold]{result['gang_per_s']:,.0f}[/]   "
+        f"p99 per decision: [bold]{result['p99_ms']:.3f} ms[/]   "
+        f"peak RSS: [bold]{result['peak_rss_mib']:,.0f} MiB[/]"
+    )
+    console.print(
+        f"setup {result['setup_seconds']} s, released {result['released']:,} workloads "
+        f"({result['release_seconds']} s), GPU allocation at the end "
+        f"{result['allocated_gpu_pct_at_end']}%"
+    )

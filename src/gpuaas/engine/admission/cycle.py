@@ -1,0 +1,565 @@
+"""The admission cycle: which pending workloads get quota, on which flavors, and who is evicted.
+
+A pass considers every pending workload of every ClusterQueue. Within a ClusterQueue workloads
+queue by priority then creation time; across queues the next candidate is the one that needs the
+least borrowing (with fair sharing: the lowest dominant resource share once admitted), then the
+higher priority, then the earlier creation, as in Kueue. Unlike Kueue, which takes one head per
+ClusterQueue per cycle, a pass admits as many workloads of a queue as fit: after a queue's head
+is decided its next workload joins the candidates at once. StrictFIFO stops a queue at the first
+workload that cannot be admitted; BestEffortFIFO moves past it. Passes repeat until one changes
+nothing. The engine is pure: time is an input and nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from gpuaas.engine.admission.nodes import NodeCapacity, NodePool, tolerated
+from gpuaas.engine.admission.preemption import Preemptor
+from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
+from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
+from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.governance import (
+    AdmissionWorkload,
+    BorrowWithinCohortPolicy,
+    EvictionReason,
+    FlavorFungibility,
+    FlavorResource,
+    FungibilityPolicy,
+    FungibilityPreference,
+    Governance,
+    QueueingStrategy,
+    WithinClusterQueue,
+)
+from gpuaas.model.resources import format_amount
+
+_VICTIM_ORDER = attrgetter("victim_order")
+
+
+@dataclass(slots=True)
+class Assignment:
+    """Flavors chosen for one workload and how it could get them."""
+
+    flavors: dict[str, dict[str, str]] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+    mode: Mode = Mode.FIT
+    borrow: int = 0
+    need_preemption: set[FlavorResource] = field(default_factory=set)
+    reasons: list[object] = field(default_factory=list)  # formatted only when shown
+    simulated: bool = True  # False: preemption was assumed possible, not checked
+
+    def message(self) -> str:
+        seen: list[str] = []
+        for reason in self.reasons:
+            text = _reason_text(reason)
+            if text not in seen:
+                seen.append(text)
+        return "; ".join(seen) if seen else "waiting for quota"
+
+
+def _reason_text(reason: object) -> str:
+    if not isinstance(reason, tuple):
+        return str(reason)
+    if reason[0] == "capacity":
+        _, cq, (flavor, resource), value, capacity = reason
+        return (
+            f"insufficient quota for {resource} in flavor {flavor}: {_fmt(resource, value)} "
+            f"requested > {_fmt(resource, capacity)} maximum capacity of ClusterQueue {cq}"
+        )
+    if reason[0] == "unused":
+        _, cohort, (flavor, resource), more, lend = reason
+        text = (
+            f"insufficient unused quota for {resource} in flavor {flavor}: "
+            f"{_fmt(resource, more)} more needed"
+        )
+        if cohort is not None:
+            text += f"; cohort {cohort} has {_fmt(resource, lend)} to lend"
+        return text
+    return "no admitted workload may be preempted for it"
+
+
+def _fmt(resource: str, amount: int) -> str:
+    return (
+        format_amount(resource, amount) if amount >= 0 else f"-{format_amount(resource, -amount)}"
+    )
+
+
+def _should_try_next(mode: Mode, borrow: int, fung: FlavorFungibility) -> bool:
+    if mode in (Mode.PREEMPT, Mode.RECLAIM):
+        return fung.when_can_preempt != FungibilityPolicy.MAY_STOP_SEARCH
+    if mode == Mode.FIT:
+        return borrow > 0 and fung.when_can_borrow != FungibilityPolicy.MAY_STOP_SEARCH
+    return True
+
+
+def _preferred(a: tuple[Mode, int], b: tuple[Mode, int], fung: FlavorFungibility) -> bool:
+    if fung.preference == FungibilityPreference.PREEMPTION_OVER_BORROWING:
+        return (a[1], -a[0]) < (b[1], -b[0])
+    return (-a[0], a[1]) < (-b[0], b[1])
+
+
+class AdmissionEngine:
+    """Quota, admitted and pending workloads of one governance configuration."""
+
+    def __init__(
+        self,
+        gov: Governance,
+        config: AdmissionConfig | None = None,
+        nodes: Sequence[NodeCapacity] | None = None,
+    ) -> None:
+        self.gov = gov
+        self.config = config or AdmissionConfig()
+        self.tree = QuotaTree(gov)
+        self.admitted: dict[str, AdmittedWorkload] = {}
+        self.by_cq: dict[str, dict[str, AdmittedWorkload]] = {
+            name: {} for name in gov.cluster_queues
+        }
+        self.pending: dict[str, dict[str, AdmissionWorkload]] = {
+            name: {} for name in gov.cluster_queues
+        }
+        self.reasons: dict[str, str] = {}
+        self.evictions: list[Eviction] = []
+        self.pool = NodePool(nodes, gov.flavors) if nodes is not None else None
+        self.ordered: dict[str, list[AdmittedWorkload]] = {name: [] for name in gov.cluster_queues}
+        self.preemptor = Preemptor(
+            self.tree, gov.cluster_queues, self.by_cq, self.config, self.ordered
+        )
+        self.now = 0.0
+        self.oscillated = False  # set when a run stopped on a preemption loop
+        self._sequence = 0
+        self._version = 0  # bumped on every change (node state is shared by all queues)
+        self._root_of = {name: node.root().name for name, node in self.tree.cqs.items()}
+        self._versions: dict[str, int] = dict.fromkeys(self._root_of.values(), 0)
+        self._inadmissible: dict[str, tuple[tuple[int, int], float]] = {}
+        self._preempt_cache: dict[tuple[object, ...], tuple[tuple[int, int], Mode]] = {}
+        self._known: set[str] = set()
+        self._user_admitted: dict[tuple[str, str], int] = {}
+        self._group_of: dict[str, dict[str, int]] = {}
+        self._label_keys: dict[str, list[set[str]]] = {}
+        for name, cq in gov.cluster_queues.items():
+            self._group_of[name] = {
+                r: gi for gi, g in enumerate(cq.resource_groups) for r in g.covered_resources
+            }
+            self._label_keys[name] = [
+                {k for f in g.flavors for k in gov.flavors[f.name].node_labels}
+                for g in cq.resource_groups
+            ]
+
+    # --- inputs ---------------------------------------------------------------------------
+
+    def cluster_queue_of(self, wl: AdmissionWorkload) -> str:
+        lq = self.gov.local_queues.get(wl.queue)
+        if lq is None:
+            known = ", ".join(sorted(self.gov.local_queues)) or "none"
+            raise InvalidValue(
+                f"workload {wl.name}: queue",
+                f"LocalQueue {wl.queue!r} does not exist (known: {known})",
+            )
+        return lq.cluster_queue
+
+    def submit(self, wl: AdmissionWorkload) -> None:
+        """Queue ``wl``; it is considered from the next :meth:`run`."""
+        if wl.name in self._known:
+            raise InvalidValue(f"workload {wl.name}", "name is used twice")
+        self.pending[self.cluster_queue_of(wl)][wl.name] = wl
+        self._known.add(wl.name)
+
+    def admit_existing(
+        self, wl: AdmissionWorkload, flavors: Mapping[str, Mapping[str, str]], at: float
+    ) -> None:
+        """Record a workload already holding quota on ``flavors`` (pod set/resource/flavor)."""
+        cq_name = self.cluster_queue_of(wl)
+        cq = self.gov.cluster_queues[cq_name]
+        usage: dict[FlavorResource, int] = {}
+        chosen: dict[str, dict[str, str]] = {}
+        pod_sets = {ps.name: ps for ps in wl.pod_sets}
+        for ps_name in flavors:
+            if ps_name not in pod_sets:
+                raise InvalidValue(
+                    f"workload {wl.name}: admitted.flavors.{ps_name}", "no such pod set"
+                )
+        for ps in wl.pod_sets:
+            given = flavors.get(ps.name, {})
+            chosen[ps.name] = {}
+            for resource, amount in ps.total().items():
+                if amount == 0:
+                    continue
+                where = f"workload {wl.name}: admitted.flavors.{ps.name}.{resource}"
+                flavor = given.get(resource)
+                if flavor is None:
+                    raise InvalidValue(where, "no flavor given for a requested resource")
+                gi = self._group_of[cq_name].get(resource)
+                if gi is None or flavor not in {f.name for f in cq.resource_groups[gi].flavors}:
+                    raise InvalidValue(
+                        where,
+                        f"flavor {flavor!r} has no quota for {resource} in ClusterQueue {cq_name}",
+                    )
+                chosen[ps.name][resource] = flavor
+                usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
+        if wl.name in self._known:
+            raise InvalidValue(f"workload {wl.name}", "name is used twice")
+        self._known.add(wl.name)
+        placement = self.pool.place(wl, chosen) if self.pool is not None else None
+        self._record(wl, cq_name, chosen, usage, at, placement)
+
+    # --- the cycle ------------------------------------------------------------------------
+
+    def run(self, now: float) -> int:
+        """Run passes at time ``now`` until one changes nothing; returns the number of passes."""
+        if now != self.now:
+            self._preempt_cache.clear()
+        self.now = now
+        self.preemptor.now = now
+        seen: set[frozenset[str]] = set()
+        for passes in range(1, self.config.max_passes + 1):
+            if not self._pass():
+                return passes
+            # Preemption rules that are each fair can still chase each other in a loop (Kueue
+            # throttles such loops with requeue back-off; we have no clock to wait on). The pass
+            # is deterministic in the admitted set, so a repeated set means a loop: stop there.
+            state = frozenset(self.admitted)
+            if state in seen:
+                self.oscillated = True
+                return passes
+            seen.add(state)
+        raise GpuaasError(
+            f"admission did not settle after {self.config.max_passes} passes "
+            "(workloads keep preempting each other)"
+        )
+
+    def _key(self, wl: AdmissionWorkload, cq: str, a: Assignment) -> tuple[float, int, float, str]:
+        if self.config.fair_sharing:
+            first = self.tree.share(self.tree.cqs[cq], plus=a.usage)
+        else:
+            first = float(a.borrow)
+        return (first, -wl.priority, wl.created, wl.name)
+
+    def _pass(self) -> bool:
+        changed = False
+        queues: dict[str, list[AdmissionWorkload]] = {}
+        heap: list[
+            tuple[tuple[float, int, float, str], int, str, AdmissionWorkload, Assignment]
+        ] = []
+        position: dict[str, int] = {}
+
+        def push_next(cq: str) -> None:
+            items = queues[cq]
+            while position[cq] < len(items):
+                wl = items[position[cq]]
+                if self._inadmissible.get(wl.name) == (self._state(cq), self.now):
+                    # nothing in its cohort tree changed since it last failed: it still fails
+                    if strict[cq]:
+                        block(cq, wl)
+                        return
+                    position[cq] += 1
+                    continue
+                limit_reason = self._user_limit_reason(wl)
+                if limit_reason is None:
+                    # ordering needs borrowing/share only: skip the costly preemption
+                    # simulation until the workload's turn comes
+                    a = self.assign(wl, cq, simulate=False)
+                    heapq.heappush(heap, (self._key(wl, cq, a), self._state(cq), cq, wl, a))
+                    return
+                self.reasons[wl.name] = limit_reason
+                position[cq] += 1
+
+        strict = {
+            name: cq.queueing_strategy == QueueingStrategy.STRICT_FIFO
+            for name, cq in self.gov.cluster_queues.items()
+        }
+
+        def block(cq: str, head: AdmissionWorkload) -> None:
+            for blocked in queues[cq][position[cq] + 1 :]:
+                self.reasons[blocked.name] = (
+                    f"StrictFIFO: waiting behind {head.name} in ClusterQueue {cq}"
+                )
+
+        for cq, pending in self.pending.items():
+            if pending:
+                queues[cq] = sorted(
+                    pending.values(), key=lambda w: (-w.priority, w.created, w.name)
+                )
+                position[cq] = 0
+                push_next(cq)
+        while heap:
+            key, version, cq, wl, a = heapq.heappop(heap)
+            if version != self._state(cq) or not a.simulated:
+                a = self.assign(wl, cq)
+                new_key = self._key(wl, cq, a)
+                if new_key > key and heap and new_key > heap[0][0]:
+                    heapq.heappush(heap, (new_key, self._state(cq), cq, wl, a))
+                    continue
+            if self._try_admit(wl, cq, a):
+                changed = True
+            else:
+                self._inadmissible[wl.name] = (self._state(cq), self.now)
+                if strict[cq]:
+                    block(cq, wl)
+                    continue
+            position[cq] += 1
+            push_next(cq)
+        return changed
+
+    def _state(self, cq: str) -> tuple[int, int]:
+        """What a decision for ``cq`` depends on: its cohort tree, and the nodes if known."""
+        return (self._versions[self._root_of[cq]], self._version if self.pool is not None else 0)
+
+    def _bump(self, cq: str) -> None:
+        self._versions[self._root_of[cq]] += 1
+        self._version += 1
+
+    def _user_limit_reason(self, wl: AdmissionWorkload) -> str | None:
+        limit = self.config.user_limits.get(wl.queue)
+        if limit is None or wl.user is None:
+            return None
+        if self._user_admitted.get((wl.queue, wl.user), 0) < limit:
+            return None
+        return (
+            f"user {wl.user} already has {limit} admitted workloads in LocalQueue {wl.queue} "
+            f"(limit {limit})"
+        )
+
+    def _try_admit(self, wl: AdmissionWorkload, cq: str, a: Assignment) -> bool:
+        if a.mode == Mode.NO_FIT:
+            self.reasons[wl.name] = a.message()
+            return False
+        if a.mode == Mode.FIT:
+            return self._admit_placed(wl, cq, a)
+        targets = self.preemptor.targets(wl, cq, a.usage, a.need_preemption)
+        if not targets:
+            self.reasons[wl.name] = a.message() + "; no admitted workload may be preempted for it"
+            return False
+        if self.pool is not None and not self._fits_nodes_after(wl, cq, targets):
+            self.reasons[wl.name] = (
+                a.message()
+                + "; preempting would free quota but the pods would not fit on the nodes"
+            )
+            return False
+        for victim, reason in targets:
+            self.evict(victim.name, reason, wl.name)
+        fresh = self.assign(wl, cq)
+        if fresh.mode != Mode.FIT or not self._admit_placed(wl, cq, fresh):
+            self.reasons[wl.name] = fresh.message()
+        return True
+
+    def _fits_nodes_after(
+        self, wl: AdmissionWorkload, cq: str, targets: Sequence[tuple[AdmittedWorkload, object]]
+    ) -> bool:
+        """Whether ``wl`` would fit on the nodes once ``targets`` are gone (state is restored)."""
+        assert self.pool is not None
+        for victim, _ in targets:
+            self.tree.remove_usage(self.tree.cqs[victim.cluster_queue], victim.usage)
+            if victim.placement is not None:
+                self.pool.release(victim.workload, victim.placement)
+        trial = self.assign(wl, cq)
+        placement = self.pool.place(wl, trial.flavors) if trial.mode == Mode.FIT else None
+        if placement is not None:
+            self.pool.release(wl, placement)
+        for victim, _ in targets:
+            self.tree.add_usage(self.tree.cqs[victim.cluster_queue], victim.usage)
+            if victim.placement is not None:
+                self.pool.reserve(victim.workload, victim.placement)
+        return placement is not None
+
+    def _admit_placed(self, wl: AdmissionWorkload, cq: str, a: Assignment) -> bool:
+        placement = None
+        if self.pool is not None:
+            placement = self.pool.place(wl, a.flavors)
+            if placement is None:
+                self.reasons[wl.name] = (
+                    "quota is available but the pods do not fit on the nodes of the assigned "
+                    f"flavors ({self._flavor_text(a)})"
+                )
+                return False
+        del self.pending[cq][wl.name]
+        self._record(wl, cq, a.flavors, a.usage, self.now, placement)
+        return True
+
+    @staticmethod
+    def _flavor_text(a: Assignment) -> str:
+        return ", ".join(
+            f"{ps}: {', '.join(f'{r}={f}' for r, f in sorted(rs.items()))}"
+            for ps, rs in a.flavors.items()
+        )
+
+    def _record(
+        self,
+        wl: AdmissionWorkload,
+        cq: str,
+        flavors: dict[str, dict[str, str]],
+        usage: dict[FlavorResource, int],
+        at: float,
+        placement: dict[str, list[str]] | None,
+    ) -> None:
+        self._sequence += 1
+        aw = AdmittedWorkload(wl, cq, flavors, usage, at, self._sequence, placement)
+        self.admitted[wl.name] = aw
+        self.by_cq[cq][wl.name] = aw
+        bisect.insort(self.ordered[cq], aw, key=_VICTIM_ORDER)
+        self.tree.add_usage(self.tree.cqs[cq], usage)
+        self.reasons.pop(wl.name, None)
+        if wl.user is not None:
+            key = (wl.queue, wl.user)
+            self._user_admitted[key] = self._user_admitted.get(key, 0) + 1
+        self._bump(cq)
+
+    def evict(self, name: str, reason: EvictionReason, preemptor: str = "") -> None:
+        """Take quota back from ``name`` and queue it again with its original creation time."""
+        aw = self.admitted.pop(name)
+        del self.by_cq[aw.cluster_queue][name]
+        ordered = self.ordered[aw.cluster_queue]
+        del ordered[bisect.bisect_left(ordered, aw.victim_order, key=_VICTIM_ORDER)]
+        self.tree.remove_usage(self.tree.cqs[aw.cluster_queue], aw.usage)
+        if self.pool is not None and aw.placement is not None:
+            self.pool.release(aw.workload, aw.placement)
+        if aw.workload.user is not None:
+            self._user_admitted[(aw.workload.queue, aw.workload.user)] -= 1
+        self.pending[aw.cluster_queue][name] = aw.workload
+        self.evictions.append(Eviction(name, EvictionReason(reason), preemptor))
+        self.reasons[name] = (
+            f"evicted ({reason}) to admit {preemptor}" if preemptor else f"evicted ({reason})"
+        )
+        self._bump(aw.cluster_queue)
+
+    # --- flavor assignment ----------------------------------------------------------------
+
+    def assign(self, wl: AdmissionWorkload, cq_name: str, simulate: bool = True) -> Assignment:
+        """Choose a flavor per pod set and resource group, trying flavors in order.
+
+        Without ``simulate``, a flavor that only preemption could free is taken to be
+        preemptible (an optimistic answer, good enough to rank workloads).
+        """
+        cq = self.gov.cluster_queues[cq_name]
+        node = self.tree.cqs[cq_name]
+        fung = cq.flavor_fungibility
+        out = Assignment(simulated=simulate)
+        for ps in wl.pod_sets:
+            total = {r: a * ps.count for r, a in ps.requests.items() if a > 0}
+            groups: list[int] = []
+            for resource in total:
+                gi = self._group_of[cq_name].get(resource)
+                if gi is None:
+                    out.mode = Mode.NO_FIT
+                    out.reasons.append(f"resource {resource} unavailable in ClusterQueue {cq_name}")
+                    return out
+                if gi not in groups:
+                    groups.append(gi)
+            chosen: dict[str, str] = {}
+            for gi in sorted(groups):
+                group = cq.resource_groups[gi]
+                request = {r: total[r] for r in group.covered_resources if r in total}
+                keys = self._label_keys[cq_name][gi]
+                selector = {k: v for k, v in ps.node_selector.items() if k in keys}
+                best: tuple[Mode, int, str, set[FlavorResource]] | None = None
+                for fq in group.flavors:
+                    flavor = self.gov.flavors[fq.name]
+                    if flavor.node_taints and not tolerated(
+                        flavor.node_taints, (*ps.tolerations, *flavor.tolerations)
+                    ):
+                        out.reasons.append(f"untolerated taint in flavor {fq.name}")
+                        continue
+                    if any(flavor.node_labels.get(k) != v for k, v in selector.items()):
+                        out.reasons.append(
+                            f"flavor {fq.name} does not match the nodeSelector of pod set {ps.name}"
+                        )
+                        continue
+                    mode, borrow = Mode.FIT, 0
+                    need: dict[FlavorResource, int] = {}
+                    for resource, amount in request.items():
+                        fr = (fq.name, resource)
+                        value = out.usage.get(fr, 0) + amount
+                        m, b = self._fits_quota(cq_name, node, fr, value, out.reasons)
+                        mode = min(mode, m)
+                        borrow = max(borrow, b)
+                        if m != Mode.FIT:
+                            need[fr] = value
+                        if mode == Mode.NO_FIT:
+                            break
+                    if mode == Mode.PREEMPT and simulate:
+                        mode = self._preemption_mode(wl, cq_name, need)
+                        if mode == Mode.NO_FIT:
+                            out.reasons.append(("novictim",))
+                    if mode == Mode.NO_FIT:
+                        continue
+                    if best is None or _preferred((mode, borrow), best[:2], fung):
+                        best = (mode, borrow, fq.name, set(need))
+                    if not _should_try_next(mode, borrow, fung):
+                        break
+                if best is None:
+                    out.mode = Mode.NO_FIT
+                    return out
+                mode, borrow, flavor_name, need = best
+                out.mode = min(out.mode, mode)
+                out.borrow = max(out.borrow, borrow)
+                out.need_preemption |= need
+                for resource, amount in request.items():
+                    chosen[resource] = flavor_name
+                    fr = (flavor_name, resource)
+                    out.usage[fr] = out.usage.get(fr, 0) + amount
+            out.flavors[ps.name] = chosen
+        return out
+
+    def _fits_quota(
+        self,
+        cq_name: str,
+        node: QuotaNode,
+        fr: FlavorResource,
+        value: int,
+        reasons: list[object],
+    ) -> tuple[Mode, int]:
+        """FIT, NO_FIT, or PREEMPT meaning "only preemption could help" (checked by the caller)."""
+        tree = self.tree
+        available = tree.available(node, fr)
+        capacity = tree.potential_available(node, fr)
+        if value > capacity:
+            reasons.append(("capacity", cq_name, fr, value, capacity))
+            return Mode.NO_FIT, 0
+        borrow, may_reclaim = tree.borrow_height(node, fr, value)
+        if value <= available:
+            return Mode.FIT, borrow
+        lend = tree.lendable_from_cohort(node, fr) if node.parent is not None else None
+        reasons.append(
+            ("unused", node.parent.name if node.parent else None, fr, value - available, lend)
+        )
+        policy = self.gov.cluster_queues[cq_name].preemption
+        if not (
+            node.nominal.get(fr, 0) >= value
+            or may_reclaim
+            or policy.within_cluster_queue != WithinClusterQueue.NEVER
+            or policy.borrow_within_cohort == BorrowWithinCohortPolicy.LOWER_PRIORITY
+        ):
+            return Mode.NO_FIT, borrow
+        return Mode.PREEMPT, borrow
+
+    def _preemption_mode(
+        self, wl: AdmissionWorkload, cq_name: str, request: dict[FlavorResource, int]
+    ) -> Mode:
+        """Whether preempting could make room for ``request``: RECLAIM (only other queues'
+        borrowers), PREEMPT (some of the queue's own workloads) or NO_FIT (no victim set)."""
+        # Equivalent attempts (same queue, rank and request) on an unchanged cohort tree give
+        # the same answer: remember it, so a full queue does not re-simulate for every workload.
+        policy = self.gov.cluster_queues[cq_name].preemption
+        newer = policy.within_cluster_queue == WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        key = (cq_name, wl.priority, wl.created if newer else None, tuple(sorted(request.items())))
+        state = self._state(cq_name)
+        cached = self._preempt_cache.get(key)
+        if cached is not None and cached[0] == state:
+            return cached[1]
+        targets = self.preemptor.targets(wl, cq_name, request, set(request))
+        if not targets:
+            mode = Mode.NO_FIT
+        elif all(t.cluster_queue != cq_name for t, _ in targets):
+            mode = Mode.RECLAIM
+        else:
+            mode = Mode.PREEMPT
+        self._preempt_cache[key] = (state, mode)
+        return mode
+
+    # --- outputs --------------------------------------------------------------------------
+
+    def pending_names(self) -> list[str]:
+        return sorted(name for pending in self.pending.values() for name in pending)

@@ -1,0 +1,317 @@
+"""Placement framework in the shape of the Kubernetes scheduling framework.
+
+One placement attempt gets a :class:`CycleState`; :class:`FilterPlugin` s remove nodes (vectorised:
+a bool mask over the candidate node indices, plus the reason a user reads), a :class:`ScorePlugin`
+ranks the survivors (vectorised: one float per candidate, higher is better) and picks the devices
+on the chosen node, and :class:`ReservePlugin` hooks see every reserve and unreserve (policies that
+remember what runs where, such as GPU clustering, use them).
+
+A policy is a score plugin; :mod:`gpuaas.engine.policies` holds them. The default filters below
+cover a :class:`~gpuaas.model.workload.PodRequest`'s CPU, memory, GPU forms (whole GPUs, a share of
+one GPU, MIG instances by profile, time-sliced replicas), GPU model restriction, node selector and
+taints/tolerations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from gpuaas.engine.snapshot import MILLI, Assignment, Snapshot
+from gpuaas.model.node import TaintEffect
+from gpuaas.model.workload import PodRequest
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """A pod request reduced to the integers the filters compare (computed once per attempt).
+
+    ``share`` is the milli-GPU of one GPU when the pod shares a GPU (0 < share < 1000), ``whole``
+    the number of fully free whole-mode GPUs it needs.
+    """
+
+    cpu: int
+    mem: int
+    whole: int
+    share: int
+    mig: tuple[tuple[str, int], ...]
+    replicas: int
+    models: frozenset[str]
+
+    @property
+    def milli(self) -> int:
+        """Milli-GPU the pod takes on whole-mode GPUs."""
+        return self.share if self.share else self.whole * MILLI
+
+    @property
+    def per_gpu(self) -> int:
+        """Milli-GPU per GPU used (the trace's ``gpu_milli``); 0 for no whole-mode GPU."""
+        return self.share if self.share else (MILLI if self.whole else 0)
+
+    @property
+    def gpu_count(self) -> int:
+        return 1 if self.share else self.whole
+
+    @classmethod
+    def of(cls, pod: PodRequest) -> PodShape:
+        share = pod.gpu_milli if pod.gpus == 1 and 0 < pod.gpu_milli < MILLI else 0
+        whole = 0 if share else pod.gpus
+        return cls(
+            cpu=pod.cpu_milli,
+            mem=pod.memory_bytes,
+            whole=whole,
+            share=share,
+            mig=pod.mig,
+            replicas=pod.replicas,
+            models=pod.gpu_models,
+        )
+
+
+@dataclass(slots=True)
+class CycleState:
+    """Scratch data of one placement attempt (as in kube-scheduler), shared by its plugins."""
+
+    pod: PodRequest
+    shape: PodShape
+    rng: np.random.Generator | None = None
+    data: dict[str, object] = field(default_factory=dict)
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    """Removes nodes that cannot run the pod."""
+
+    name: str
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        """Bool mask over ``nodes`` (int indices): True where the pod may run."""
+        ...
+
+    def reason(self, state: CycleState) -> str:
+        """Why a node failed this filter, in words a user can act on."""
+        ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    """Ranks feasible nodes and chooses the devices on the chosen one."""
+
+    name: str
+
+    def score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        """One float per node of ``nodes``; higher is better. Ties are broken by the caller."""
+        ...
+
+    def assign(self, state: CycleState, snap: Snapshot, node: int) -> Assignment:
+        """Which GPUs / instances / replicas the pod takes on ``node`` (feasible by the filters)."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    """Told of every reservation, so policy state can follow the snapshot."""
+
+    def on_reserve(self, snap: Snapshot, pod: PodRequest, assignment: Assignment) -> None: ...
+
+    def on_unreserve(self, snap: Snapshot, pod: PodRequest, assignment: Assignment) -> None: ...
+
+
+# ---------------------------------------------------------------------------- filters
+class GpuModelFilter:
+    """``gpu_models``: the node's GPU model must be one of them."""
+
+    name = "GpuModel"
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        models = state.shape.models
+        if not models:
+            return np.ones(len(nodes), dtype=bool)
+        ids = [snap.model_id(m) for m in models]
+        ids = [i for i in ids if i >= 0]
+        if not ids:
+            return np.zeros(len(nodes), dtype=bool)
+        return np.isin(snap.model_of_node[nodes], ids)
+
+    def reason(self, state: CycleState) -> str:
+        return "gpu model not in {" + ",".join(sorted(state.shape.models)) + "}"
+
+
+class NodeSelectorFilter:
+    """``node_selector``: every ``key=value`` must be a label of the node."""
+
+    name = "NodeSelector"
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        mask = np.ones(len(nodes), dtype=bool)
+        for key, value in state.pod.node_selector:
+            mask &= snap.label_mask(key, value)[nodes]
+        return mask
+
+    def reason(self, state: CycleState) -> str:
+        return "node selector " + ",".join(f"{k}={v}" for k, v in state.pod.node_selector)
+
+
+class TaintFilter:
+    """A NoSchedule/NoExecute taint must be tolerated (PreferNoSchedule never blocks)."""
+
+    name = "TaintToleration"
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        mask = np.ones(len(nodes), dtype=bool)
+        if len(snap.tainted) == 0:
+            return mask
+        tolerations = state.pod.tolerations
+        blocked = [
+            i
+            for i in snap.tainted.tolist()
+            if any(
+                taint.effect is not TaintEffect.PREFER_NO_SCHEDULE
+                and not any(t.tolerates(taint) for t in tolerations)
+                for taint in snap.taints[i]
+            )
+        ]
+        if blocked:
+            mask &= ~np.isin(nodes, blocked)
+        return mask
+
+    def reason(self, state: CycleState) -> str:
+        return "untolerated taint"
+
+
+class CpuFilter:
+    name = "Cpu"
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        return snap.cpu_free[nodes] >= state.shape.cpu
+
+    def reason(self, state: CycleState) -> str:
+        return "insufficient cpu"
+
+
+class MemoryFilter:
+    name = "Memory"
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        return snap.mem_free[nodes] >= state.shape.mem
+
+    def reason(self, state: CycleState) -> str:
+        return "insufficient memory"
+
+
+class GpuFilter:
+    """Whole GPUs need that many fully free GPUs; a share needs one GPU with that much free;
+    MIG needs free instances of each profile; time-sliced needs free replicas."""
+
+    name = "Gpu"
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        shape = state.shape
+        mask = np.ones(len(nodes), dtype=bool)
+        if shape.whole:
+            mask &= snap.full_free[nodes] >= shape.whole
+        if shape.share:
+            mask &= (snap.gpu_free[nodes] >= shape.share).any(axis=1)
+        for profile, count in shape.mig:
+            p = snap.profile_id(profile)
+            if p < 0:
+                mask[:] = False
+            else:
+                mask &= snap.mig_free[nodes, p] >= count
+        if shape.replicas:
+            mask &= snap.replica_free[nodes].sum(axis=1) >= shape.replicas
+        return mask
+
+    def reason(self, state: CycleState) -> str:
+        shape = state.shape
+        if shape.mig:
+            return "insufficient MIG instances " + ",".join(f"{n}x{p}" for p, n in shape.mig)
+        if shape.replicas:
+            return "insufficient time-sliced replicas"
+        return "insufficient GPU"
+
+
+DEFAULT_FILTERS: tuple[FilterPlugin, ...] = (
+    GpuModelFilter(),
+    NodeSelectorFilter(),
+    TaintFilter(),
+    CpuFilter(),
+    MemoryFilter(),
+    GpuFilter(),
+)
+
+
+def run_filters(
+    state: CycleState,
+    snap: Snapshot,
+    nodes: np.ndarray,
+    filters: tuple[FilterPlugin, ...] = DEFAULT_FILTERS,
+) -> tuple[np.ndarray, list[tuple[str, int]]]:
+    """Apply filters in order; returns surviving node indices and (reason, count) of removals
+    (a node is counted under the first filter it fails)."""
+    rejected: list[tuple[str, int]] = []
+    for plugin in filters:
+        if len(nodes) == 0:
+            break
+        if plugin.name in ("NodeSelector",) and not state.pod.node_selector:
+            continue
+        mask = plugin.filter(state, snap, nodes)
+        removed = int(len(mask) - np.count_nonzero(mask))
+        if removed:
+            rejected.append((plugin.reason(state), removed))
+            nodes = nodes[mask]
+    return nodes, rejected
+
+
+# ---------------------------------------------------------------------------- device choice
+def default_assignment(
+    state: CycleState, snap: Snapshot, node: int, share_gpu: int | None = None
+) -> Assignment:
+    """Devices for the pod on ``node``: a share goes to ``share_gpu`` or else the fullest GPU that
+    fits (best fit); whole GPUs take the lowest-index fully free GPUs; MIG instances the lowest
+    free slots of each profile; replicas come from the GPUs with the fewest free replicas first
+    (packing time-sliced GPUs)."""
+    shape = state.shape
+    gpu_milli: list[tuple[int, int]] = []
+    devices: list[str] = []
+    uuids = snap.gpu_uuids[node]
+    if shape.share:
+        if share_gpu is None:
+            free = snap.gpu_free[node]
+            fits = np.flatnonzero(free >= shape.share)
+            share_gpu = int(fits[np.argmin(free[fits])])
+        gpu_milli.append((share_gpu, shape.share))
+        devices.append(uuids[share_gpu])
+    elif shape.whole:
+        full = np.flatnonzero(snap.gpu_free[node] == MILLI)[: shape.whole]
+        for g in full.tolist():
+            gpu_milli.append((g, MILLI))
+            devices.append(uuids[g])
+    mig: list[tuple[int, int]] = []
+    for profile, count in shape.mig:
+        p = snap.profile_id(profile)
+        slots = snap.mig_slots.get((node, p), [])
+        for g, k in slots[::-1][:count]:
+            mig.append((g, k))
+            devices.append(f"{uuids[g]}/mig-{k}")
+    replicas: list[tuple[int, int]] = []
+    need = shape.replicas
+    if need:
+        free = snap.replica_free[node]
+        for g in np.argsort(np.where(free > 0, free, np.iinfo(np.int64).max), kind="stable"):
+            if need == 0 or free[g] <= 0:
+                break
+            take = int(min(need, free[g]))
+            replicas.append((int(g), take))
+            devices.append(f"{uuids[int(g)]}/replica")
+            need -= take
+    return Assignment(
+        node=node,
+        cpu_milli=shape.cpu,
+        memory_bytes=shape.mem,
+        gpu_milli=tuple(gpu_milli),
+        mig=tuple(mig),
+        replicas=tuple(replicas),
+        devices=tuple(devices),
+    )

@@ -1,0 +1,61 @@
+"""FGD, fragmentation gradient descent (Weng et al., USENIX ATC'23; baseline ``06-FGD``).
+
+A node's fragmentation w.r.t. the target task mix is the expected free milli-GPU a task drawn
+from the mix could not use (see :class:`~gpuaas.engine.policies.base.FragModel`). FGD places a
+task where (and on the GPU where) that fragmentation grows least. As in the authors' simulator
+the score is ``int(sigmoid(-growth / 1000) * 100)`` (ties broken at random by the framework), a
+share goes to the first GPU with the best score and memory is ignored. The mix is the whole
+trace mix: with the 60 % popularity cut that is the default of their code our runs land far
+from their published figures (~10 % unallocated instead of 4.77 on ``default``), with the whole
+mix within 0.5 point (see docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuaas.engine.framework import CycleState
+from gpuaas.engine.policies.base import FragModel, Policy, TaskMix, share_options
+from gpuaas.engine.snapshot import Snapshot
+
+
+class FgdPolicy(Policy):
+    name = "fgd"
+
+    def __init__(self, mix: TaskMix) -> None:
+        self.frag = FragModel(mix, with_memory=False)
+
+    def growth(
+        self, state: CycleState, snap: Snapshot, nodes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Per node the least fragmentation growth, and for a share the GPU achieving it."""
+        frag = self.frag
+        frag.refresh(snap, nodes)
+        shape = state.shape
+        before = frag.F[nodes]
+        if not shape.share:
+            return frag.after(snap, shape, nodes) - before, None
+        rows, gpus = share_options(snap, nodes, shape.share)
+        grown = frag.after(snap, shape, nodes[rows], gpus) - before[rows]
+        return grown, (rows, gpus)  # type: ignore[return-value]
+
+    def score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        self.frag.refresh(snap, nodes)
+        reps, inverse = self.frag.unique(nodes)
+        values = self._score(state, snap, reps)
+        choice = state.data.get("share_gpu")
+        if choice is not None:
+            state.data["share_gpu"] = choice[inverse]  # type: ignore[index]
+        return values[inverse]
+
+    def _score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        grown, opts = self.growth(state, snap, nodes)
+        scores = np.floor(100.0 / (1.0 + np.exp(grown / 1000.0)))
+        if opts is None:
+            return scores
+        rows, gpus = opts  # type: ignore[misc]
+        table = np.full((len(nodes), snap.gmax), -1.0)
+        table[rows, gpus] = scores
+        best = table.argmax(axis=1)
+        state.data["share_gpu"] = best
+        return table[np.arange(len(nodes)), best]

@@ -1,0 +1,409 @@
+"""The engine's view of the fleet: numpy arrays plus incremental indexes.
+
+Placement is a hot loop (the FGD benchmark places ~10,600 tasks on 1,213 nodes per run and the
+placement benchmark 100,000 workloads on 10,000 nodes), so the snapshot keeps everything a filter
+or a score needs as flat arrays indexed by node (0..N-1), and every index is updated by
+:meth:`Snapshot.reserve` / :meth:`Snapshot.unreserve` in O(GPUs of the node + domains of the node):
+a placement costs what changed, not the fleet size.
+
+GPU forms:
+
+- whole-mode GPUs carry ``gpu_free[n, g]`` in milli-GPU (1000 = fully free); a share request
+  (``gpu_milli``) takes part of one GPU, a whole-GPU request takes fully free GPUs;
+- MIG-mode GPUs have ``gpu_free == -1`` (not usable whole) and publish their instances, tracked
+  per node and profile in ``mig_free`` (free instance count) with the instances themselves in
+  ``mig_slots``;
+- time-sliced GPUs have ``gpu_free == -1`` and ``replica_free[n, g]`` free replicas.
+
+Absent GPU slots (a node with fewer than ``gmax`` GPUs) hold ``-1`` in ``gpu_free`` and ``0``
+in ``replica_free``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuaas.model.devices import PartitionMode
+from gpuaas.model.errors import GpuaasError
+from gpuaas.model.node import Node, Taint
+from gpuaas.model.topology import LEVELS, Level
+
+#: Milli-GPU of one whole GPU.
+MILLI = 1000
+#: Topology levels the snapshot indexes (the hostname level is the node itself).
+DOMAIN_LEVELS: tuple[Level, ...] = tuple(lv for lv in LEVELS if lv is not Level.HOSTNAME)
+_UIDS = itertools.count(1)
+
+
+class OvercommitError(GpuaasError):
+    """A reservation asked for more than is free: a bug in the caller, never silently clamped."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What one pod takes on one node; :meth:`Snapshot.unreserve` gives exactly this back.
+
+    ``gpu_milli`` lists ``(gpu_slot, milli)`` (a whole GPU is 1000), ``mig`` lists
+    ``(gpu_slot, instance_index)`` into the GPU's partition instances, ``replicas`` lists
+    ``(gpu_slot, count)``; ``devices`` names the devices taken, as a DRA allocation would.
+    """
+
+    node: int
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    gpu_milli: tuple[tuple[int, int], ...] = ()
+    mig: tuple[tuple[int, int], ...] = ()
+    replicas: tuple[tuple[int, int], ...] = ()
+    devices: tuple[str, ...] = ()
+
+    @property
+    def milli_gpu(self) -> int:
+        """Milli-GPU taken on whole-mode GPUs."""
+        return sum(milli for _, milli in self.gpu_milli)
+
+
+@dataclass(slots=True)
+class _DomainIndex:
+    """Per topology level: node -> domain id, and per domain free whole GPUs and free nodes."""
+
+    names: list[str]
+    of_node: np.ndarray  # int32[N], -1 when the node's domain is unknown at this level
+    free_gpus: np.ndarray  # int64[D]: fully free whole-mode GPUs in the domain
+    free_nodes: np.ndarray  # int64[D]: nodes whose GPUs are all fully free
+    total_gpus: np.ndarray  # int64[D]
+    nodes: np.ndarray  # int64[D]
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Free capacity of a fleet, as arrays indexed by node; see the module docstring."""
+
+    names: list[str]
+    cpu_total: np.ndarray
+    mem_total: np.ndarray
+    cpu_free: np.ndarray
+    mem_free: np.ndarray
+    gpu_count: np.ndarray  # GPUs physically present per node
+    gpu_free: np.ndarray  # int64[N, G]: milli free on whole-mode GPUs, -1 otherwise
+    replica_total: np.ndarray  # int64[N, G]
+    replica_free: np.ndarray  # int64[N, G]
+    model_names: list[str]  # model id -> name
+    model_of_node: np.ndarray  # int32[N], -1 for nodes without GPUs
+    full_free: np.ndarray  # int64[N]: fully free whole-mode GPUs per node
+    whole_gpus: np.ndarray  # int64[N]: whole-mode GPUs per node
+    model_free_gpus: np.ndarray  # int64[M]: fully free whole-mode GPUs per model (flavor)
+    model_free_milli: np.ndarray  # int64[M]: free milli on whole-mode GPUs per model
+    profile_names: list[str]
+    mig_free: np.ndarray  # int64[N, P]: free MIG instances per node and profile
+    mig_slots: dict[tuple[int, int], list[tuple[int, int]]]  # (node, profile) -> free (g, inst)
+    mig_profile_of: dict[tuple[int, int, int], int]  # (node, gpu, instance) -> profile id
+    domains: dict[Level, _DomainIndex]
+    labels: list[dict[str, str]]
+    taints: list[tuple[Taint, ...]]
+    tainted: np.ndarray  # int64 indices of nodes with at least one taint
+    gpu_uuids: list[list[str]]
+    version: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: Unique per snapshot object (copies get their own), so policy caches never mix snapshots.
+    uid: int = field(default_factory=lambda: next(_UIDS))
+    _label_index: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    _name_index: dict[str, int] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[Node]) -> Snapshot:
+        """Build the arrays and indexes from model nodes (O(fleet), done once)."""
+        n = len(nodes)
+        gmax = max((len(node.gpus) for node in nodes), default=0)
+        gmax = max(gmax, 1)
+        gpu_free = np.full((n, gmax), -1, dtype=np.int64)
+        replica_total = np.zeros((n, gmax), dtype=np.int64)
+        model_ids: dict[str, int] = {}
+        model_of_node = np.full(n, -1, dtype=np.int32)
+        profile_ids: dict[str, int] = {}
+        mig_entries: list[tuple[int, int, int, str]] = []
+        for i, node in enumerate(nodes):
+            if node.gpus:
+                model_of_node[i] = model_ids.setdefault(node.gpu_model, len(model_ids))
+            for g, gpu in enumerate(node.gpus):
+                mode = gpu.partition.mode
+                if mode is PartitionMode.WHOLE:
+                    gpu_free[i, g] = MILLI
+                elif mode is PartitionMode.TIME_SLICED:
+                    replica_total[i, g] = gpu.partition.replicas
+                else:
+                    for k, instance in enumerate(gpu.partition.instances):
+                        profile_ids.setdefault(instance.profile, len(profile_ids))
+                        mig_entries.append((i, g, k, instance.profile))
+        mig_free = np.zeros((n, max(len(profile_ids), 1)), dtype=np.int64)
+        mig_slots: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        mig_profile_of: dict[tuple[int, int, int], int] = {}
+        for i, g, k, profile in mig_entries:
+            p = profile_ids[profile]
+            mig_free[i, p] += 1
+            mig_slots.setdefault((i, p), []).append((g, k))
+            mig_profile_of[(i, g, k)] = p
+        for slots in mig_slots.values():
+            slots.sort(reverse=True)  # pop() takes the lowest (gpu, instance) first
+        full_free = (gpu_free == MILLI).sum(axis=1).astype(np.int64)
+        whole = (gpu_free >= 0).sum(axis=1).astype(np.int64)
+        nm = max(len(model_ids), 1)
+        model_free_gpus = np.zeros(nm, dtype=np.int64)
+        model_free_milli = np.zeros(nm, dtype=np.int64)
+        has = model_of_node >= 0
+        np.add.at(model_free_gpus, model_of_node[has], full_free[has])
+        np.add.at(model_free_milli, model_of_node[has], full_free[has] * MILLI)
+        snap = cls(
+            names=[node.name for node in nodes],
+            cpu_total=np.array([node.cpu_milli for node in nodes], dtype=np.int64),
+            mem_total=np.array([node.memory_bytes for node in nodes], dtype=np.int64),
+            cpu_free=np.array([node.cpu_milli for node in nodes], dtype=np.int64),
+            mem_free=np.array([node.memory_bytes for node in nodes], dtype=np.int64),
+            gpu_count=np.array([len(node.gpus) for node in nodes], dtype=np.int64),
+            gpu_free=gpu_free,
+            replica_total=replica_total,
+            replica_free=replica_total.copy(),
+            model_names=list(model_ids),
+            model_of_node=model_of_node,
+            full_free=full_free,
+            whole_gpus=whole,
+            model_free_gpus=model_free_gpus,
+            model_free_milli=model_free_milli,
+            profile_names=list(profile_ids),
+            mig_free=mig_free,
+            mig_slots=mig_slots,
+            mig_profile_of=mig_profile_of,
+            domains={},
+            labels=[_node_labels(node) for node in nodes],
+            taints=[tuple(node.taints) for node in nodes],
+            tainted=np.array([i for i, node in enumerate(nodes) if node.taints], dtype=np.int64),
+            gpu_uuids=[[gpu.uuid for gpu in node.gpus] for node in nodes],
+        )
+        snap._name_index = {name: i for i, name in enumerate(snap.names)}
+        snap.version = np.zeros(n, dtype=np.int64)
+        for level in DOMAIN_LEVELS:
+            snap.domains[level] = snap._build_domain(level, nodes)
+        return snap
+
+    def _build_domain(self, level: Level, nodes: Sequence[Node]) -> _DomainIndex:
+        ids: dict[str, int] = {}
+        of_node = np.full(len(nodes), -1, dtype=np.int32)
+        for i, node in enumerate(nodes):
+            name = node.topology.domain(level, node.name)
+            if name:
+                of_node[i] = ids.setdefault(name, len(ids))
+        d = len(ids)
+        known = of_node >= 0
+        free_gpus = np.zeros(d, dtype=np.int64)
+        free_nodes = np.zeros(d, dtype=np.int64)
+        total = np.zeros(d, dtype=np.int64)
+        count = np.zeros(d, dtype=np.int64)
+        np.add.at(free_gpus, of_node[known], self.full_free[known])
+        np.add.at(free_nodes, of_node[known], self._node_is_free()[known].astype(np.int64))
+        np.add.at(total, of_node[known], self.whole_gpus[known])
+        np.add.at(count, of_node[known], 1)
+        return _DomainIndex(list(ids), of_node, free_gpus, free_nodes, total, count)
+
+    def _node_is_free(self) -> np.ndarray:
+        return (self.full_free == self.whole_gpus) & (self.whole_gpus > 0)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+    @property
+    def gmax(self) -> int:
+        return int(self.gpu_free.shape[1])
+
+    def index_of(self, name: str) -> int:
+        """Node index of ``name``; KeyError names the node when it is unknown."""
+        try:
+            return self._name_index[name]
+        except KeyError:
+            raise KeyError(f"unknown node {name!r}") from None
+
+    def model_id(self, name: str) -> int:
+        """Model id of a GPU model name, -1 when no node has it."""
+        try:
+            return self.model_names.index(name)
+        except ValueError:
+            return -1
+
+    def profile_id(self, profile: str) -> int:
+        try:
+            return self.profile_names.index(profile)
+        except ValueError:
+            return -1
+
+    def label_mask(self, key: str, value: str) -> np.ndarray:
+        """Bool mask of nodes labelled ``key=value`` (built once per pair, then cached)."""
+        mask = self._label_index.get((key, value))
+        if mask is None:
+            mask = np.fromiter(
+                (labels.get(key) == value for labels in self.labels), dtype=bool, count=self.size
+            )
+            self._label_index[(key, value)] = mask
+        return mask
+
+    def domain_of(self, level: Level, node: int) -> int:
+        return int(self.domains[level].of_node[node])
+
+    def node_is_free(self, node: int) -> bool:
+        """True when every whole-mode GPU of the node is fully free."""
+        return bool(self.whole_gpus[node] > 0 and self.full_free[node] == self.whole_gpus[node])
+
+    def allocated_milli(self) -> int:
+        """Milli-GPU taken on whole-mode GPUs, fleet-wide (from the per-model index, O(models))."""
+        capacity = int(self.whole_gpus.sum()) * MILLI
+        return capacity - int(self.model_free_milli.sum())
+
+    # ------------------------------------------------------------------ reserve / unreserve
+    def reserve(self, node: int, assignment: Assignment) -> None:
+        """Take ``assignment`` on ``node``; raises OvercommitError (changing nothing) if it does
+        not fit."""
+        if assignment.node != node:
+            raise OvercommitError(f"assignment is for node {assignment.node}, not {node}")
+        self._check(assignment)
+        self._apply(assignment, -1)
+
+    def unreserve(self, assignment: Assignment) -> None:
+        """Give back exactly what :meth:`reserve` took."""
+        self._apply(assignment, +1)
+
+    def _check(self, a: Assignment) -> None:
+        n = a.node
+        if a.cpu_milli > self.cpu_free[n] or a.memory_bytes > self.mem_free[n]:
+            raise OvercommitError(f"{self.names[n]}: insufficient cpu or memory")
+        taken: dict[int, int] = {}
+        for g, milli in a.gpu_milli:
+            taken[g] = taken.get(g, 0) + milli
+        for g, milli in taken.items():
+            if milli <= 0 or self.gpu_free[n, g] < milli:
+                raise OvercommitError(f"{self.names[n]}: GPU {g} has {self.gpu_free[n, g]} free")
+        seen = set()
+        for g, k in a.mig:
+            p = self.mig_profile_of.get((n, g, k))
+            if p is None or (g, k) in seen or (g, k) not in self.mig_slots.get((n, p), ()):
+                raise OvercommitError(f"{self.names[n]}: MIG instance {g}/{k} is not free")
+            seen.add((g, k))
+        rep: dict[int, int] = {}
+        for g, count in a.replicas:
+            rep[g] = rep.get(g, 0) + count
+        for g, count in rep.items():
+            if count <= 0 or self.replica_free[n, g] < count:
+                raise OvercommitError(f"{self.names[n]}: GPU {g} has too few free replicas")
+
+    def _apply(self, a: Assignment, sign: int) -> None:
+        n = a.node
+        self.version[n] += 1
+        was_free = self.node_is_free(n)
+        self.cpu_free[n] += sign * a.cpu_milli
+        self.mem_free[n] += sign * a.memory_bytes
+        model = int(self.model_of_node[n])
+        full_delta = 0
+        for g, milli in a.gpu_milli:
+            before = self.gpu_free[n, g]
+            after = before + sign * milli
+            self.gpu_free[n, g] = after
+            full_delta += int(after == MILLI) - int(before == MILLI)
+            if model >= 0:
+                self.model_free_milli[model] += sign * milli
+        for g, k in a.mig:
+            p = self.mig_profile_of[(n, g, k)]
+            slots = self.mig_slots.setdefault((n, p), [])
+            if sign < 0:
+                slots.remove((g, k))
+            else:
+                slots.append((g, k))
+                slots.sort(reverse=True)
+            self.mig_free[n, p] += sign
+        for g, count in a.replicas:
+            self.replica_free[n, g] += sign * count
+        if full_delta:
+            self.full_free[n] += full_delta
+            if model >= 0:
+                self.model_free_gpus[model] += full_delta
+        now_free = self.node_is_free(n)
+        for index in self.domains.values():
+            d = index.of_node[n]
+            if d < 0:
+                continue
+            index.free_gpus[d] += full_delta
+            index.free_nodes[d] += int(now_free) - int(was_free)
+
+    # ------------------------------------------------------------------ comparison (tests)
+    def state(self) -> tuple[object, ...]:
+        """Every mutable array and index, for exact equality checks in tests."""
+        return (
+            self.cpu_free.tobytes(),
+            self.mem_free.tobytes(),
+            self.gpu_free.tobytes(),
+            self.replica_free.tobytes(),
+            self.full_free.tobytes(),
+            self.model_free_gpus.tobytes(),
+            self.model_free_milli.tobytes(),
+            self.mig_free.tobytes(),
+            tuple(sorted((key, tuple(v)) for key, v in self.mig_slots.items())),
+            tuple(
+                (level.value, idx.free_gpus.tobytes(), idx.free_nodes.tobytes())
+                for level, idx in self.domains.items()
+            ),
+        )
+
+    def copy(self) -> Snapshot:
+        """An independent copy of the mutable state (static parts are shared)."""
+        return Snapshot(
+            names=self.names,
+            cpu_total=self.cpu_total,
+            mem_total=self.mem_total,
+            cpu_free=self.cpu_free.copy(),
+            mem_free=self.mem_free.copy(),
+            gpu_count=self.gpu_count,
+            gpu_free=self.gpu_free.copy(),
+            replica_total=self.replica_total,
+            replica_free=self.replica_free.copy(),
+            model_names=self.model_names,
+            model_of_node=self.model_of_node,
+            full_free=self.full_free.copy(),
+            whole_gpus=self.whole_gpus,
+            model_free_gpus=self.model_free_gpus.copy(),
+            model_free_milli=self.model_free_milli.copy(),
+            profile_names=self.profile_names,
+            mig_free=self.mig_free.copy(),
+            mig_slots={key: list(v) for key, v in self.mig_slots.items()},
+            mig_profile_of=self.mig_profile_of,
+            domains={
+                level: _DomainIndex(
+                    idx.names,
+                    idx.of_node,
+                    idx.free_gpus.copy(),
+                    idx.free_nodes.copy(),
+                    idx.total_gpus,
+                    idx.nodes,
+                )
+                for level, idx in self.domains.items()
+            },
+            labels=self.labels,
+            taints=self.taints,
+            tainted=self.tainted,
+            gpu_uuids=self.gpu_uuids,
+            version=self.version.copy(),
+            _label_index=self._label_index,
+            _name_index=self._name_index,
+        )
+
+
+def _node_labels(node: Node) -> dict[str, str]:
+    labels = dict(node.labels)
+    labels.update(node.topology.labels())
+    labels.setdefault(Level.HOSTNAME.value, node.name)
+    return labels
+
+
+def build_snapshot(nodes: Iterable[Node]) -> Snapshot:
+    """Shorthand for :meth:`Snapshot.from_nodes`."""
+    return Snapshot.from_nodes(list(nodes))

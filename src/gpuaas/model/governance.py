@@ -1,0 +1,327 @@
+"""Governance vocabulary in Kueue's terms: who may use which capacity, and how much.
+
+The objects mirror Kueue's ``kueue.x-k8s.io/v1beta2`` API (ResourceFlavor, ClusterQueue, Cohort,
+LocalQueue, WorkloadPriorityClass) so that an existing Kueue configuration means the same thing
+here. Amounts are canonical integers (see :mod:`gpuaas.model.resources`); a flavor-resource pair
+``(flavor, resource)`` is the unit of quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.node import Taint, Toleration
+from gpuaas.model.resources import ResourceList
+
+FlavorResource = tuple[str, str]
+"""``(flavor, resource)``: the unit that quota and usage are counted in."""
+
+
+class QueueingStrategy(StrEnum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class WithinClusterQueue(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohort(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class FungibilityPolicy(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FungibilityPreference(StrEnum):
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+class EvictionReason(StrEnum):
+    """Kueue's preemption reasons, as written on the evicted Workload."""
+
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+
+
+class FairSharingStrategy(StrEnum):
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """Quota of one resource in one flavor. ``None`` limits mean unlimited (Kueue's nil)."""
+
+    name: str
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: str
+    resources: tuple[ResourceQuota, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """Resources that are always assigned the same flavor, tried in ``flavors`` order."""
+
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPolicy:
+    within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: BorrowWithinCohortPolicy | None = None
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+    preference: FungibilityPreference | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    """A kind of capacity: the node labels it maps to and the taints its nodes carry."""
+
+    name: str
+    node_labels: dict[str, str] = field(default_factory=dict, hash=False)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    """A pool of quota; workloads reach it through LocalQueues."""
+
+    name: str
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: str | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    preemption: PreemptionPolicy = PreemptionPolicy()
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    fair_sharing_weight: Fraction | None = None
+    namespace_selector: dict[str, object] | None = field(default=None, hash=False)
+    explicit: frozenset[str] = field(default=frozenset(), hash=False, compare=False)
+    """Spec fields the source wrote out even at their default ("preemption.withinClusterQueue"),
+    so that an export reproduces the imported object unchanged."""
+
+    @property
+    def weight(self) -> Fraction:
+        return Fraction(1) if self.fair_sharing_weight is None else self.fair_sharing_weight
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """A node of the borrowing tree; it may hold quota of its own and have a parent."""
+
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: Fraction | None = None
+
+    @property
+    def weight(self) -> Fraction:
+        return Fraction(1) if self.fair_sharing_weight is None else self.fair_sharing_weight
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    """A tenant's entry point in a namespace, pointing at one ClusterQueue."""
+
+    name: str
+    namespace: str
+    cluster_queue: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionPodSet:
+    """Admission's view of a pod set: ``count`` pods each asking for ``requests``.
+
+    Unlike :class:`gpuaas.model.workload.PodRequest` it carries any resource name, which is what
+    quota is written in (``example.com/gpu``, ``nvidia.com/mig-1g.10gb`` ...).
+    """
+
+    name: str
+    count: int
+    requests: ResourceList
+    node_selector: dict[str, str] = field(default_factory=dict, hash=False)
+    tolerations: tuple[Toleration, ...] = ()
+
+    def total(self) -> ResourceList:
+        return {name: amount * self.count for name, amount in self.requests.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionWorkload:
+    """A workload as admission sees it: where it queues, how it ranks, what it needs."""
+
+    name: str
+    queue: str  # "namespace/localqueue"
+    pod_sets: tuple[AdmissionPodSet, ...]
+    priority: int = 0
+    created: float = 0.0
+    user: str | None = None
+
+
+@dataclass(slots=True)
+class Governance:
+    """Every governance object, by name, checked for dangling references and cycles."""
+
+    flavors: dict[str, ResourceFlavor] = field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    cohorts: dict[str, Cohort] = field(default_factory=dict)
+    local_queues: dict[str, LocalQueue] = field(default_factory=dict)  # by "ns/name"
+    priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+
+    def cohort_names(self) -> set[str]:
+        """Explicit Cohort objects plus cohorts that exist only because something names them."""
+        names = set(self.cohorts)
+        names.update(cq.cohort for cq in self.cluster_queues.values() if cq.cohort)
+        names.update(c.parent for c in self.cohorts.values() if c.parent)
+        return names
+
+    def cohort(self, name: str) -> Cohort:
+        return self.cohorts.get(name) or Cohort(name=name)
+
+    def validate(self) -> None:
+        """Reject what Kueue would reject: unknown flavors, bad quotas, cycles, dangling queues."""
+        for cq in self.cluster_queues.values():
+            _validate_groups(f"ClusterQueue {cq.name}", cq.resource_groups, self.flavors, True)
+            if cq.fair_sharing_weight is not None and cq.fair_sharing_weight < 0:
+                raise InvalidValue(
+                    f"ClusterQueue {cq.name}: spec.fairSharing.weight", "must not be negative"
+                )
+            bwc = cq.preemption.borrow_within_cohort
+            if (
+                cq.preemption.max_priority_threshold is not None
+                and bwc != BorrowWithinCohortPolicy.LOWER_PRIORITY
+            ):
+                raise InvalidValue(
+                    f"ClusterQueue {cq.name}: spec.preemption.borrowWithinCohort",
+                    "maxPriorityThreshold needs policy LowerPriority",
+                )
+            if cq.cohort is None:
+                for group in cq.resource_groups:
+                    for flavor in group.flavors:
+                        for quota in flavor.resources:
+                            if quota.borrowing_limit is not None or quota.lending_limit is not None:
+                                raise InvalidValue(
+                                    f"ClusterQueue {cq.name}: spec.resourceGroups flavor "
+                                    f"{flavor.name} resource {quota.name}",
+                                    "borrowingLimit/lendingLimit need a cohortName",
+                                )
+        for cohort in self.cohorts.values():
+            _validate_groups(f"Cohort {cohort.name}", cohort.resource_groups, self.flavors, False)
+        for cohort in self.cohorts.values():
+            seen = [cohort.name]
+            parent = cohort.parent
+            while parent is not None:
+                if parent in seen:
+                    cycle = " -> ".join([*seen, parent])
+                    raise InvalidValue(
+                        f"Cohort {cohort.name}: spec.parentName",
+                        f"cycle in the cohort tree: {cycle}",
+                    )
+                seen.append(parent)
+                parent = self.cohorts[parent].parent if parent in self.cohorts else None
+        for key, lq in self.local_queues.items():
+            if lq.cluster_queue not in self.cluster_queues:
+                raise InvalidValue(
+                    f"LocalQueue {key}: spec.clusterQueue",
+                    f"ClusterQueue {lq.cluster_queue!r} does not exist"
+                    + _known(self.cluster_queues),
+                )
+
+
+def _known(names: Mapping[str, object]) -> str:
+    return f" (known: {', '.join(sorted(names))})" if names else " (none defined)"
+
+
+def _validate_groups(
+    owner: str,
+    groups: tuple[ResourceGroup, ...],
+    flavors: Mapping[str, ResourceFlavor],
+    lending_within_nominal: bool,
+) -> None:
+    covered: set[str] = set()
+    used_flavors: set[str] = set()
+    for gi, group in enumerate(groups):
+        where = f"{owner}: spec.resourceGroups[{gi}]"
+        if not group.covered_resources:
+            raise InvalidValue(f"{where}.coveredResources", "must not be empty")
+        for resource in group.covered_resources:
+            if resource in covered:
+                raise InvalidValue(
+                    f"{where}.coveredResources", f"{resource} is covered by two resource groups"
+                )
+            covered.add(resource)
+        for fi, flavor in enumerate(group.flavors):
+            fwhere = f"{where}.flavors[{fi}]"
+            if flavor.name not in flavors:
+                raise InvalidValue(
+                    f"{fwhere}.name",
+                    f"unknown ResourceFlavor {flavor.name!r}" + _known(flavors),
+                )
+            if flavor.name in used_flavors:
+                raise InvalidValue(f"{fwhere}.name", f"flavor {flavor.name} is listed twice")
+            used_flavors.add(flavor.name)
+            names = [quota.name for quota in flavor.resources]
+            if names != list(group.covered_resources):
+                raise InvalidValue(
+                    f"{fwhere}.resources",
+                    f"must list exactly the covered resources {list(group.covered_resources)} "
+                    f"in that order, got {names}",
+                )
+            for ri, quota in enumerate(flavor.resources):
+                rwhere = f"{fwhere}.resources[{ri}]"
+                for label, value in (
+                    ("nominalQuota", quota.nominal),
+                    ("borrowingLimit", quota.borrowing_limit),
+                    ("lendingLimit", quota.lending_limit),
+                ):
+                    if value is not None and value < 0:
+                        raise InvalidValue(f"{rwhere}.{label}", "must not be negative")
+                if (
+                    lending_within_nominal
+                    and quota.lending_limit is not None
+                    and quota.lending_limit > quota.nominal
+                ):
+                    raise InvalidValue(f"{rwhere}.lendingLimit", "must not exceed nominalQuota")

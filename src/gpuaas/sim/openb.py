@@ -1,0 +1,275 @@
+"""The Alibaba GPU trace's pod lists and the FGD experiment protocol.
+
+Protocol (``../shared/data/README.md``, as the FGD authors ran it): the trace's tasks in a seeded
+random shuffle, then "inflation" — tasks drawn uniformly with replacement from the trace appended
+until the total requested GPU would exceed ``inflation`` x cluster capacity; tasks are placed one
+at a time and never leave; a task that fits nowhere is skipped; the GPU allocation ratio is
+recorded each time the arrived workload (cumulative requested GPU / capacity) passes another 1%.
+Percentages the arrived workload never reaches (the last, since inflation stops just below 130%)
+take the final allocation.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+
+import numpy as np
+
+from gpuaas.engine.framework import CycleState, PodShape
+from gpuaas.engine.place import Placement, place_shape
+from gpuaas.engine.policies import make_policy
+from gpuaas.engine.policies.base import Policy, TaskMix
+from gpuaas.engine.snapshot import MILLI, Snapshot
+from gpuaas.model.errors import GpuaasError
+from gpuaas.model.node import Node
+from gpuaas.model.workload import PodRequest
+
+_MIB = 2**20
+#: Node label the openb loader uses for the trace's own GPU model name.
+SOURCE_MODEL_LABEL = "gpuaas.io/source-gpu-model"
+REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+
+
+class TraceFileError(GpuaasError):
+    """A pod list is malformed; the message names the file, line and column."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceTask:
+    """One row of a pod list: the trace's own names (``gpu_spec`` models, empty = any)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    gpu_spec: tuple[str, ...] = ()
+
+    @property
+    def requested_milli(self) -> int:
+        """GPU the task asks for, as the protocol counts it: num_gpu x gpu_milli."""
+        return self.num_gpu * self.gpu_milli
+
+
+def load_openb_pods(path: str | PathLike[str]) -> list[TraceTask]:
+    """Read ``openb_pod_list_*.csv``; errors name the file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    reader = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(reader, [])]
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise TraceFileError(f"{path}: line 1: missing column(s) {', '.join(missing)}")
+    pos = {name: header.index(name) for name in header}
+    tasks: list[TraceTask] = []
+    for line, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != len(header):
+            raise TraceFileError(f"{path}: line {line}: expected {len(header)} columns")
+
+        def num(col: str, line: int = line, row: list[str] = row) -> int:
+            cell = row[pos[col]].strip()
+            try:
+                value = int(cell)
+            except ValueError:
+                raise TraceFileError(
+                    f"{path}: line {line}: {col}: expected a whole number, got {cell!r}"
+                ) from None
+            if value < 0:
+                raise TraceFileError(f"{path}: line {line}: {col}: must not be negative")
+            return value
+
+        num_gpu, gpu_milli = num("num_gpu"), num("gpu_milli")
+        if num_gpu and not 0 < gpu_milli <= MILLI:
+            raise TraceFileError(f"{path}: line {line}: gpu_milli: must be 1..1000 with num_gpu")
+        if num_gpu > 1 and gpu_milli != MILLI:
+            raise TraceFileError(f"{path}: line {line}: gpu_milli: multi-GPU tasks take 1000")
+        spec = row[pos["gpu_spec"]].strip() if "gpu_spec" in pos else ""
+        tasks.append(
+            TraceTask(
+                name=row[pos["name"]].strip(),
+                cpu_milli=num("cpu_milli"),
+                memory_mib=num("memory_mib"),
+                num_gpu=num_gpu,
+                gpu_milli=gpu_milli if num_gpu else 0,
+                gpu_spec=tuple(s for s in spec.split("|") if s),
+            )
+        )
+    if not tasks:
+        raise TraceFileError(f"{path}: no tasks")
+    return tasks
+
+
+def model_aliases(nodes: Sequence[Node]) -> dict[str, str]:
+    """Trace model name (``V100M32``) -> the fleet's GPU model name, from the loader's label."""
+    out: dict[str, str] = {}
+    for node in nodes:
+        if node.gpus:
+            out[node.labels.get(SOURCE_MODEL_LABEL, node.gpu_model)] = node.gpu_model
+            out[node.gpu_model] = node.gpu_model
+    return out
+
+
+def to_request(task: TraceTask, aliases: dict[str, str]) -> PodRequest:
+    """The engine's request for a trace task (a share when one GPU is asked in part)."""
+    models = frozenset(aliases.get(m, m) for m in task.gpu_spec)
+    return PodRequest(
+        cpu_milli=task.cpu_milli,
+        memory_bytes=task.memory_mib * _MIB,
+        gpus=task.num_gpu,
+        gpu_milli=task.gpu_milli if task.num_gpu == 1 and task.gpu_milli < MILLI else 0,
+        gpu_models=models,
+    )
+
+
+def protocol_order(
+    tasks: Sequence[TraceTask], capacity_milli: int, seed: int, inflation: float = 1.3
+) -> list[int]:
+    """Task indices in arrival order: a seeded shuffle, then uniform draws with replacement
+    until the next one would push requested GPU beyond ``inflation`` x capacity."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(tasks)).tolist()
+    asked = np.array([t.requested_milli for t in tasks], dtype=np.int64)
+    total = int(asked.sum())
+    limit = inflation * capacity_milli
+    if total > limit:  # the trace alone is more than the target: cut it, as inflation would
+        kept, total = [], 0
+        for i in order:
+            if total + asked[i] > limit:
+                break
+            kept.append(i)
+            total += int(asked[i])
+        return kept
+    while True:
+        j = int(rng.integers(len(tasks)))
+        if total + asked[j] > limit:
+            return order
+        order.append(j)
+        total += int(asked[j])
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One protocol run: allocation % at arrived 0..max %, counts and wall time."""
+
+    allocation_pct: tuple[float, ...]
+    placed: int
+    failed: int
+    seconds: float
+
+    def unallocated_at(self, arrived_pct: int) -> float:
+        return 100.0 - self.allocation_pct[arrived_pct]
+
+
+def run_protocol(
+    nodes: Sequence[Node],
+    tasks: Sequence[TraceTask],
+    policy: str | Policy,
+    seed: int,
+    inflation: float = 1.3,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunResult:
+    """Run the FGD protocol once; ``policy`` is a name (built with the trace's task mix) or an
+    instance. ``progress(done, total)`` is called every 500 tasks."""
+    started = time.perf_counter()
+    snap = Snapshot.from_nodes(list(nodes))
+    capacity = int(snap.whole_gpus.sum()) * MILLI
+    if capacity == 0:
+        raise GpuaasError("the fleet has no whole-mode GPUs: the protocol measures GPU allocation")
+    aliases = model_aliases(nodes)
+    requests = [to_request(t, aliases) for t in tasks]
+    shapes = [PodShape.of(r) for r in requests]
+    if isinstance(policy, str):
+        policy = make_policy(policy, mix=TaskMix.from_shapes(shapes), seed=seed)
+    order = protocol_order(tasks, capacity, seed, inflation)
+    rng = np.random.default_rng(seed + 1_000_003)
+    top = round(inflation * 100)
+    record = np.full(top + 1, np.nan)
+    next_pct = 0
+    arrived = 0
+    placed = failed = 0
+    hooks = hasattr(policy, "on_reserve")
+    for step, i in enumerate(order):
+        state = CycleState(pod=requests[i], shape=shapes[i], rng=rng)
+        result = place_shape(snap, state, policy)
+        if isinstance(result, Placement):
+            snap.reserve(result.node, result.assignment)
+            if hooks:
+                policy.on_reserve(snap, requests[i], result.assignment)  # type: ignore[attr-defined]
+            placed += 1
+        else:
+            failed += 1
+        arrived += tasks[i].requested_milli
+        while next_pct <= top and arrived * 100 >= next_pct * capacity:
+            record[next_pct] = snap.allocated_milli() * 100.0 / capacity
+            next_pct += 1
+        if progress is not None and step % 500 == 0:
+            progress(step, len(order))
+    final = snap.allocated_milli() * 100.0 / capacity
+    record[np.isnan(record)] = final
+    if progress is not None:
+        progress(len(order), len(order))
+    return RunResult(tuple(float(x) for x in record), placed, failed, time.perf_counter() - started)
+
+
+def unallocated_lower_bound(
+    tasks: Sequence[TraceTask], order: Sequence[int], capacity_milli: int, arrived_pct: int = 100
+) -> float:
+    """A floor on unallocated GPU % at ``arrived_pct`` that holds for ANY placement policy.
+
+    Two facts bound the free capacity X when the arrived workload first reaches the mark:
+
+    - a share task asking d > 500 milli never shares its GPU with another such task, so if it
+      is placed it leaves a hole of 1000 - d that only tasks asking at most that much can fill:
+      X >= (holes of placed big tasks) - (milli of all small tasks that could fill them);
+    - X = (milli of failed tasks) - overshoot, where overshoot is how far the arrived workload
+      passed the mark (arrived minus the mark, a property of the order alone).
+
+    A policy might make big tasks fail instead of leaving holes; failing one costs d but saves
+    only its hole, so the cheapest mix fails the tasks with the best hole/d ratio first. For every
+    hole size h < 500 (tasks asking >= 1000 - h, fillers asking <= h) the fractional optimum of
+    that trade-off is a valid floor; the bound is the largest.
+    """
+    mark = arrived_pct * capacity_milli
+    big: list[int] = []
+    small: list[int] = []
+    arrived = 0
+    for i in order:
+        if arrived * 100 >= mark:
+            break
+        task = tasks[i]
+        arrived += task.requested_milli
+        if task.num_gpu == 1 and task.gpu_milli < MILLI:
+            (big if task.gpu_milli > MILLI // 2 else small).append(task.gpu_milli)
+    if not big or arrived * 100 < mark:
+        return 0.0
+    overshoot = (arrived * 100 - mark) / 100.0
+    asks = np.array(big, dtype=np.float64)
+    fill = np.array(small, dtype=np.float64)
+    best = 0.0
+    for h in np.unique(MILLI - asks).tolist():
+        d = np.sort(asks[MILLI - asks <= h])  # smallest ask first: best hole/ask ratio
+        left = float((MILLI - d).sum() - fill[fill <= h].sum())  # holes not fillable
+        failed = 0.0
+        value = max(left, -overshoot)
+        for ask in d.tolist():
+            hole = MILLI - ask
+            if left - hole >= failed + ask - overshoot:
+                left -= hole
+                failed += ask
+                value = max(left, failed - overshoot)
+            else:
+                t = (left - failed + overshoot) / (hole + ask)
+                value = failed + t * ask - overshoot
+                break
+        best = max(best, value)
+    return best * 100.0 / capacity_milli

@@ -1,0 +1,567 @@
+"""Import and export Kueue ``kueue.x-k8s.io/v1beta2`` objects.
+
+A platform engineer brings their Kueue configuration unchanged. Every field we understand is
+mapped; every field we do not is rejected by name (never dropped silently), so that a
+configuration never means something different here than in Kueue. Server-populated metadata and
+``status`` are runtime output, not configuration, and are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.governance import (
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    Cohort,
+    FlavorFungibility,
+    FlavorQuotas,
+    FungibilityPolicy,
+    FungibilityPreference,
+    Governance,
+    LocalQueue,
+    PreemptionPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    WithinClusterQueue,
+    WorkloadPriorityClass,
+)
+from gpuaas.model.node import Taint, TaintEffect, Toleration
+from gpuaas.model.quantity import Quantity
+from gpuaas.model.resources import canonical_amount, format_amount
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+KINDS = ("ResourceFlavor", "ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass")
+_SERVER_METADATA = {
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "selfLink",
+}
+_SCHEMA_FILES = {
+    "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
+    "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
+    "Cohort": "kueue.x-k8s.io_cohorts.yaml",
+    "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
+    "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+}
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidValue(where, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidValue(where, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _only(obj: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    allowed = set(allowed)
+    for key in obj:
+        if key not in allowed:
+            raise InvalidValue(
+                f"{where}.{key}",
+                f"field {key!r} is not supported by gpuaas "
+                f"(supported: {', '.join(sorted(allowed))})",
+            )
+
+
+def _str(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidValue(where, f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _enum(enum: type, value: object, where: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in enum)
+        raise InvalidValue(where, f"{value!r} is not one of {choices}") from None
+
+
+def _int(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValue(where, f"expected an integer, got {value!r}")
+    return value
+
+
+def _weight(value: object, where: str) -> Fraction:
+    quantity = Quantity.parse(value, where)  # type: ignore[arg-type]
+    if quantity.is_negative():
+        raise InvalidValue(where, "must not be negative")
+    return quantity.amount
+
+
+def _groups(value: object, where: str) -> tuple[ResourceGroup, ...]:
+    groups = []
+    for gi, raw in enumerate(_list(value, where)):
+        gwhere = f"{where}[{gi}]"
+        group = _mapping(raw, gwhere)
+        _only(group, ("coveredResources", "flavors"), gwhere)
+        covered = tuple(
+            _str(r, f"{gwhere}.coveredResources[{i}]")
+            for i, r in enumerate(
+                _list(group.get("coveredResources"), f"{gwhere}.coveredResources")
+            )
+        )
+        flavors = []
+        for fi, fraw in enumerate(_list(group.get("flavors"), f"{gwhere}.flavors")):
+            fwhere = f"{gwhere}.flavors[{fi}]"
+            flavor = _mapping(fraw, fwhere)
+            _only(flavor, ("name", "resources"), fwhere)
+            quotas = []
+            for ri, rraw in enumerate(_list(flavor.get("resources"), f"{fwhere}.resources")):
+                rwhere = f"{fwhere}.resources[{ri}]"
+                res = _mapping(rraw, rwhere)
+                _only(res, ("name", "nominalQuota", "borrowingLimit", "lendingLimit"), rwhere)
+                name = _str(res.get("name"), f"{rwhere}.name")
+                if "nominalQuota" not in res:
+                    raise InvalidValue(f"{rwhere}.nominalQuota", "is required")
+
+                def amount(
+                    key: str, res: Mapping[str, Any] = res, name: str = name, rwhere: str = rwhere
+                ) -> int | None:
+                    if res.get(key) is None:
+                        return None
+                    return canonical_amount(name, res[key], f"{rwhere}.{key}")
+
+                quotas.append(
+                    ResourceQuota(
+                        name=name,
+                        nominal=amount("nominalQuota") or 0,
+                        borrowing_limit=amount("borrowingLimit"),
+                        lending_limit=amount("lendingLimit"),
+                    )
+                )
+            flavors.append(
+                FlavorQuotas(
+                    name=_str(flavor.get("name"), f"{fwhere}.name"), resources=tuple(quotas)
+                )
+            )
+        groups.append(ResourceGroup(covered_resources=covered, flavors=tuple(flavors)))
+    return tuple(groups)
+
+
+def _fair_sharing(value: object, where: str) -> Fraction | None:
+    if value is None:
+        return None
+    fair = _mapping(value, where)
+    _only(fair, ("weight",), where)
+    return None if fair.get("weight") is None else _weight(fair["weight"], f"{where}.weight")
+
+
+def _stop_policy(spec: Mapping[str, Any], where: str) -> None:
+    if spec.get("stopPolicy") not in (None, "None"):
+        raise InvalidValue(
+            f"{where}.stopPolicy",
+            f"{spec['stopPolicy']!r} is not supported by gpuaas (only None): "
+            "holding a queue is done by the service, not in configuration",
+        )
+
+
+def _flavor(name: str, spec: Mapping[str, Any], where: str) -> ResourceFlavor:
+    _only(spec, ("nodeLabels", "nodeTaints", "tolerations"), where)
+    labels = {
+        _str(k, f"{where}.nodeLabels"): str(v)
+        for k, v in _mapping(spec.get("nodeLabels"), f"{where}.nodeLabels").items()
+    }
+    taints = []
+    for i, raw in enumerate(_list(spec.get("nodeTaints"), f"{where}.nodeTaints")):
+        twhere = f"{where}.nodeTaints[{i}]"
+        taint = _mapping(raw, twhere)
+        _only(taint, ("key", "value", "effect"), twhere)
+        taints.append(
+            Taint(
+                key=_str(taint.get("key"), f"{twhere}.key"),
+                value=str(taint.get("value") or ""),
+                effect=_enum(TaintEffect, taint.get("effect"), f"{twhere}.effect"),
+            )
+        )
+    tolerations = []
+    for i, raw in enumerate(_list(spec.get("tolerations"), f"{where}.tolerations")):
+        twhere = f"{where}.tolerations[{i}]"
+        tol = _mapping(raw, twhere)
+        _only(tol, ("key", "operator", "value", "effect"), twhere)
+        operator = tol.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise InvalidValue(f"{twhere}.operator", f"{operator!r} is not one of Equal, Exists")
+        tolerations.append(
+            Toleration(
+                key=str(tol.get("key") or ""),
+                operator=operator,
+                value=str(tol.get("value") or ""),
+                effect=str(tol.get("effect") or ""),
+            )
+        )
+    return ResourceFlavor(name, labels, tuple(taints), tuple(tolerations))
+
+
+def _cluster_queue(name: str, spec: Mapping[str, Any], where: str) -> ClusterQueue:
+    _only(
+        spec,
+        (
+            "resourceGroups",
+            "cohortName",
+            "queueingStrategy",
+            "preemption",
+            "flavorFungibility",
+            "fairSharing",
+            "namespaceSelector",
+            "stopPolicy",
+        ),
+        where,
+    )
+    _stop_policy(spec, where)
+    selector = spec.get("namespaceSelector")
+    if selector is not None and _mapping(selector, f"{where}.namespaceSelector"):
+        raise InvalidValue(
+            f"{where}.namespaceSelector",
+            "only {} (every namespace) is supported: gpuaas does not know namespace labels",
+        )
+    pwhere = f"{where}.preemption"
+    pre = _mapping(spec.get("preemption"), pwhere)
+    _only(pre, ("withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"), pwhere)
+    bwc = _mapping(pre.get("borrowWithinCohort"), f"{pwhere}.borrowWithinCohort")
+    _only(bwc, ("policy", "maxPriorityThreshold"), f"{pwhere}.borrowWithinCohort")
+    preemption = PreemptionPolicy(
+        within_cluster_queue=_enum(
+            WithinClusterQueue,
+            pre.get("withinClusterQueue", "Never"),
+            f"{pwhere}.withinClusterQueue",
+        ),
+        reclaim_within_cohort=_enum(
+            ReclaimWithinCohort,
+            pre.get("reclaimWithinCohort", "Never"),
+            f"{pwhere}.reclaimWithinCohort",
+        ),
+        borrow_within_cohort=(
+            _enum(
+                BorrowWithinCohortPolicy,
+                bwc.get("policy", "Never"),
+                f"{pwhere}.borrowWithinCohort.policy",
+            )
+            if "borrowWithinCohort" in pre
+            else None
+        ),
+        max_priority_threshold=(
+            None
+            if bwc.get("maxPriorityThreshold") is None
+            else _int(
+                bwc["maxPriorityThreshold"], f"{pwhere}.borrowWithinCohort.maxPriorityThreshold"
+            )
+        ),
+    )
+    fwhere = f"{where}.flavorFungibility"
+    fung = _mapping(spec.get("flavorFungibility"), fwhere)
+    _only(fung, ("whenCanBorrow", "whenCanPreempt", "preference"), fwhere)
+    fungibility = FlavorFungibility(
+        when_can_borrow=_enum(
+            FungibilityPolicy, fung.get("whenCanBorrow", "MayStopSearch"), f"{fwhere}.whenCanBorrow"
+        ),
+        when_can_preempt=_enum(
+            FungibilityPolicy,
+            fung.get("whenCanPreempt", "TryNextFlavor"),
+            f"{fwhere}.whenCanPreempt",
+        ),
+        preference=(
+            None
+            if fung.get("preference") is None
+            else _enum(FungibilityPreference, fung["preference"], f"{fwhere}.preference")
+        ),
+    )
+    cohort = spec.get("cohortName")
+    explicit = {k for k in ("queueingStrategy", "preemption", "flavorFungibility") if k in spec}
+    explicit |= {f"preemption.{k}" for k in pre}
+    explicit |= {f"flavorFungibility.{k}" for k in fung}
+    return ClusterQueue(
+        name=name,
+        resource_groups=_groups(spec.get("resourceGroups"), f"{where}.resourceGroups"),
+        cohort=None if not cohort else _str(cohort, f"{where}.cohortName"),
+        queueing_strategy=_enum(
+            QueueingStrategy,
+            spec.get("queueingStrategy", "BestEffortFIFO"),
+            f"{where}.queueingStrategy",
+        ),
+        preemption=preemption,
+        flavor_fungibility=fungibility,
+        fair_sharing_weight=_fair_sharing(spec.get("fairSharing"), f"{where}.fairSharing"),
+        namespace_selector=None if selector is None else {},
+        explicit=frozenset(explicit),
+    )
+
+
+def load_objects(objects: Iterable[object], source: str = "objects") -> Governance:
+    """Build a validated :class:`Governance` from Kueue objects (parsed YAML documents)."""
+    gov = Governance()
+    for index, raw in enumerate(objects):
+        where0 = f"{source}[{index}]"
+        obj = _mapping(raw, where0)
+        kind = obj.get("kind")
+        meta = _mapping(obj.get("metadata"), f"{where0}.metadata")
+        label = f"{kind} {meta.get('name', '?')}"
+        if obj.get("apiVersion") != API_VERSION:
+            raise InvalidValue(
+                f"{source}: {label}: apiVersion",
+                f"{obj.get('apiVersion')!r} is not supported (expected {API_VERSION})",
+            )
+        if kind not in KINDS:
+            raise InvalidValue(
+                f"{where0}.kind", f"{kind!r} is not supported (supported: {', '.join(KINDS)})"
+            )
+        allowed_top = {"apiVersion", "kind", "metadata", "status"}
+        allowed_top |= {"value", "description"} if kind == "WorkloadPriorityClass" else {"spec"}
+        _only(obj, allowed_top, f"{source}: {label}")
+        allowed_meta = {"name"} | _SERVER_METADATA
+        if kind == "LocalQueue":
+            allowed_meta.add("namespace")
+        _only(meta, allowed_meta, f"{source}: {label}: metadata")
+        name = _str(meta.get("name"), f"{source}: {kind}: metadata.name")
+        where = f"{source}: {kind} {name}: spec"
+        spec = _mapping(obj.get("spec"), where)
+        if kind == "ResourceFlavor":
+            _unique(gov.flavors, name, kind, source)
+            gov.flavors[name] = _flavor(name, spec, where)
+        elif kind == "ClusterQueue":
+            _unique(gov.cluster_queues, name, kind, source)
+            gov.cluster_queues[name] = _cluster_queue(name, spec, where)
+        elif kind == "Cohort":
+            _unique(gov.cohorts, name, kind, source)
+            _only(spec, ("parentName", "resourceGroups", "fairSharing"), where)
+            parent = spec.get("parentName")
+            gov.cohorts[name] = Cohort(
+                name=name,
+                parent=None if not parent else _str(parent, f"{where}.parentName"),
+                resource_groups=_groups(spec.get("resourceGroups"), f"{where}.resourceGroups"),
+                fair_sharing_weight=_fair_sharing(spec.get("fairSharing"), f"{where}.fairSharing"),
+            )
+        elif kind == "LocalQueue":
+            _only(spec, ("clusterQueue", "stopPolicy"), where)
+            _stop_policy(spec, where)
+            namespace = _str(
+                meta.get("namespace"), f"{source}: LocalQueue {name}: metadata.namespace"
+            )
+            lq = LocalQueue(
+                name, namespace, _str(spec.get("clusterQueue"), f"{where}.clusterQueue")
+            )
+            _unique(gov.local_queues, lq.key, kind, source)
+            gov.local_queues[lq.key] = lq
+        else:
+            _unique(gov.priority_classes, name, kind, source)
+            gov.priority_classes[name] = WorkloadPriorityClass(
+                name,
+                _int(obj.get("value"), f"{source}: {kind} {name}: value"),
+                str(obj.get("description") or ""),
+            )
+    try:
+        gov.validate()
+    except InvalidValue as exc:
+        raise InvalidValue(f"{source}: {exc.field}", exc.problem) from None
+    return gov
+
+
+def _unique(existing: Mapping[str, object], name: str, kind: str, source: str) -> None:
+    if name in existing:
+        raise InvalidValue(f"{source}: {kind} {name}", "defined twice")
+
+
+def load_yaml(path: str | Path) -> Governance:
+    """Read a multi-document Kueue YAML file (or a ``kind: List``)."""
+    path = Path(path)
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except OSError as exc:
+        raise GpuaasError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise GpuaasError(f"{path}: not valid YAML: {exc}") from None
+    if len(docs) == 1 and isinstance(docs[0], Mapping) and docs[0].get("kind") == "List":
+        docs = _list(docs[0].get("items"), f"{path}: items")
+    return load_objects(docs, str(path))
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+def _export_groups(groups: tuple[ResourceGroup, ...]) -> list[dict[str, Any]]:
+    out = []
+    for group in groups:
+        flavors = []
+        for flavor in group.flavors:
+            resources = []
+            for q in flavor.resources:
+                res: dict[str, Any] = {
+                    "name": q.name,
+                    "nominalQuota": format_amount(q.name, q.nominal),
+                }
+                if q.borrowing_limit is not None:
+                    res["borrowingLimit"] = format_amount(q.name, q.borrowing_limit)
+                if q.lending_limit is not None:
+                    res["lendingLimit"] = format_amount(q.name, q.lending_limit)
+                resources.append(res)
+            flavors.append({"name": flavor.name, "resources": resources})
+        out.append({"coveredResources": list(group.covered_resources), "flavors": flavors})
+    return out
+
+
+def _export_weight(weight: Fraction) -> str:
+    return str(Quantity(weight))
+
+
+def export_objects(gov: Governance) -> list[dict[str, Any]]:
+    """Kueue v1beta2 objects for ``gov``; ``load_objects(export_objects(g))`` gives ``g`` back."""
+    out: list[dict[str, Any]] = []
+
+    def obj(kind: str, name: str, body: dict[str, Any], namespace: str | None = None) -> None:
+        meta: dict[str, Any] = {"name": name}
+        if namespace is not None:
+            meta["namespace"] = namespace
+        out.append({"apiVersion": API_VERSION, "kind": kind, "metadata": meta, **body})
+
+    for f in gov.flavors.values():
+        spec: dict[str, Any] = {}
+        if f.node_labels:
+            spec["nodeLabels"] = dict(f.node_labels)
+        if f.node_taints:
+            spec["nodeTaints"] = [
+                {"key": t.key, **({"value": t.value} if t.value else {}), "effect": str(t.effect)}
+                for t in f.node_taints
+            ]
+        if f.tolerations:
+            spec["tolerations"] = [
+                {
+                    k: v
+                    for k, v in (
+                        ("key", t.key),
+                        ("operator", t.operator),
+                        ("value", t.value),
+                        ("effect", t.effect),
+                    )
+                    if v
+                }
+                for t in f.tolerations
+            ]
+        obj("ResourceFlavor", f.name, {"spec": spec})
+    for c in gov.cohorts.values():
+        spec = {}
+        if c.parent:
+            spec["parentName"] = c.parent
+        if c.resource_groups:
+            spec["resourceGroups"] = _export_groups(c.resource_groups)
+        if c.fair_sharing_weight is not None:
+            spec["fairSharing"] = {"weight": _export_weight(c.fair_sharing_weight)}
+        obj("Cohort", c.name, {"spec": spec})
+    for cq in gov.cluster_queues.values():
+        p = cq.preemption
+        shown = cq.explicit
+
+        def keep(path: str, value: object, default: object, shown: frozenset[str] = shown) -> bool:
+            return path in shown or value != default
+
+        preemption: dict[str, Any] = {}
+        if keep("preemption.withinClusterQueue", p.within_cluster_queue, "Never"):
+            preemption["withinClusterQueue"] = str(p.within_cluster_queue)
+        if keep("preemption.reclaimWithinCohort", p.reclaim_within_cohort, "Never"):
+            preemption["reclaimWithinCohort"] = str(p.reclaim_within_cohort)
+        if p.borrow_within_cohort is not None:
+            bwc: dict[str, Any] = {"policy": str(p.borrow_within_cohort)}
+            if p.max_priority_threshold is not None:
+                bwc["maxPriorityThreshold"] = p.max_priority_threshold
+            preemption["borrowWithinCohort"] = bwc
+        fung: dict[str, Any] = {}
+        ff = cq.flavor_fungibility
+        if keep("flavorFungibility.whenCanBorrow", ff.when_can_borrow, "MayStopSearch"):
+            fung["whenCanBorrow"] = str(ff.when_can_borrow)
+        if keep("flavorFungibility.whenCanPreempt", ff.when_can_preempt, "TryNextFlavor"):
+            fung["whenCanPreempt"] = str(ff.when_can_preempt)
+        if ff.preference is not None:
+            fung["preference"] = str(ff.preference)
+        spec = {}
+        if cq.namespace_selector is not None:
+            spec["namespaceSelector"] = {}
+        if cq.cohort:
+            spec["cohortName"] = cq.cohort
+        if keep("queueingStrategy", cq.queueing_strategy, "BestEffortFIFO"):
+            spec["queueingStrategy"] = str(cq.queueing_strategy)
+        if fung or "flavorFungibility" in shown:
+            spec["flavorFungibility"] = fung
+        if preemption or "preemption" in shown:
+            spec["preemption"] = preemption
+        if cq.fair_sharing_weight is not None:
+            spec["fairSharing"] = {"weight": _export_weight(cq.fair_sharing_weight)}
+        spec["resourceGroups"] = _export_groups(cq.resource_groups)
+        obj("ClusterQueue", cq.name, {"spec": spec})
+    for lq in gov.local_queues.values():
+        obj("LocalQueue", lq.name, {"spec": {"clusterQueue": lq.cluster_queue}}, lq.namespace)
+    for pc in gov.priority_classes.values():
+        body: dict[str, Any] = {"value": pc.value}
+        if pc.description:
+            body["description"] = pc.description
+        obj("WorkloadPriorityClass", pc.name, body)
+    return out
+
+
+def dump_yaml(gov: Governance) -> str:
+    return yaml.safe_dump_all(export_objects(gov), sort_keys=False)
+
+
+def kueue_schema(kind: str, schema_dir: str | Path) -> dict[str, Any]:
+    """The v1beta2 OpenAPI schema of ``kind`` from Kueue's CRD files in ``schema_dir``."""
+    path = Path(schema_dir) / _SCHEMA_FILES[kind]
+    crd = yaml.safe_load(path.read_text())
+    for version in crd["spec"]["versions"]:
+        if version["name"] == "v1beta2":
+            return version["schema"]["openAPIV3Schema"]
+    raise GpuaasError(f"{path}: no v1beta2 version")
+
+
+def validate_against_schema(objects: Iterable[Mapping[str, Any]], schema_dir: str | Path) -> None:
+    """Check objects against Kueue's CRD schemas (needs the ``jsonschema`` test extra)."""
+    import jsonschema  # a test/tooling dependency; imported only when asked for
+
+    for obj in objects:
+        schema = _openapi_to_jsonschema(kueue_schema(str(obj["kind"]), schema_dir))
+        errors = sorted(
+            jsonschema.Draft7Validator(schema).iter_errors(obj), key=lambda e: list(e.path)
+        )
+        if errors:
+            first = errors[0]
+            path = ".".join(str(p) for p in first.path)
+            raise InvalidValue(f"{obj['kind']} {obj['metadata']['name']}: {path}", first.message)
+
+
+def _openapi_to_jsonschema(node: Any) -> Any:
+    """OpenAPI v3 CRD schema -> JSON Schema: int-or-string becomes an anyOf."""
+    if isinstance(node, list):
+        return [_openapi_to_jsonschema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {
+        k: _openapi_to_jsonschema(v) for k, v in node.items() if not k.startswith("x-kubernetes")
+    }
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("anyOf", None)
+        pattern = out.pop("pattern", None)
+        string: dict[str, Any] = {"type": "string"}
+        if pattern:
+            string["pattern"] = pattern
+        out["anyOf"] = [{"type": "integer"}, string]
+    return out

@@ -1,0 +1,69 @@
+"""``gpuaas bench placement``: runs on a small fleet, prints one JSON object or a table."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from gpuaas.cli.bench_placement import run_placement_bench
+from gpuaas.cli.main import app
+
+runner = CliRunner()
+
+
+def test_json_has_the_headline_keys() -> None:
+    result = runner.invoke(
+        app, ["bench", "placement", "--nodes", "160", "--workloads", "600", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for key in ("single_pod_per_s", "gang_per_s", "p99_ms", "peak_rss_mib"):
+        assert isinstance(data[key], int | float) and data[key] > 0, key
+    assert data["single_pod"]["decisions"] + data["gang"]["decisions"] == 600
+    assert data["single_pod"]["placed"] > 0 and data["gang"]["placed"] > 0
+    assert data["gpus"] == 160 * 8
+
+
+def test_table_output() -> None:
+    result = runner.invoke(
+        app, ["bench", "placement", "--nodes", "80", "--workloads", "200", "--policy", "bestfit"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "single-pod" in result.stdout and "gang" in result.stdout
+    assert "peak RSS" in result.stdout
+
+
+def test_churn_keeps_the_fleet_busy_not_full() -> None:
+    data = run_placement_bench(120, 1500, seed=3, policy_name="packing", high=0.7, low=0.6)
+    assert data["released"] > 0
+    assert data["allocated_gpu_pct_at_end"] <= 75
+    quiet = run_placement_bench(120, 300, seed=3, policy_name="packing", churn=False)
+    assert quiet["released"] == 0
+
+
+def test_bad_options_are_reported_without_a_traceback() -> None:
+    result = runner.invoke(app, ["bench", "placement", "--nodes", "0", "--workloads", "5"])
+    assert result.exit_code == 2
+    assert "must be at least 1" in result.output
+    assert "Traceback" not in result.output
+    result = runner.invoke(app, ["bench", "placement", "--policy", "nope", "--nodes", "5"])
+    assert result.exit_code == 2
+    assert "choose one of" in result.output
+    result = runner.invoke(
+        app, ["bench", "placement", "--nodes", "5", "--workloads", "5", "--low", "0.9"]
+    )
+    assert result.exit_code == 2
+    assert "need 0 < low < high" in result.output
+
+
+def test_pack_option() -> None:
+    result = runner.invoke(
+        app,
+        ["bench", "placement", "--nodes", "64", "--workloads", "150", "--pack", "none", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["pack_level"] == "none"
+    result = runner.invoke(app, ["bench", "placement", "--nodes", "5", "--pack", "shelf"])
+    assert result.exit_code == 2
+    assert "unknown topology level" in result.output

@@ -1,0 +1,190 @@
+"""The admission cycle beyond the conformance files: many admissions per queue per pass,
+readable pending reasons, fair sharing, fungibility, minimum run time, per-user limits."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from admission_builders import cq, make_gov, quota_group, wl
+
+from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.governance import (
+    AdmissionPodSet,
+    AdmissionWorkload,
+    ClusterQueue,
+    EvictionReason,
+    FlavorFungibility,
+    FungibilityPolicy,
+    PreemptionPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    WithinClusterQueue,
+)
+from gpuaas.model.node import Taint, Toleration
+
+LOWER = PreemptionPolicy(within_cluster_queue=WithinClusterQueue.LOWER_PRIORITY)
+
+
+def test_many_admissions_per_queue_in_one_pass() -> None:
+    engine = AdmissionEngine(make_gov([cq("a", 100_000)]))
+    for i in range(50):
+        engine.submit(wl(f"w{i}", "a", 1000, created=i))
+    passes = engine.run(0)
+    assert len(engine.admitted) == 50
+    assert passes == 2  # one pass admits all 50, the next finds nothing to do
+
+
+def test_pending_reason_names_resource_flavor_amount_and_cohort() -> None:
+    engine = AdmissionEngine(make_gov([cq("a", 2000, "ai-lab"), cq("b", 0, "ai-lab")]))
+    engine.submit(wl("big", "a", 4000))
+    engine.run(0)
+    assert engine.reasons["big"] == (
+        "insufficient quota for cpu in flavor default: 4 requested > 2 maximum capacity of "
+        "ClusterQueue a"
+    )
+    engine.submit(wl("fill", "a", 2000, created=1))
+    engine.submit(wl("more", "a", 1000, created=2))
+    engine.run(2)
+    assert "insufficient unused quota for cpu in flavor default: 1 more needed; cohort ai-lab "
+    assert engine.reasons["more"].startswith(
+        "insufficient unused quota for cpu in flavor default: 1 more needed; "
+        "cohort ai-lab has 0 to lend"
+    )
+    assert engine.pending_names() == ["big", "more"]
+
+
+def test_strict_fifo_blocks_and_says_why() -> None:
+    gov = make_gov([cq("a", 3000, queueing_strategy=QueueingStrategy.STRICT_FIFO)])
+    engine = AdmissionEngine(gov)
+    engine.submit(wl("head", "a", 5000, priority=10))
+    engine.submit(wl("small", "a", 1000, priority=1))
+    engine.run(0)
+    assert not engine.admitted
+    assert engine.reasons["small"] == "StrictFIFO: waiting behind head in ClusterQueue a"
+
+
+def test_unknown_queue_is_rejected() -> None:
+    engine = AdmissionEngine(make_gov([cq("a", 1000)]))
+    with pytest.raises(InvalidValue, match="workload w: queue: LocalQueue 'ns/zz' does not exist"):
+        engine.submit(wl("w", "zz", 1))
+
+
+def test_min_run_time_protects_recent_admissions() -> None:
+    config = AdmissionConfig(min_run_time=60)
+    engine = AdmissionEngine(make_gov([cq("a", 2000, preemption=LOWER)]), config)
+    engine.admit_existing(wl("old", "a", 2000), {"main": {"cpu": "default"}}, at=100)
+    engine.submit(wl("urgent", "a", 2000, priority=10, created=120))
+    engine.run(120)
+    assert "old" in engine.admitted and not engine.evictions
+    engine.run(161)
+    assert "urgent" in engine.admitted
+    assert engine.evictions[0].workload == "old"
+    assert engine.evictions[0].reason == EvictionReason.IN_CLUSTER_QUEUE
+
+
+def test_per_user_limit_inside_a_queue() -> None:
+    config = AdmissionConfig(user_limits={"ns/a": 2})
+    engine = AdmissionEngine(make_gov([cq("a", 100_000)]), config)
+    for i in range(4):
+        engine.submit(wl(f"alice-{i}", "a", 1000, created=i, user="alice"))
+    engine.submit(wl("bob-0", "a", 1000, created=9, user="bob"))
+    engine.run(10)
+    assert sorted(engine.admitted) == ["alice-0", "alice-1", "bob-0"]
+    assert (
+        "user alice already has 2 admitted workloads in LocalQueue ns/a"
+        in (engine.reasons["alice-2"])
+    )
+    engine.evict("alice-0", EvictionReason.IN_CLUSTER_QUEUE)
+    engine.run(11)
+    assert "alice-0" in engine.admitted  # oldest first, back within the limit
+
+
+def test_when_can_borrow_try_next_flavor_prefers_no_borrowing() -> None:
+    fung = FlavorFungibility(when_can_borrow=FungibilityPolicy.TRY_NEXT_FLAVOR)
+    group = quota_group("cpu", [("spot", 1000, None, None), ("on-demand", 4000, None, None)])
+    a = ClusterQueue("a", (group,), cohort="c", flavor_fungibility=fung)
+    b = ClusterQueue("b", (quota_group("cpu", [("spot", 8000, None, None)]),), cohort="c")
+    engine = AdmissionEngine(make_gov([a, b]))
+    engine.submit(wl("w", "a", 2000))
+    engine.run(0)
+    assert engine.admitted["w"].flavors == {"main": {"cpu": "on-demand"}}
+    # with the default MayStopSearch the first flavor is taken while borrowing
+    a2 = ClusterQueue("a", (group,), cohort="c")
+    engine = AdmissionEngine(make_gov([a2, b]))
+    engine.submit(wl("w", "a", 2000))
+    engine.run(0)
+    assert engine.admitted["w"].flavors == {"main": {"cpu": "spot"}}
+
+
+def test_untolerated_flavor_taint_moves_to_next_flavor() -> None:
+    group = quota_group("cpu", [("tainted", 4000, None, None), ("plain", 4000, None, None)])
+    gov = make_gov([ClusterQueue("a", (group,))])
+    gov.flavors["tainted"] = ResourceFlavor("tainted", node_taints=(Taint("dedicated", "x"),))
+    engine = AdmissionEngine(gov)
+    engine.submit(wl("w", "a", 1000))
+    tolerant = AdmissionWorkload(
+        "t",
+        "ns/a",
+        (
+            AdmissionPodSet(
+                "main", 1, {"cpu": 1000}, tolerations=(Toleration("dedicated", "Exists"),)
+            ),
+        ),
+    )
+    engine.submit(tolerant)
+    engine.run(0)
+    assert engine.admitted["w"].flavors["main"]["cpu"] == "plain"
+    assert engine.admitted["t"].flavors["main"]["cpu"] == "tainted"
+
+
+def _fair_gov() -> AdmissionEngine:
+    reclaim = PreemptionPolicy(
+        within_cluster_queue=WithinClusterQueue.LOWER_PRIORITY,
+        reclaim_within_cohort=ReclaimWithinCohort.ANY,
+    )
+    gov = make_gov(
+        [
+            cq("a", 4000, "c", preemption=reclaim),
+            cq("b", 4000, "c", preemption=reclaim),
+            cq("c0", 4000, "c", preemption=reclaim, fair_sharing_weight=Fraction(1)),
+        ]
+    )
+    return AdmissionEngine(gov, AdmissionConfig(fair_sharing=True))
+
+
+@pytest.mark.parametrize("fair", [False, True])
+def test_fair_sharing_orders_by_share_not_only_priority(fair: bool) -> None:
+    gov = make_gov([cq("a", 4000, "c"), cq("b", 0, "c"), cq("lender", 8000, "c")])
+    engine = AdmissionEngine(gov, AdmissionConfig(fair_sharing=fair))
+    engine.admit_existing(wl("a0", "a", 8000), {"main": {"cpu": "default"}}, 0)
+    engine.submit(wl("a-next", "a", 4000, priority=100, created=1))
+    engine.submit(wl("b-next", "b", 4000, priority=0, created=2))
+    engine.run(2)
+    # Both borrow. Classically the higher priority goes first; with fair sharing the queue
+    # whose share stays lower (b: 4/12 borrowed, against a: 8/12) goes first.
+    winner = "b-next" if fair else "a-next"
+    assert set(engine.admitted) == {"a0", winner}
+
+
+def test_fair_sharing_preemption_reclaims_from_the_biggest_borrower() -> None:
+    engine = _fair_gov()
+    for i in range(6):
+        engine.admit_existing(wl(f"a{i}", "a", 2000), {"main": {"cpu": "default"}}, 0)
+    engine.submit(wl("c-job", "c0", 4000, created=1))
+    engine.run(1)
+    assert "c-job" in engine.admitted
+    reasons = {e.workload: e.reason for e in engine.evictions}
+    assert len(reasons) == 2
+    assert set(reasons.values()) == {EvictionReason.IN_COHORT_FAIR_SHARING}
+    assert all(name.startswith("a") for name in reasons)
+
+
+def test_admit_existing_checks_flavors() -> None:
+    engine = AdmissionEngine(make_gov([cq("a", 1000)], flavors=["other"]))
+    with pytest.raises(InvalidValue, match="flavor 'other' has no quota for cpu"):
+        engine.admit_existing(wl("w", "a", 1), {"main": {"cpu": "other"}}, 0)
+    with pytest.raises(InvalidValue, match="no flavor given"):
+        engine.admit_existing(wl("w", "a", 1), {"main": {}}, 0)

@@ -1,0 +1,163 @@
+"""The scenario runner: every conformance scenario passes `gpuaas scenario check`; bad files fail
+cleanly; the runner's own rules (arrival order, requeue after eviction) hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuaas.cli.main import app
+from gpuaas.sim.scenario import diff_outcomes, parse_scenario, run_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance" / "scenarios"
+FILES = sorted(SCENARIOS.glob("*.yaml")) if SCENARIOS.is_dir() else []
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_conformance_scenario_checks(path: Path) -> None:
+    result = runner.invoke(app, ["scenario", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("ok: ")
+
+
+def test_conformance_scenarios_present() -> None:
+    if not FILES:
+        pytest.skip(f"no conformance scenarios at {SCENARIOS} (../shared is absent)")
+    assert len(FILES) >= 16
+
+
+def test_run_json_has_the_expect_shape() -> None:
+    if not FILES:
+        pytest.skip(f"no conformance scenarios at {SCENARIOS}")
+    path = next(p for p in FILES if p.name.startswith("05-"))
+    result = runner.invoke(app, ["scenario", "run", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    expect = yaml.safe_load(path.read_text())["expect"]
+    assert out["admitted"] == expect["admitted"]
+    assert out["evicted"] == expect["evicted"]
+    assert out["pending"] == sorted(expect["pending"])
+    text = runner.invoke(app, ["scenario", "run", str(path)])
+    assert "low-alpha  InClusterQueue" in text.output
+
+
+BASE = """
+name: tiny
+objects:
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ResourceFlavor
+    metadata: {name: default}
+    spec: {}
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: cq}
+    spec:
+      cohortName: lab
+      preemption: {withinClusterQueue: LowerPriority}
+      resourceGroups:
+        - coveredResources: [cpu]
+          flavors:
+            - name: default
+              resources:
+                - {name: cpu, nominalQuota: "4"}
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: LocalQueue
+    metadata: {name: lq, namespace: ns}
+    spec: {clusterQueue: cq}
+workloads:
+  - name: a
+    queue: ns/lq
+    priority: 0
+    created: 0
+    podSets: [{name: main, count: 1, requests: {cpu: "3"}}]
+  - name: b
+    queue: ns/lq
+    priority: 5
+    created: 10
+    podSets: [{name: main, count: 1, requests: {cpu: "2"}}]
+expect:
+  admitted: {b: {main: {cpu: default}}}
+  evicted: {a: InClusterQueue}
+  pending: [a]
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_arrivals_follow_creation_time_and_evicted_workloads_requeue(tmp_path: Path) -> None:
+    # a arrives first and is admitted; b arrives later with a higher priority and evicts it.
+    result = runner.invoke(app, ["scenario", "check", str(_write(tmp_path, BASE))])
+    assert result.exit_code == 0, result.output
+    outcome = run_scenario(parse_scenario(yaml.safe_load(BASE)))
+    assert (
+        "insufficient unused quota for cpu in flavor default: 1 more needed"
+        in (outcome.reasons["a"])
+    )
+    assert "cohort lab has 0 to lend" in outcome.reasons["a"]
+
+
+def test_check_reports_a_readable_diff(tmp_path: Path) -> None:
+    wrong = BASE.replace("pending: [a]", "pending: []").replace(
+        "evicted: {a: InClusterQueue}", "evicted: {}"
+    )
+    result = runner.invoke(app, ["scenario", "check", str(_write(tmp_path, wrong))])
+    assert result.exit_code == 1
+    assert "evicted: a: expected no eviction, got InClusterQueue" in result.output
+    assert "pending: a is pending but should not be" in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: [unclosed", "not valid YAML"),
+        (BASE.replace("queue: ns/lq\n    priority: 0", "queue: ns/nope\n    priority: 0"), "ns/nope"),
+        (BASE.replace('nominalQuota: "4"', 'nominalQuota: "-4"'), "must not be negative"),
+        (BASE.replace("name: default}\n    spec: {}", "name: other}\n    spec: {}"), "default"),
+        (BASE.replace('requests: {cpu: "3"}', 'requests: {cpu: "lots"}'), "not a quantity"),
+        (BASE + "bogus: 1\n", "bogus"),
+    ],
+)
+def test_bad_files_fail_cleanly(tmp_path: Path, text: str, message: str) -> None:
+    path = _write(tmp_path, text)
+    for command in (["scenario", "check", str(path)], ["scenario", "run", str(path)]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert message in result.output
+        assert "Traceback" not in result.output
+
+
+def test_missing_file_and_missing_expect(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["scenario", "check", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 2 and "cannot read" in result.output
+    no_expect = BASE[: BASE.index("expect:")]
+    result = runner.invoke(app, ["scenario", "check", str(_write(tmp_path, no_expect))])
+    assert result.exit_code == 2 and "no `expect` section" in result.output
+
+
+def test_nodes_make_admission_physical(tmp_path: Path) -> None:
+    # Quota allows both 3-CPU workloads, but each node has 4 CPUs and one node is the only
+    # match for the pool-a selector: the second workload must wait for nodes, not quota.
+    text = BASE.replace('nominalQuota: "4"', 'nominalQuota: "100"').replace(
+        "name: tiny\n",
+        "name: tiny\nnodes:\n  - {name: n1, labels: {pool: a}, capacity: {cpu: '4'}}\n"
+        "  - {name: n2, labels: {pool: b}, capacity: {cpu: '4'}}\n",
+    )
+    text = text.replace(
+        'requests: {cpu: "2"}}', 'requests: {cpu: "3"}, nodeSelector: {pool: a}}'
+    ).replace('requests: {cpu: "3"}}', 'requests: {cpu: "3"}, nodeSelector: {pool: a}}')
+    outcome = run_scenario(parse_scenario(yaml.safe_load(text)))
+    assert set(outcome.admitted) == {"a"}
+    assert outcome.pending == ["b"]
+    assert "do not fit on the nodes" in outcome.reasons["b"]
+    expected = parse_scenario(yaml.safe_load(BASE)).expect
+    assert expected is not None and diff_outcomes(expected, outcome)
