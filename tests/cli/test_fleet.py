@@ -79,7 +79,7 @@ def test_show_tables() -> None:
     assert result.exit_code == 0, result.output
     for text in (
         "GPUs by model",
-        "H100-80GB-SXM",
+        "H100-80GB",
         "Partitions",
         "time-sliced",
         "Topology",
@@ -134,7 +134,7 @@ def test_demo_runs_quickly_and_shows_the_fleet_and_devices() -> None:
     elapsed = time.perf_counter() - started
     assert result.exit_code == 0, result.output
     assert "The demo fleet" in result.output
-    assert "H100-80GB-SXM" in result.output and "L40S" in result.output
+    assert "H100-80GB" in result.output and "L40S" in result.output
     assert "344 devices on 26 nodes" in result.output
     assert "gpu-0-mig-1g10gb-0" in result.output  # a MIG device as DRA names it
     assert elapsed < 5.0

@@ -23,7 +23,7 @@ from gpuaas.supply.mig import plan_layout
 
 GIB = 2**30
 ALL = DeviceClass("gpu.nvidia.com", ('device.driver == "gpu.nvidia.com"',))
-H100 = 'device.attributes["gpu.nvidia.com"].productName == "H100-80GB-SXM"'
+H100 = 'device.attributes["gpu.nvidia.com"].productName == "H100-80GB"'
 BIG = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("64Gi")) >= 0'
 MIG = DeviceClass("mig.nvidia.com", ('device.attributes["gpu.nvidia.com"].type == "mig"',))
 
@@ -35,7 +35,7 @@ def small_fleet() -> list[Node]:
             "h0",
             64_000,
             512 * GIB,
-            [GPU(g, f"GPU-h0-{g}", "H100-80GB-SXM", 81559, numa_node=g // 4) for g in range(8)],
+            [GPU(g, f"GPU-h0-{g}", "H100-80GB", 81559, numa_node=g // 4) for g in range(8)],
             Topology(rack="r0", nvlink_domain="nv0"),
         ),
         Node(
@@ -137,7 +137,7 @@ def test_claimed_devices_are_not_given_twice() -> None:
     devices = [d for p in placed for d in p.assignment.devices]
     assert len(devices) == len(set(devices)) == 6
     # A plain whole-GPU pod still sees the 2 GPUs left on h0 and no more.
-    plain = PodRequest(cpu_milli=1000, gpus=3, gpu_models=frozenset({"H100-80GB-SXM"}))
+    plain = PodRequest(cpu_milli=1000, gpus=3, gpu_models=frozenset({"H100-80GB"}))
     assert isinstance(place_with_claims(snap, plain, policy, claims), Unschedulable)
 
 

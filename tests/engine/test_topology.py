@@ -36,7 +36,7 @@ def node(name: str, rack: str, block: str = "b0", nvlink: str = "", gpus: int = 
         name=name,
         cpu_milli=64_000,
         memory_bytes=512 * GIB,
-        gpus=[GPU(g, f"GPU-{name}-{g}", "H100-80GB-SXM", 81559) for g in range(gpus)],
+        gpus=[GPU(g, f"GPU-{name}-{g}", "H100-80GB", 81559) for g in range(gpus)],
         topology=Topology(zone="z0", block=block, rack=rack, nvlink_domain=nvlink or f"{name}-nv"),
     )
 
@@ -88,7 +88,7 @@ def test_preferred_widens_to_the_block_then_spreads_over_the_fewest_racks() -> N
             name=f"n{i}",
             cpu_milli=64_000,
             memory_bytes=512 * GIB,
-            gpus=[GPU(g, f"GPU-{i}-{g}", "H100-80GB-SXM", 81559) for g in range(8)],
+            gpus=[GPU(g, f"GPU-{i}-{g}", "H100-80GB", 81559) for g in range(8)],
             topology=Topology(zone=f"z{i % 3}", block=f"b{i % 3}", rack=f"r{i % 3}"),
         )
         for i in range(9)

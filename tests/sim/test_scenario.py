@@ -119,7 +119,10 @@ def test_check_reports_a_readable_diff(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("name: [unclosed", "not valid YAML"),
-        (BASE.replace("queue: ns/lq\n    priority: 0", "queue: ns/nope\n    priority: 0"), "ns/nope"),
+        (
+            BASE.replace("queue: ns/lq\n    priority: 0", "queue: ns/nope\n    priority: 0"),
+            "ns/nope",
+        ),
         (BASE.replace('nominalQuota: "4"', 'nominalQuota: "-4"'), "must not be negative"),
         (BASE.replace("name: default}\n    spec: {}", "name: other}\n    spec: {}"), "default"),
         (BASE.replace('requests: {cpu: "3"}', 'requests: {cpu: "lots"}'), "not a quantity"),
@@ -161,3 +164,71 @@ def test_nodes_make_admission_physical(tmp_path: Path) -> None:
     assert "do not fit on the nodes" in outcome.reasons["b"]
     expected = parse_scenario(yaml.safe_load(BASE)).expect
     assert expected is not None and diff_outcomes(expected, outcome)
+
+
+def test_bench_admission_json_shape() -> None:
+    args = ["bench", "admission", "--cluster-queues", "20", "--cohorts", "4", "--workloads", "300"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert set(out) == {"admissions_per_s", "peak_rss_mib"}
+    assert out["admissions_per_s"] > 0 and out["peak_rss_mib"] > 0
+    text = runner.invoke(app, [*args, "--nodes", "40"])
+    assert text.exit_code == 0 and "admissions/s:" in text.output
+    bad = runner.invoke(app, [*args, "--reclaim-within-cohort", "Sometimes"])
+    assert bad.exit_code == 2
+
+
+MIG = """
+name: mig-charged-by-size
+config:
+  resources:
+    transformations:
+      - input: nvidia.com/mig-1g.10gb
+        strategy: Replace
+        outputs: {example.com/gpu-sevenths: "1"}
+      - input: nvidia.com/mig-3g.40gb
+        strategy: Replace
+        outputs: {example.com/gpu-sevenths: "3"}
+objects:
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ResourceFlavor
+    metadata: {name: a100}
+    spec: {}
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: cq}
+    spec:
+      resourceGroups:
+        - coveredResources: [example.com/gpu-sevenths]
+          flavors:
+            - name: a100
+              resources:
+                - {name: example.com/gpu-sevenths, nominalQuota: "7"}
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: LocalQueue
+    metadata: {name: lq, namespace: ns}
+    spec: {clusterQueue: cq}
+workloads:
+  - {name: big, queue: ns/lq, created: 0,
+     podSets: [{name: main, count: 1, requests: {nvidia.com/mig-3g.40gb: "1"}}]}
+  - {name: small, queue: ns/lq, created: 1,
+     podSets: [{name: main, count: 4, requests: {nvidia.com/mig-1g.10gb: "1"}}]}
+  - {name: late, queue: ns/lq, created: 2,
+     podSets: [{name: main, count: 1, requests: {nvidia.com/mig-1g.10gb: "1"}}]}
+expect:
+  admitted:
+    big: {main: {example.com/gpu-sevenths: a100}}
+    small: {main: {example.com/gpu-sevenths: a100}}
+  evicted: {}
+  pending: [late]
+"""
+
+
+def test_mig_slices_are_charged_by_their_size(tmp_path: Path) -> None:
+    # one GPU's worth of quota (7 sevenths) holds a 3g slice and four 1g slices, not 5 "GPUs"
+    result = runner.invoke(app, ["scenario", "check", str(_write(tmp_path, MIG))])
+    assert result.exit_code == 0, result.output
+    bad = MIG.replace("strategy: Replace", "strategy: Swap", 1)
+    result = runner.invoke(app, ["scenario", "check", str(_write(tmp_path, bad))])
+    assert result.exit_code == 2 and "'Swap' is not Retain or Replace" in result.output

@@ -10,11 +10,11 @@ from gpuaas.supply.catalogue import CATALOGUE, GpuModel, is_known, lookup
 @pytest.mark.parametrize(
     ("name", "canonical"),
     [
-        ("H100", "H100-80GB-SXM"),
-        ("h100-sxm", "H100-80GB-SXM"),
-        ("H100-80GB", "H100-80GB-SXM"),
-        ("NVIDIA-H100-80GB-HBM3", "H100-80GB-SXM"),
-        ("NVIDIA H100 80GB HBM3", "H100-80GB-SXM"),
+        ("H100", "H100-80GB"),
+        ("h100-sxm", "H100-80GB"),
+        ("H100-80GB-SXM", "H100-80GB"),
+        ("NVIDIA-H100-80GB-HBM3", "H100-80GB"),
+        ("NVIDIA H100 80GB HBM3", "H100-80GB"),
         ("H100-PCIe", "H100-80GB-PCIe"),
         ("H100-NVL", "H100-94GB-NVL"),
         ("A100", "A100-40GB"),
@@ -44,7 +44,7 @@ def test_required_models_are_catalogued_with_real_memory() -> None:
     expected_gb = {
         "A100-40GB": 40,
         "A100-80GB": 80,
-        "H100-80GB-SXM": 80,
+        "H100-80GB": 80,
         "H100-80GB-PCIe": 80,
         "H200-141GB": 141,
         "B200-180GB": 180,
@@ -66,23 +66,23 @@ def test_required_models_are_catalogued_with_real_memory() -> None:
 
 def test_mig_only_where_nvidia_supports_it() -> None:
     mig = {name for name, model in CATALOGUE.items() if model.mig_profiles}
-    assert {"A100-40GB", "A100-80GB", "H100-80GB-SXM", "H100-80GB-PCIe", "H200-141GB"} <= mig
+    assert {"A100-40GB", "A100-80GB", "H100-80GB", "H100-80GB-PCIe", "H200-141GB"} <= mig
     assert "B200-180GB" in mig
     for name in ("L40S", "L4", "A10", "T4", "V100-16GB", "V100-32GB", "P100-16GB"):
         assert not CATALOGUE[name].mig_capable, name
     a100 = CATALOGUE["A100-40GB"]
     assert a100.mig_profiles[0].name == "1g.5gb"
     assert a100.mig_profile("7g.40gb").memory_slices == 8
-    h100 = CATALOGUE["H100-80GB-SXM"]
+    h100 = CATALOGUE["H100-80GB"]
     assert h100.mig_profile("3g.40gb").placement_starts == (0, 4)
 
 
 def test_products_and_families_follow_gfd() -> None:
-    assert CATALOGUE["H100-80GB-SXM"].product == "NVIDIA-H100-80GB-HBM3"
+    assert CATALOGUE["H100-80GB"].product == "NVIDIA-H100-80GB-HBM3"
     assert CATALOGUE["A100-80GB"].product == "NVIDIA-A100-SXM4-80GB"
     assert CATALOGUE["T4"].product == "Tesla-T4"
-    assert CATALOGUE["H100-80GB-SXM"].family == "hopper"
-    assert CATALOGUE["H100-80GB-SXM"].architecture == "Hopper"
+    assert CATALOGUE["H100-80GB"].family == "hopper"
+    assert CATALOGUE["H100-80GB"].architecture == "Hopper"
     assert CATALOGUE["L40S"].family == "ada-lovelace"
     # Product labels are unique, so a label identifies the model.
     products = [m.product for m in CATALOGUE.values()]

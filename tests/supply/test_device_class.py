@@ -50,8 +50,8 @@ def _selected(*selectors: str) -> list[str]:
 def test_driver_and_product_name() -> None:
     assert len(_selected('device.driver == "gpu.nvidia.com"')) == len(DEVICES)
     assert _selected('device.driver == "other.example.com"') == []
-    assert _selected(f'{NV}.productName == "H100-80GB-SXM"') == ["gpu-0@h100-a", "gpu-1@h100-a"]
-    assert _selected(f'{NV}.productName == "H100-80GB"') == []
+    assert _selected(f'{NV}.productName == "H100-80GB"') == ["gpu-0@h100-a", "gpu-1@h100-a"]
+    assert _selected(f'{NV}.productName == "H100-80GB-SXM"') == []
 
 
 def test_memory_quantity_comparisons() -> None:

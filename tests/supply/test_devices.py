@@ -89,7 +89,7 @@ def test_attributes_and_capacity() -> None:
     by_name = {d.name: d for d in publish_devices(node)}
     whole = by_name["gpu-0"]
     assert whole.attributes["type"] == "gpu"
-    assert whole.attributes["productName"] == "H100-80GB-SXM"
+    assert whole.attributes["productName"] == "H100-80GB"
     assert whole.attributes["uuid"] == "GPU-gpu-node-1-0"
     assert whole.attributes["index"] == 0 and whole.attributes["minor"] == 0
     assert whole.attributes["nvlinkDomain"] == "nvl-3"

@@ -17,8 +17,12 @@ from rich.table import Table
 
 from gpuaas.cli.fleet import format_bytes, render_summary
 from gpuaas.cli.main import app
+from gpuaas.engine.place import Unschedulable
+from gpuaas.engine.policies import DEFAULT_POLICY
 from gpuaas.model.devices import Device
 from gpuaas.model.node import Fleet
+from gpuaas.model.workload import PodRequest
+from gpuaas.sim.demo import schedule_demo
 from gpuaas.supply.devices import publish_devices
 from gpuaas.supply.loaders import DEMO_FLEET, load_demo_fleet
 from gpuaas.supply.loaders.summary import summarize_fleet
@@ -99,6 +103,48 @@ def device_examples(devices: list[Device]) -> Table:
             str(device.attributes.get("nvlinkDomain", "")),
         )
     return table
+
+
+@demo_step("Placing a batch of work")
+def show_scheduling(context: DemoContext) -> None:
+    context.console.print(
+        "The placement engine places each workload whole or not at all, inside the topology it "
+        f"asks for, with the [bold]{DEFAULT_POLICY}[/bold] policy. Pending work says why.\n"
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("Workload", no_wrap=True)
+    table.add_column("Pods", justify="right")
+    table.add_column("Asks")
+    table.add_column("Outcome")
+    for decision in schedule_demo(context.fleet.nodes):
+        workload, result = decision.workload, decision.result
+        pod_set = workload.pod_sets[0]
+        if isinstance(result, Unschedulable):
+            outcome = f"[yellow]pending[/yellow]: {result.reason}"
+        else:
+            nodes = sorted({p.placement.node_name for p in result})
+            where = ", ".join(scope for _, scope in result.scopes)
+            outcome = f"[green]placed[/green] on {_node_list(nodes)} ({where})"
+        table.add_row(workload.name, str(workload.pod_count), _asks(pod_set.pod), outcome)
+    context.console.print(table)
+
+
+def _asks(pod: PodRequest) -> str:
+    if pod.claims:
+        return ", ".join(f"claim {c.count}x {c.device_class}" for c in pod.claims)
+    if pod.mig:
+        return ", ".join(f"{n}x mig {p}" for p, n in pod.mig)
+    if pod.replicas:
+        return f"{pod.replicas} time-sliced replica"
+    if pod.gpus == 1 and 0 < pod.gpu_milli < 1000:
+        return f"{pod.gpu_milli / 1000:g} of a GPU"
+    return f"{pod.gpus} GPUs" if pod.gpus else "CPU only"
+
+
+def _node_list(nodes: list[str]) -> str:
+    return (
+        ", ".join(nodes) if len(nodes) <= 3 else f"{nodes[0]} .. {nodes[-1]} ({len(nodes)} nodes)"
+    )
 
 
 def run_demo(console: Console | None = None) -> DemoContext:

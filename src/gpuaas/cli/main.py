@@ -16,7 +16,15 @@ def _register() -> None:
     # Sub-command modules register themselves on import; a missing one is simply not offered.
     import importlib
 
-    for module in ("fleet", "bench", "bench_placement", "demo", "scenario", "bench_admission"):
+    for module in (
+        "fleet",
+        "bench",
+        "bench_placement",
+        "demo",
+        "scenario",
+        "bench_admission",
+        "simulate",
+    ):
         try:
             importlib.import_module(f"gpuaas.cli.{module}")
         except ModuleNotFoundError as exc:

@@ -59,6 +59,11 @@ def run(
         return
     typer.echo(f"scenario {scenario.name}")
     typer.echo(_format(outcome))
+    if outcome.oscillated:
+        typer.echo(
+            "note: workloads kept preempting each other; the state shown is where the loop "
+            "first repeated"
+        )
 
 
 @scenario_app.command("check")

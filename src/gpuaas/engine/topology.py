@@ -383,10 +383,6 @@ def _best_fit(fits: np.ndarray, count: int, free_gpus: np.ndarray, ok: np.ndarra
     return ids[order]
 
 
-def _domain_nodes(snap: Snapshot, level: Level, domain: int) -> np.ndarray:
-    return np.flatnonzero(snap.domains[level].of_node == domain)
-
-
 def plan_scopes(
     snap: Snapshot,
     pod_set: PodSet,
@@ -426,7 +422,10 @@ def plan_scopes(
     if request is None:
         if total < count:
             return ScopePlan((), f"needs {what}; the fleet fits {total}")
-        return ScopePlan((Scope(None, "anywhere", fits=total),), "")
+        return ScopePlan(
+            (Scope(None, "anywhere", fits=total),),
+            f"needs {what}; the fleet fits {total} by count, but placement failed",
+        )
     if request.mode is TopologyMode.REQUIRED:
         return _plan_required(snap, pod_set, per_node, max_domains)
     return _plan_preferred(snap, pod_set, per_node, total)
@@ -487,7 +486,7 @@ def _plan_required(
             name = snap.domains[inner].names[d]
             scopes.append(
                 Scope(
-                    _domain_nodes(snap, inner, d),
+                    domain_members(snap, inner, d),
                     f"{inner.short} {name}",
                     inner,
                     name,
@@ -498,7 +497,9 @@ def _plan_required(
     for d in ids[:max_domains].tolist():
         name = index.names[d]
         scopes.append(
-            Scope(_domain_nodes(snap, level, d), f"{level.short} {name}", level, name, int(fits[d]))
+            Scope(
+                domain_members(snap, level, d), f"{level.short} {name}", level, name, int(fits[d])
+            )
         )
     best = int(ids[0])
     reason = (
@@ -531,7 +532,7 @@ def _plan_preferred(snap: Snapshot, pod_set: PodSet, per_node: np.ndarray, total
             name = snap.domains[candidate].names[d]
             scopes.append(
                 Scope(
-                    _domain_nodes(snap, candidate, d),
+                    domain_members(snap, candidate, d),
                     f"{candidate.short} {name}",
                     candidate,
                     name,
@@ -547,7 +548,7 @@ def _plan_preferred(snap: Snapshot, pod_set: PodSet, per_node: np.ndarray, total
     need = int(np.searchsorted(cumulative, count)) + 1
     if need <= len(order) and cumulative[need - 1] >= count and need > 1:
         chosen = order[:need]
-        nodes = np.flatnonzero(np.isin(snap.domains[level].of_node, chosen))
+        nodes = np.sort(np.concatenate([domain_members(snap, level, int(d)) for d in chosen]))
         names = ", ".join(snap.domains[level].names[d] for d in chosen[:4].tolist())
         more = "" if need <= 4 else f" and {need - 4} more"
         scopes.append(

@@ -16,7 +16,12 @@ from typing import Any
 
 import yaml
 
-from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine, NodeCapacity
+from gpuaas.engine.admission import (
+    AdmissionConfig,
+    AdmissionEngine,
+    NodeCapacity,
+    ResourceTransformation,
+)
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -46,6 +51,7 @@ class Outcome:
     evicted: dict[str, str]
     pending: list[str]
     reasons: dict[str, str] = field(default_factory=dict, compare=False)
+    oscillated: bool = field(default=False, compare=False)  # stopped on a preemption loop
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,7 +104,7 @@ def _labels(value: object, where: str) -> dict[str, str]:
 
 def _config(raw: object, where: str) -> AdmissionConfig:
     config = _map(raw, where)
-    unknown = set(config) - {"fairSharing", "minRunTimeSeconds", "userLimits"}
+    unknown = set(config) - {"fairSharing", "minRunTimeSeconds", "userLimits", "resources"}
     if unknown:
         raise InvalidValue(f"{where}.{sorted(unknown)[0]}", "unknown configuration key")
     fair = _map(config.get("fairSharing"), f"{where}.fairSharing")
@@ -112,10 +118,26 @@ def _config(raw: object, where: str) -> AdmissionConfig:
         for s in _seq(fair.get("preemptionStrategies"), f"{where}.fairSharing.preemptionStrategies")
     )
     limits = _map(config.get("userLimits"), f"{where}.userLimits")
+    resources = _map(config.get("resources"), f"{where}.resources")
+    if set(resources) - {"transformations"}:
+        raise InvalidValue(f"{where}.resources", "only `transformations` is supported")
+    transformations: dict[str, ResourceTransformation] = {}
+    for i, raw in enumerate(_seq(resources.get("transformations"), f"{where}.resources")):
+        twhere = f"{where}.resources.transformations[{i}]"
+        t = _map(raw, twhere)
+        name = t.get("input")
+        if not isinstance(name, str) or not name:
+            raise InvalidValue(f"{twhere}.input", "expected a resource name")
+        strategy = t.get("strategy", "Retain")
+        if strategy not in ("Retain", "Replace"):
+            raise InvalidValue(f"{twhere}.strategy", f"{strategy!r} is not Retain or Replace")
+        outputs = parse_resource_list(_map(t.get("outputs"), twhere), f"{twhere}.outputs")
+        transformations[name] = ResourceTransformation(outputs, retain=strategy == "Retain")
     kwargs: dict[str, Any] = {
         "fair_sharing": bool(fair.get("enable", False)),
         "min_run_time": _number(config.get("minRunTimeSeconds", 0), f"{where}.minRunTimeSeconds"),
         "user_limits": {str(k): int(v) for k, v in limits.items()},
+        "transformations": transformations,
     }
     if strategies:
         kwargs["fair_sharing_strategies"] = strategies
@@ -334,6 +356,7 @@ def run_scenario(scenario: Scenario) -> Outcome:
         evicted=evicted,
         pending=engine.pending_names(),
         reasons={name: engine.reasons.get(name, "waiting") for name in engine.pending_names()},
+        oscillated=engine.oscillated,
     )
 
 

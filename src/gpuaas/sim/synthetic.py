@@ -38,7 +38,7 @@ from gpuaas.supply.mig import plan_layout
 
 GIB = 2**30
 
-H100 = "H100-80GB-SXM"
+H100 = "H100-80GB"
 A100 = "A100-80GB"
 H200 = "H200-141GB"
 B200 = "B200-180GB"
@@ -305,7 +305,7 @@ def synthetic_workloads(
                 device_class=GPU_DEVICE_CLASS,
                 count=wanted,
                 selectors=(
-                    'device.attributes["gpu.nvidia.com"].productName == "H100-80GB-SXM"'
+                    'device.attributes["gpu.nvidia.com"].productName == "H100-80GB"'
                     if restrict
                     else 'device.capacity["gpu.nvidia.com"].memory'
                     '.compareTo(quantity("64Gi")) >= 0',

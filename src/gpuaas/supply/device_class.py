@@ -4,7 +4,7 @@ A selector sees one variable, ``device``, with ``driver``, ``attributes[<domain>
 ``capacity[<domain>]`` exactly as a DRA DeviceClass or ResourceClaim selector does::
 
     device.driver == "gpu.nvidia.com"
-    device.attributes["gpu.nvidia.com"].productName == "H100-80GB-SXM"
+    device.attributes["gpu.nvidia.com"].productName == "H100-80GB"
     device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0
     "profile" in device.attributes["gpu.nvidia.com"]
 
@@ -438,9 +438,9 @@ def _samples() -> tuple[Device, ...]:
         cpu_milli=1000,
         memory_bytes=2**30,
         gpus=[
-            GPU(0, "GPU-sample-0", "H100-80GB-SXM", 81559),
-            GPU(1, "GPU-sample-1", "H100-80GB-SXM", 81559, partition=mig),
-            GPU(2, "GPU-sample-2", "H100-80GB-SXM", 81559, partition=Partition.time_sliced(2)),
+            GPU(0, "GPU-sample-0", "H100-80GB", 81559),
+            GPU(1, "GPU-sample-1", "H100-80GB", 81559, partition=mig),
+            GPU(2, "GPU-sample-2", "H100-80GB", 81559, partition=Partition.time_sliced(2)),
         ],
         topology=Topology(nvlink_domain="sample"),
         labels={"gpuaas.io/driver-version": "550.0"},

@@ -8,6 +8,7 @@ configuration never means something different here than in Kueue. Server-populat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -523,8 +524,10 @@ def dump_yaml(gov: Governance) -> str:
     return yaml.safe_dump_all(export_objects(gov), sort_keys=False)
 
 
+@functools.lru_cache(maxsize=16)
 def kueue_schema(kind: str, schema_dir: str | Path) -> dict[str, Any]:
-    """The v1beta2 OpenAPI schema of ``kind`` from Kueue's CRD files in ``schema_dir``."""
+    """The v1beta2 OpenAPI schema of ``kind`` from Kueue's CRD files in ``schema_dir``
+    (cached: the CRD files are large and do not change)."""
     path = Path(schema_dir) / _SCHEMA_FILES[kind]
     crd = yaml.safe_load(path.read_text())
     for version in crd["spec"]["versions"]:
@@ -535,17 +538,20 @@ def kueue_schema(kind: str, schema_dir: str | Path) -> dict[str, Any]:
 
 def validate_against_schema(objects: Iterable[Mapping[str, Any]], schema_dir: str | Path) -> None:
     """Check objects against Kueue's CRD schemas (needs the ``jsonschema`` test extra)."""
-    import jsonschema  # a test/tooling dependency; imported only when asked for
-
     for obj in objects:
-        schema = _openapi_to_jsonschema(kueue_schema(str(obj["kind"]), schema_dir))
-        errors = sorted(
-            jsonschema.Draft7Validator(schema).iter_errors(obj), key=lambda e: list(e.path)
-        )
+        validator = _validator(str(obj["kind"]), str(schema_dir))
+        errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.path))
         if errors:
             first = errors[0]
             path = ".".join(str(p) for p in first.path)
             raise InvalidValue(f"{obj['kind']} {obj['metadata']['name']}: {path}", first.message)
+
+
+@functools.lru_cache(maxsize=16)
+def _validator(kind: str, schema_dir: str) -> Any:
+    import jsonschema  # a test/tooling dependency, imported only when validating
+
+    return jsonschema.Draft7Validator(_openapi_to_jsonschema(kueue_schema(kind, schema_dir)))
 
 
 def _openapi_to_jsonschema(node: Any) -> Any:

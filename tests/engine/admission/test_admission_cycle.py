@@ -188,3 +188,92 @@ def test_admit_existing_checks_flavors() -> None:
         engine.admit_existing(wl("w", "a", 1), {"main": {"cpu": "other"}}, 0)
     with pytest.raises(InvalidValue, match="no flavor given"):
         engine.admit_existing(wl("w", "a", 1), {"main": {}}, 0)
+
+
+def test_physical_fit_moves_to_a_flavor_whose_nodes_have_room() -> None:
+    from gpuaas.engine.admission import NodeCapacity
+
+    group = quota_group("cpu", [("pool-a", 100_000, None, None), ("pool-b", 100_000, None, None)])
+    gov = make_gov([ClusterQueue("a", (group,))])
+    gov.flavors["pool-a"] = ResourceFlavor("pool-a", {"pool": "a"})
+    gov.flavors["pool-b"] = ResourceFlavor("pool-b", {"pool": "b"})
+    nodes = [
+        NodeCapacity("n-a", {"pool": "a"}, {"cpu": 4000}),
+        NodeCapacity("n-b", {"pool": "b"}, {"cpu": 4000}),
+    ]
+    engine = AdmissionEngine(gov, nodes=nodes)
+    for i in range(3):
+        engine.submit(wl(f"w{i}", "a", 3000, created=i))
+    engine.run(3)
+    # quota would put all three on pool-a; its single node takes one, pool-b's the next
+    assert engine.admitted["w0"].flavors["main"]["cpu"] == "pool-a"
+    assert engine.admitted["w1"].flavors["main"]["cpu"] == "pool-b"
+    assert engine.admitted["w0"].placement == {"main": ["n-a"]}
+    assert engine.pending_names() == ["w2"]
+    assert "do not fit on the nodes" in engine.reasons["w2"]
+    engine.evict("w0", EvictionReason.IN_CLUSTER_QUEUE)
+    engine.run(4)
+    assert sorted(engine.admitted) == ["w0", "w1"]  # w0 is older than w2: it goes first
+    assert nodes[0].used["cpu"] == 3000
+
+
+def test_preemption_with_nodes_frees_the_node_it_needs() -> None:
+    from gpuaas.engine.admission import NodeCapacity
+
+    nodes = [NodeCapacity("n1", {}, {"cpu": 4000})]
+    engine = AdmissionEngine(make_gov([cq("a", 4000, preemption=LOWER)]), nodes=nodes)
+    engine.admit_existing(wl("low", "a", 3000), {"main": {"cpu": "default"}}, at=0)
+    assert nodes[0].used["cpu"] == 3000
+    engine.submit(wl("high", "a", 3000, priority=10, created=1))
+    engine.run(1)
+    assert set(engine.admitted) == {"high"}
+    assert engine.admitted["high"].placement == {"main": ["n1"]}
+    assert [e.workload for e in engine.evictions] == ["low"]
+    assert nodes[0].used["cpu"] == 3000
+
+
+@pytest.mark.parametrize("reclaim", [ReclaimWithinCohort.LOWER_PRIORITY, ReclaimWithinCohort.ANY])
+def test_synthetic_benchmark_settles_within_quota(reclaim: ReclaimWithinCohort) -> None:
+    from gpuaas.engine.admission.synthetic import build_benchmark
+
+    gov, workloads, _ = build_benchmark(60, 6, 900, reclaim=reclaim)
+    engine = AdmissionEngine(gov, AdmissionConfig(fair_sharing=True))
+    for w in workloads:
+        engine.submit(w)
+    engine.run(900)
+    assert len(engine.admitted) + len(engine.pending_names()) == 900
+    assert 0 < len(engine.admitted) < 900
+    for name, node in engine.tree.cqs.items():
+        for fr, used in node.usage.items():
+            limit = node.borrowing_limit.get(fr)
+            assert used <= node.nominal[fr] + (limit if limit is not None else 10**18), name
+        for fr, used in node.usage.items():
+            assert used == sum(aw.usage.get(fr, 0) for aw in engine.by_cq[name].values())
+    for cohort in engine.tree.cohorts.values():
+        for fr, used in cohort.usage.items():
+            assert used <= cohort.subtree[fr]
+
+
+def test_hierarchical_reclaim_spares_a_subtree_within_its_quota() -> None:
+    from gpuaas.model.governance import Cohort
+
+    reclaim = PreemptionPolicy(reclaim_within_cohort=ReclaimWithinCohort.LOWER_PRIORITY)
+    gov = make_gov(
+        [
+            cq("A", 4000, "left", preemption=reclaim),
+            cq("B", 0, "left"),
+            cq("C", 2000, "right"),
+            cq("D", 2000, "right"),
+        ],
+        [Cohort("root"), Cohort("left", parent="root"), Cohort("right", parent="root")],
+    )
+    engine = AdmissionEngine(gov)
+    engine.admit_existing(wl("b", "B", 4000, priority=0), {"main": {"cpu": "default"}}, 0)
+    # C borrows from its sibling D, but the right subtree as a whole stays within its quota
+    engine.admit_existing(wl("c", "C", 4000, priority=-1), {"main": {"cpu": "default"}}, 0)
+    engine.submit(wl("a", "A", 4000, priority=1, created=1))
+    engine.run(1)
+    assert "a" in engine.admitted
+    assert [(e.workload, e.reason) for e in engine.evictions] == [
+        ("b", EvictionReason.IN_COHORT_RECLAMATION)
+    ]

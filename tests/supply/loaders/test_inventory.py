@@ -54,7 +54,7 @@ def test_a_group_of_64_identical_nodes() -> None:
     assert fleet.nodes[8].topology.nvlink_domain == "nvl-02"
     node = fleet.nodes[0]
     assert (node.cpu_milli, node.memory_bytes) == (192_000, 2 * 2**40)
-    assert {gpu.model for gpu in node.gpus} == {"H100-80GB-SXM"}
+    assert {gpu.model for gpu in node.gpus} == {"H100-80GB"}
     assert node.labels["topology.gpuaas.io/rack"] == "rack-1"
     assert node.labels["kubernetes.io/hostname"] == "h100-001"
     uuids = [gpu.uuid for node in fleet.nodes for gpu in node.gpus]
@@ -361,7 +361,7 @@ def test_demo_fleet_is_what_it_claims() -> None:
     by_model: dict[str, list[Any]] = {}
     for node in fleet.nodes:
         by_model.setdefault(node.gpu_model, []).append(node)
-    h100 = by_model["H100-80GB-SXM"]
+    h100 = by_model["H100-80GB"]
     assert len(h100) >= 8 and all(len(node.gpus) == 8 for node in h100)
     assert all(gpu.partition.mode is PartitionMode.WHOLE for n in h100 for gpu in n.gpus)
     racks = Counter(node.topology.rack for node in h100)

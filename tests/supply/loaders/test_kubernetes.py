@@ -50,7 +50,7 @@ def test_h100_node(fleet: Fleet) -> None:
     node = by_name(fleet)["gke-train-a3-pool-5d2f9c1e-h7kq"]
     assert node.cpu_milli == 207_350
     assert node.memory_bytes == 1842591588 * 1024
-    assert [gpu.model for gpu in node.gpus] == ["H100-80GB-SXM"] * 8
+    assert [gpu.model for gpu in node.gpus] == ["H100-80GB"] * 8
     assert all(gpu.partition.mode is PartitionMode.WHOLE for gpu in node.gpus)
     assert node.taints == [Taint("nvidia.com/gpu", "present", TaintEffect.NO_SCHEDULE)]
     assert node.topology.zone == "us-central1-a"

@@ -3,7 +3,13 @@
 from gpuaas.engine.admission.cycle import AdmissionEngine, Assignment
 from gpuaas.engine.admission.nodes import NodeCapacity, NodePool
 from gpuaas.engine.admission.quota import QuotaTree
-from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
+from gpuaas.engine.admission.state import (
+    AdmissionConfig,
+    AdmittedWorkload,
+    Eviction,
+    Mode,
+    ResourceTransformation,
+)
 
 __all__ = [
     "AdmissionConfig",
@@ -15,4 +21,5 @@ __all__ = [
     "NodeCapacity",
     "NodePool",
     "QuotaTree",
+    "ResourceTransformation",
 ]

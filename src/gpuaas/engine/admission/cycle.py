@@ -24,6 +24,7 @@ from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
+    AdmissionPodSet,
     AdmissionWorkload,
     BorrowWithinCohortPolicy,
     EvictionReason,
@@ -185,7 +186,7 @@ class AdmissionEngine:
         for ps in wl.pod_sets:
             given = flavors.get(ps.name, {})
             chosen[ps.name] = {}
-            for resource, amount in ps.total().items():
+            for resource, amount in self.quota_requests(ps).items():
                 if amount == 0:
                     continue
                 where = f"workload {wl.name}: admitted.flavors.{ps.name}.{resource}"
@@ -205,6 +206,21 @@ class AdmissionEngine:
         self._known.add(wl.name)
         placement = self.pool.place(wl, chosen) if self.pool is not None else None
         self._record(wl, cq_name, chosen, usage, at, placement)
+
+    def quota_requests(self, ps: AdmissionPodSet) -> dict[str, int]:
+        """What ``ps`` is charged in quota: its requests times its count, transformed."""
+        transformations = self.config.transformations
+        out: dict[str, int] = {}
+        for resource, amount in ps.requests.items():
+            if amount <= 0:
+                continue
+            t = transformations.get(resource) if transformations else None
+            if t is None or t.retain:
+                out[resource] = out.get(resource, 0) + amount * ps.count
+            if t is not None:
+                for name, value in t.apply(amount * ps.count).items():
+                    out[name] = out.get(name, 0) + value
+        return out
 
     # --- the cycle ------------------------------------------------------------------------
 
@@ -342,7 +358,9 @@ class AdmissionEngine:
         for victim, reason in targets:
             self.evict(victim.name, reason, wl.name)
         fresh = self.assign(wl, cq)
-        if fresh.mode != Mode.FIT or not self._admit_placed(wl, cq, fresh):
+        if fresh.mode == Mode.FIT:
+            self._admit_placed(wl, cq, fresh)  # on failure it records why
+        else:
             self.reasons[wl.name] = fresh.message()
         return True
 
@@ -355,7 +373,8 @@ class AdmissionEngine:
             self.tree.remove_usage(self.tree.cqs[victim.cluster_queue], victim.usage)
             if victim.placement is not None:
                 self.pool.release(victim.workload, victim.placement)
-        trial = self.assign(wl, cq)
+        # no simulation here: the tree is temporarily altered and must not reach the caches
+        trial = self.assign(wl, cq, simulate=False)
         placement = self.pool.place(wl, trial.flavors) if trial.mode == Mode.FIT else None
         if placement is not None:
             self.pool.release(wl, placement)
@@ -368,7 +387,19 @@ class AdmissionEngine:
     def _admit_placed(self, wl: AdmissionWorkload, cq: str, a: Assignment) -> bool:
         placement = None
         if self.pool is not None:
-            placement = self.pool.place(wl, a.flavors)
+            # Quota and physical fit together: when the pods do not fit on the nodes of a
+            # flavor, try the next flavor that has quota, as if that flavor had none.
+            excluded: set[tuple[str, str]] = set()
+            while (placement := self.pool.place(wl, a.flavors)) is None:
+                failed = self.pool.last_failed or ""
+                tried = {(failed, f) for f in a.flavors.get(failed, {}).values()}
+                if tried <= excluded:
+                    break
+                excluded |= tried
+                retry = self.assign(wl, cq, exclude=frozenset(excluded))
+                if retry.mode != Mode.FIT:
+                    break
+                a = retry
             if placement is None:
                 self.reasons[wl.name] = (
                     "quota is available but the pods do not fit on the nodes of the assigned "
@@ -427,18 +458,25 @@ class AdmissionEngine:
 
     # --- flavor assignment ----------------------------------------------------------------
 
-    def assign(self, wl: AdmissionWorkload, cq_name: str, simulate: bool = True) -> Assignment:
+    def assign(
+        self,
+        wl: AdmissionWorkload,
+        cq_name: str,
+        simulate: bool = True,
+        exclude: frozenset[tuple[str, str]] = frozenset(),
+    ) -> Assignment:
         """Choose a flavor per pod set and resource group, trying flavors in order.
 
         Without ``simulate``, a flavor that only preemption could free is taken to be
-        preemptible (an optimistic answer, good enough to rank workloads).
+        preemptible (an optimistic answer, good enough to rank workloads). ``exclude`` holds
+        (pod set, flavor) pairs whose nodes cannot take the pod set.
         """
         cq = self.gov.cluster_queues[cq_name]
         node = self.tree.cqs[cq_name]
         fung = cq.flavor_fungibility
         out = Assignment(simulated=simulate)
         for ps in wl.pod_sets:
-            total = {r: a * ps.count for r, a in ps.requests.items() if a > 0}
+            total = self.quota_requests(ps)
             groups: list[int] = []
             for resource in total:
                 gi = self._group_of[cq_name].get(resource)
@@ -457,6 +495,11 @@ class AdmissionEngine:
                 best: tuple[Mode, int, str, set[FlavorResource]] | None = None
                 for fq in group.flavors:
                     flavor = self.gov.flavors[fq.name]
+                    if exclude and (ps.name, fq.name) in exclude:
+                        out.reasons.append(
+                            f"pods of pod set {ps.name} do not fit on the nodes of flavor {fq.name}"
+                        )
+                        continue
                     if flavor.node_taints and not tolerated(
                         flavor.node_taints, (*ps.tolerations, *flavor.tolerations)
                     ):

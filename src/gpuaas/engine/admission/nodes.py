@@ -48,6 +48,11 @@ class NodePool:
         # first node that still has some of every resource: first fit starts there
         self._eligible: dict[tuple[object, ...], list[NodeCapacity]] = {}
         self._hint: dict[tuple[object, ...], int] = {}
+        # capacity only shrinks between releases: a pod-set shape that did not fit still
+        # does not, until something is released
+        self._released = 0
+        self._no_fit: dict[tuple[object, ...], int] = {}
+        self.last_failed: str | None = None  # the pod set that did not fit in the last place()
 
     def _nodes_for(
         self, labels: Mapping[str, str], tolerations: Sequence[Toleration]
@@ -78,6 +83,12 @@ class NodePool:
                 labels.update(flavor.node_labels)
                 tolerations.extend(flavor.tolerations)
             key, eligible = self._nodes_for(labels, tolerations)
+            shape = (key, tuple(sorted(ps.requests.items())), ps.count)
+            reserved_before = len(reserved)
+            if self._no_fit.get(shape) == self._released:
+                self._undo(reserved)
+                self.last_failed = ps.name
+                return None
             hint_key = (key, tuple(sorted(ps.requests)))
             start = self._hint.get(hint_key, 0)
             while start < len(eligible) and any(
@@ -96,18 +107,27 @@ class NodePool:
                         names.append(node.name)
                         break
                 else:
-                    for node, requests in reserved:
-                        self._release(node, requests)
-                    self._hint.clear()
+                    if reserved_before == 0:  # it failed on its own, not behind other pod sets
+                        self._no_fit[shape] = self._released
+                    self._undo(reserved)
+                    self.last_failed = ps.name
                     return None
             placement[ps.name] = names
         return placement
+
+    def _undo(self, reserved: list[tuple[NodeCapacity, ResourceList]]) -> None:
+        # back to the state before place(): no capacity is new, so no-fit memories stay valid
+        if reserved:
+            for node, requests in reserved:
+                self._release(node, requests)
+            self._hint.clear()
 
     def release(self, wl: AdmissionWorkload, placement: Mapping[str, list[str]]) -> None:
         for ps in wl.pod_sets:
             for node_name in placement.get(ps.name, ()):
                 self._release(self._by_name[node_name], ps.requests)
         self._hint.clear()  # freed capacity may sit before any hint
+        self._released += 1
 
     def reserve(self, wl: AdmissionWorkload, placement: Mapping[str, list[str]]) -> None:
         """Reserve exactly ``placement`` again (undoing a :meth:`release`)."""

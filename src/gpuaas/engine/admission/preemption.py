@@ -92,8 +92,11 @@ class Preemptor:
         others: list[AdmittedWorkload] = []
         if node.parent is not None and policy.reclaim_within_cohort != ReclaimWithinCohort.NEVER:
             only_lower = policy.reclaim_within_cohort != ReclaimWithinCohort.ANY
+            ancestors = set(map(id, node.path_to_root()))
             for other in self._tree_cqs.get(node.root().name, ()):
-                if other == cq_name or not self.tree.is_borrowing(self.tree.cqs[other], frs):
+                if other == cq_name or not self._exceeds_to_lca(
+                    self.tree.cqs[other], ancestors, frs
+                ):
                     continue
                 for cand in self.ordered.get(other, ()):
                     if only_lower and cand.priority >= wl.priority:
@@ -104,6 +107,21 @@ class Preemptor:
         # other queues' workloads first, then the queue's own
         out = others + own
         return out
+
+    def _exceeds_to_lca(
+        self, other: QuotaNode, ancestors: set[int], frs: set[FlavorResource]
+    ) -> bool:
+        """Whether ``other`` and every cohort between it and the common ancestor with the
+        preemptor use more than their quota: a subtree within its quota is not reclaimed from."""
+        tree = self.tree
+        if not tree.is_borrowing(other, frs):
+            return False
+        cohort = other.parent
+        while cohort is not None and id(cohort) not in ancestors:
+            if not tree.is_borrowing(cohort, frs):
+                return False
+            cohort = cohort.parent
+        return True
 
     # --- targets --------------------------------------------------------------------------
 
@@ -289,8 +307,6 @@ class Preemptor:
                 neg_share, name = heapq.heappop(heap)
                 if strategies[1](preemptor_share, -neg_share, 0.0):
                     cand = retry[name][0]
-                    if not tree.is_borrowing(tree.cqs[name], frs):
-                        continue
                     self._remove(cand)
                     targets.append((cand, EvictionReason.IN_COHORT_FAIR_SHARING))
                     fits = self._fits(request, node, True)

@@ -51,12 +51,29 @@ class AdmittedWorkload:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceTransformation:
+    """Kueue's resource transformation: quota is charged ``outputs`` per unit of the input.
+
+    It is how a MIG slice or a GPU share is charged by its real size (Kueue #10108): e.g.
+    ``nvidia.com/mig-1g.10gb`` -> ``{nvidia.com/gpu-memory: 10Gi, example.com/gpu-sevenths: 1}``.
+    ``retain`` keeps the input resource in the request as well (Kueue's ``Retain`` strategy).
+    """
+
+    outputs: dict[str, int]
+    retain: bool = False
+
+    def apply(self, amount: int) -> dict[str, int]:
+        return {name: per_unit * amount for name, per_unit in self.outputs.items()}
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionConfig:
     """What Kueue keeps in its controller configuration, plus gpuaas' additions.
 
     ``min_run_time``: an admitted workload cannot be preempted before it has run this long
     (KAI has it; Kueue does not). ``user_limits``: per LocalQueue ("ns/name"), the most pending
     workloads of one user that may hold quota at once (asked for in Kueue PR #963).
+    ``transformations``: per input resource, what quota is charged instead.
     """
 
     fair_sharing: bool = False
@@ -66,6 +83,7 @@ class AdmissionConfig:
     )
     min_run_time: float = 0.0
     user_limits: dict[str, int] = field(default_factory=dict, hash=False)
+    transformations: dict[str, ResourceTransformation] = field(default_factory=dict, hash=False)
     max_passes: int = 10_000
 
 

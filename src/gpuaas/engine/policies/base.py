@@ -279,10 +279,39 @@ def share_options(snap: Snapshot, nodes: np.ndarray, share: int) -> tuple[np.nda
     return rows, gpus
 
 
+_NAME_RANKS: dict[int, np.ndarray] = {}
+
+
+def name_order_ties(snap: Snapshot, nodes: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """``scores`` with equal values separated in favour of the lexicographically smallest node
+    name. The FGD authors' simulator patches kube-scheduler's ``selectHost`` to pick the
+    smallest name among the best scores "for reproducibility" instead of a uniform random one;
+    integer scores leave most candidates tied (every node scores 0 for a CPU-only task), so the
+    published baselines depend on this rule. The offset is below 0.5, so it never reorders
+    integer scores that differ."""
+    ranks = _NAME_RANKS.get(snap.uid)
+    if ranks is None or len(ranks) != snap.size:
+        order = np.argsort(np.array(snap.names, dtype=object), kind="stable")
+        ranks = np.empty(snap.size, dtype=np.float64)
+        ranks[order] = np.arange(snap.size, dtype=np.float64)
+        if len(_NAME_RANKS) >= 8:  # a few live snapshots at a time; keep memory flat
+            _NAME_RANKS.clear()
+        _NAME_RANKS[snap.uid] = ranks
+    return scores - ranks[nodes] / (2.0 * max(snap.size, 1))
+
+
 def fullness(snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
     """Free milli-GPU on each node's whole-mode GPUs."""
     gf = snap.gpu_free[nodes]
     return np.where(gf > 0, gf, 0).sum(axis=1)
 
 
-__all__ = ["MILLI", "FragModel", "Policy", "TaskMix", "fullness", "share_options"]
+__all__ = [
+    "MILLI",
+    "FragModel",
+    "Policy",
+    "TaskMix",
+    "fullness",
+    "name_order_ties",
+    "share_options",
+]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaas.engine.framework import CycleState
-from gpuaas.engine.policies.base import Policy, fullness
+from gpuaas.engine.policies.base import Policy, fullness, name_order_ties
 from gpuaas.engine.snapshot import Snapshot
 
 MAX_CPU = 128_000.0
@@ -18,6 +18,9 @@ class BestFitPolicy(Policy):
     name = "bestfit"
 
     def score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        return name_order_ties(snap, nodes, self._score(state, snap, nodes))
+
+    def _score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
         shape = state.shape
         left = (snap.cpu_free[nodes] - shape.cpu) / MAX_CPU * 0.5
         left += (fullness(snap, nodes) - shape.milli) / MAX_GPU * 0.5

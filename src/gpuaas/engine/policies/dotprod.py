@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaas.engine.framework import CycleState
-from gpuaas.engine.policies.base import Policy, fullness
+from gpuaas.engine.policies.base import Policy, fullness, name_order_ties
 from gpuaas.engine.snapshot import Snapshot
 
 MAX_CPU = 128_000.0
@@ -21,6 +21,9 @@ class DotProductPolicy(Policy):
     name = "dotprod"
 
     def score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        return name_order_ties(snap, nodes, self._score(state, snap, nodes))
+
+    def _score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
         shape = state.shape
         cpu = snap.cpu_free[nodes] / MAX_CPU * (shape.cpu / MAX_CPU)
         gpu = fullness(snap, nodes) / MAX_GPU * (shape.milli / MAX_GPU)

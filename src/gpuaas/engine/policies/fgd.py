@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaas.engine.framework import CycleState
-from gpuaas.engine.policies.base import FragModel, Policy, TaskMix, share_options
+from gpuaas.engine.policies.base import FragModel, Policy, TaskMix, name_order_ties, share_options
 from gpuaas.engine.snapshot import Snapshot
 
 
@@ -46,7 +46,7 @@ class FgdPolicy(Policy):
         choice = state.data.get("share_gpu")
         if choice is not None:
             state.data["share_gpu"] = choice[inverse]  # type: ignore[index]
-        return values[inverse]
+        return name_order_ties(snap, nodes, values[inverse])
 
     def _score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
         grown, opts = self.growth(state, snap, nodes)

@@ -2,7 +2,9 @@
 
 Prefer, in this order: sharing an already used GPU (the fuller the better), then fully free GPUs
 on a node already in use (the fewer the better), then a completely free node (smaller first).
-CPU-only tasks score the same everywhere.
+CPU-only tasks score the same everywhere. Scores are the integers of the authors' plugin and
+equal scores go to the smallest node name, as in their simulator (see
+:func:`~gpuaas.engine.policies.base.name_order_ties`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaas.engine.framework import CycleState
-from gpuaas.engine.policies.base import Policy
+from gpuaas.engine.policies.base import Policy, name_order_ties
 from gpuaas.engine.snapshot import MILLI, Snapshot
 
 
@@ -18,6 +20,9 @@ class GpuPackingPolicy(Policy):
     name = "packing"
 
     def score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        return name_order_ties(snap, nodes, self._score(state, snap, nodes))
+
+    def _score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
         shape = state.shape
         if shape.milli == 0:
             return np.zeros(len(nodes))

@@ -1,0 +1,328 @@
+"""``gpuaas simulate``: replay a trace on a fleet through the engine; ``simulate compare`` runs
+several queue policies / placement policies / traces and shows them side by side."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpuaas.cli.main import app
+from gpuaas.engine.policies import POLICY_NAMES
+from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.node import Node
+from gpuaas.sim.fleet_auto import auto_fleet, offered_load
+from gpuaas.sim.metrics import summarize, write_csv
+from gpuaas.sim.report import render_html
+from gpuaas.sim.simulate import NodeFailure, QueuePolicy, ScaleEvent, SimConfig, SimResult, simulate
+from gpuaas.sim.traces import SimJob, load_generator, load_itp, load_openb_dynamic, parse_seconds
+
+simulate_app = typer.Typer(
+    help="Replay a GPU workload trace through the scheduling engine on a virtual clock.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
+app.add_typer(simulate_app, name="simulate")
+
+TRACE_HELP = "itp:PATH (ITP clusterNN.csv), openb:PATH (openb pod list, replayed in time), gen:FILE"
+
+
+@dataclass(slots=True)
+class Inputs:
+    nodes: list[Node]
+    jobs: list[SimJob]
+    weights: dict[str, float]
+    label: str
+    load: float
+
+
+def load_inputs(fleet: str, trace: str, load: float, seed: int, limit_factor: float) -> Inputs:
+    """Parse ``--trace`` and ``--fleet`` (``auto``: sized for ``load``)."""
+    kind, sep, path = trace.partition(":")
+    if not sep or kind not in ("itp", "openb", "gen") or not path:
+        raise InvalidValue("--trace", f"expected {TRACE_HELP}; got {trace!r}")
+    nodes: list[Node] | None = None
+    if fleet != "auto":
+        from gpuaas.supply.loaders import load_fleet
+
+        nodes = list(load_fleet(fleet).nodes)
+        if not nodes:
+            raise InvalidValue("--fleet", f"{fleet}: has no nodes")
+    weights: dict[str, float] = {}
+    if kind == "itp":
+        if limit_factor < 1:
+            raise InvalidValue("--limit-factor", "must be >= 1")
+        jobs = load_itp(path, limit_factor)
+    elif kind == "openb":
+        jobs = load_openb_dynamic(path, nodes)
+    else:
+        jobs, weights = load_generator(path)
+    if nodes is None:
+        nodes = auto_fleet(jobs, load, seed)
+    return Inputs(nodes, jobs, weights, Path(path).stem, offered_load(jobs, nodes))
+
+
+def _parse_scale(values: list[str]) -> tuple[ScaleEvent, ...]:
+    out = []
+    for v in values:
+        at, sep, delta = v.partition(":")
+        try:
+            count = int(delta)
+        except ValueError:
+            count = 0
+        if not sep or count == 0:
+            raise InvalidValue("--scale", f"expected TIME:+N or TIME:-N (e.g. 2d:+16), got {v!r}")
+        out.append(ScaleEvent(parse_seconds(at, "--scale"), count))
+    return tuple(out)
+
+
+def _parse_failures(values: list[str]) -> tuple[NodeFailure, ...]:
+    out = []
+    for v in values:
+        node, sep, rest = v.partition("@")
+        at, sep2, down = rest.partition("+")
+        if not sep or not sep2 or not node:
+            raise InvalidValue(
+                "--fail", f"expected NODE@TIME+DOWNTIME (e.g. node-00003@6h+2h), got {v!r}"
+            )
+        out.append(NodeFailure(parse_seconds(at, "--fail"), node, parse_seconds(down, "--fail")))
+    return tuple(out)
+
+
+def _run(inputs: Inputs, config: SimConfig, console: Console, quiet: bool, label: str) -> SimResult:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} jobs arrived"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=quiet,
+    ) as progress:
+        task = progress.add_task(label, total=len(inputs.jobs))
+
+        def report(done: int, total: int) -> None:
+            progress.update(task, completed=done)
+
+        start = time.perf_counter()
+        result = simulate(inputs.nodes, inputs.jobs, config, report)
+        result.wall_seconds = time.perf_counter() - start
+    return result
+
+
+def _summary(inputs: Inputs, result: SimResult, fleet: str) -> dict[str, Any]:
+    out = summarize(result)
+    out["trace"] = inputs.label
+    out["fleet"] = fleet
+    out["fleet_nodes"] = len(inputs.nodes)
+    out["offered_load"] = inputs.load
+    return out
+
+
+def _fmt_s(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _check_policy(policy: str, queue_policy: str) -> tuple[str, QueuePolicy]:
+    name = policy.strip().lower()
+    if name not in POLICY_NAMES:
+        raise InvalidValue(
+            "--policy", f"unknown policy {policy!r}; choose one of {', '.join(POLICY_NAMES)}"
+        )
+    try:
+        qp = QueuePolicy(queue_policy.strip().lower())
+    except ValueError:
+        raise InvalidValue(
+            "--queue-policy", f"unknown {queue_policy!r}; choose default, fifo or backfill"
+        ) from None
+    return name, qp
+
+
+def _queues_unsupported(queues: Path | None) -> None:
+    if queues is not None:
+        raise GpuaasError(
+            f"--queues {queues}: replaying Kueue quotas is not supported yet (the admission "
+            "engine has no way to finish a workload); run without --queues"
+        )
+
+
+@simulate_app.callback()
+def simulate_cmd(
+    ctx: typer.Context,
+    fleet: str = typer.Option("auto", "--fleet", help="a fleet file (YAML/CSV/kubectl) or auto"),
+    trace: str | None = typer.Option(None, "--trace", help=TRACE_HELP),
+    queues: Path | None = typer.Option(None, "--queues", help="Kueue YAML (not supported yet)"),
+    policy: str = typer.Option("gpuaas", "--policy", help="placement policy"),
+    queue_policy: str = typer.Option("default", "--queue-policy", help="default, fifo or backfill"),
+    load: float = typer.Option(0.85, "--load", help="offered load for --fleet auto"),
+    seed: int = typer.Option(0, "--seed"),
+    reserve_after: str = typer.Option(
+        "1h", "--reserve-after", help="default queue policy: reserve for a job waiting this long"
+    ),
+    limit_factor: float = typer.Option(
+        1.0, "--limit-factor", help="ITP: declared limit = duration x this (backfill plans with it)"
+    ),
+    mtbf: str = typer.Option("0", "--mtbf", help="per-node mean time between failures (0 = none)"),
+    mttr: str = typer.Option("1h", "--mttr", help="mean time to repair a failed node"),
+    fail: list[str] = typer.Option([], "--fail", help="NODE@TIME+DOWNTIME, repeatable"),
+    scale: list[str] = typer.Option([], "--scale", help="TIME:+N or TIME:-N nodes, repeatable"),
+    until: str | None = typer.Option(None, "--until", help="stop at this virtual time"),
+    report: Path | None = typer.Option(None, "--report", help="write a self-contained HTML report"),
+    csv_dir: Path | None = typer.Option(None, "--csv", help="write time series and per-job CSV"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+) -> None:
+    """Replay TRACE on FLEET and print what happened: jobs, utilisation, queueing delay."""
+    if ctx.invoked_subcommand is not None:
+        return
+    console = Console(stderr=True)
+    try:
+        if trace is None:
+            raise InvalidValue("--trace", f"is required: {TRACE_HELP}")
+        _queues_unsupported(queues)
+        name, qp = _check_policy(policy, queue_policy)
+        inputs = load_inputs(fleet, trace, load, seed, limit_factor)
+        config = SimConfig(
+            policy=name,
+            queue_policy=qp,
+            seed=seed,
+            reserve_after=parse_seconds(reserve_after, "--reserve-after"),
+            mtbf=parse_seconds(mtbf, "--mtbf"),
+            mttr=parse_seconds(mttr, "--mttr"),
+            failures=_parse_failures(fail),
+            scale=_parse_scale(scale),
+            until=parse_seconds(until, "--until") if until is not None else None,
+            tenant_weights=inputs.weights,
+        )
+        result = _run(inputs, config, console, as_json and not console.is_terminal, inputs.label)
+        summary = _summary(inputs, result, fleet)
+        label = f"{inputs.label} {name}/{qp}"
+        if report is not None:
+            report.write_text(
+                render_html([(label, result, summary)], f"gpuaas simulate: {label}"),
+                encoding="utf-8",
+            )
+        if csv_dir is not None:
+            write_csv(result, csv_dir)
+    except (GpuaasError, ValueError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(summary))
+        return
+    out = Console()
+    out.print(_table([(label, summary)], f"{inputs.label} on {len(inputs.nodes)} nodes"))
+    for reason, count in sorted(summary["pending_reasons"].items(), key=lambda kv: -kv[1])[:5]:
+        out.print(f"pending ({count}): {reason}")
+
+
+def _table(rows: list[tuple[str, dict[str, Any]]], title: str) -> Table:
+    table = Table(title=title)
+    for col in (
+        "run",
+        "finished",
+        "pending",
+        "running",
+        "util",
+        "mean delay",
+        "p50",
+        "p95",
+        "p99",
+        "slowdown",
+        "preempt.",
+        "lost GPU-h",
+        "wall s",
+    ):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for label, s in rows:
+        q = s["queueing_delay_s"]
+        table.add_row(
+            label,
+            str(s["jobs"]["finished"]),
+            str(s["jobs"]["pending"]),
+            str(s["jobs"]["running"]),
+            f"{s['gpu_utilization']:.1%}",
+            _fmt_s(q["mean"]),
+            _fmt_s(q["p50"]),
+            _fmt_s(q["p95"]),
+            _fmt_s(q["p99"]),
+            f"{s['slowdown']['mean']:.2f}",
+            str(s["preemptions"]),
+            f"{s['gpu_hours']['lost_to_restarts']:.1f}",
+            f"{s['wall_seconds']:.2f}",
+        )
+    return table
+
+
+@simulate_app.command("compare")
+def compare_cmd(
+    fleet: str = typer.Option("auto", "--fleet", help="a fleet file or auto (sized per trace)"),
+    trace: list[str] = typer.Option(..., "--trace", help=TRACE_HELP + "; repeatable"),
+    policy: str = typer.Option("gpuaas", "--policy", help="comma-separated placement policies"),
+    queue_policy: str = typer.Option(
+        "default,fifo,backfill", "--queue-policy", help="comma-separated queue policies"
+    ),
+    load: float = typer.Option(0.85, "--load"),
+    seed: int = typer.Option(0, "--seed"),
+    limit_factor: float = typer.Option(1.0, "--limit-factor"),
+    report: Path | None = typer.Option(None, "--report", help="one HTML report of all runs"),
+    markdown: bool = typer.Option(False, "--markdown", help="print a Markdown table"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+) -> None:
+    """Run every (trace, policy, queue policy) combination and show them side by side."""
+    console = Console(stderr=True)
+    rows: list[tuple[str, dict[str, Any]]] = []
+    runs: list[tuple[str, SimResult, dict[str, Any]]] = []
+    wall = time.perf_counter()
+    try:
+        combos = [_check_policy(p, q) for p in policy.split(",") for q in queue_policy.split(",")]
+        for spec in trace:
+            inputs = load_inputs(fleet, spec, load, seed, limit_factor)
+            for name, qp in combos:
+                label = f"{inputs.label} {name}/{qp}"
+                config = SimConfig(
+                    policy=name, queue_policy=qp, seed=seed, tenant_weights=inputs.weights
+                )
+                result = _run(inputs, config, console, as_json and not console.is_terminal, label)
+                summary = _summary(inputs, result, fleet)
+                rows.append((label, summary))
+                runs.append((label, result, summary))
+        if report is not None:
+            report.write_text(render_html(runs, "gpuaas simulate compare"), encoding="utf-8")
+    except (GpuaasError, ValueError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    total = time.perf_counter() - wall
+    if as_json:
+        typer.echo(
+            json.dumps({"runs": [dict(s, label=label) for label, s in rows], "wall_seconds": total})
+        )
+        return
+    if markdown:
+        typer.echo(
+            "| trace | nodes (GPUs) | load | queue policy | mean delay | p95 delay | "
+            "utilisation | wall s |"
+        )
+        typer.echo("|---|---|---|---|---|---|---|---|")
+        for _, s in rows:
+            q = s["queueing_delay_s"]
+            typer.echo(
+                f"| {s['trace']} | {s['fleet_nodes']} ({s['fleet_gpus']}) "
+                f"| {s['offered_load']:.2f} "
+                f"| {s['policy']}/{s['queue_policy']} | {_fmt_s(q['mean'])} | {_fmt_s(q['p95'])} "
+                f"| {s['gpu_utilization']:.1%} | {s['wall_seconds']:.1f} |"
+            )
+        typer.echo(f"\ntotal wall time {total:.1f} s")
+        return
+    out = Console()
+    out.print(_table(rows, f"simulate compare ({total:.1f} s)"))

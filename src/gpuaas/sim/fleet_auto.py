@@ -1,0 +1,63 @@
+"""A generated fleet sized for a trace: the offered load is a chosen fraction of capacity.
+
+Offered load = GPU-seconds the trace asks for / (fleet GPUs x arrival span). A fleet at 0.85
+is busy but can keep up on average, which is where queue policies differ most. The fleet is a
+:func:`~gpuaas.sim.synthetic.synthetic_fleet` of one whole-GPU SKU (8-GPU nodes in racks of 16,
+blocks and zones), so gangs meet real topology; it is never smaller than the largest job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.node import Node
+from gpuaas.sim.synthetic import H100, FleetSpec, synthetic_fleet
+from gpuaas.sim.traces import SimJob
+
+GPUS_PER_NODE = 8
+
+
+def offered_gpu_seconds(jobs: Sequence[SimJob]) -> float:
+    """GPU-seconds of work in the trace."""
+    return sum(job.milli_gpu * job.duration for job in jobs) / 1000.0
+
+
+def arrival_span(jobs: Sequence[SimJob]) -> float:
+    """Seconds from the first to the last arrival (at least one second)."""
+    if not jobs:
+        return 1.0
+    times = [job.submit for job in jobs]
+    return max(max(times) - min(times), 1.0)
+
+
+def auto_node_count(jobs: Sequence[SimJob], load: float) -> int:
+    """Nodes of 8 GPUs so that the offered load is ``load`` of capacity."""
+    if not 0 < load <= 10:
+        raise InvalidValue("load", f"must be in (0, 10], got {load}")
+    if not jobs:
+        raise InvalidValue("trace", "has no jobs to size a fleet for")
+    gpus = offered_gpu_seconds(jobs) / (arrival_span(jobs) * load)
+    largest = max(job.milli_gpu for job in jobs) / 1000.0
+    return max(1, math.ceil(gpus / GPUS_PER_NODE), math.ceil(largest / GPUS_PER_NODE))
+
+
+def auto_fleet(jobs: Sequence[SimJob], load: float = 0.85, seed: int = 0) -> list[Node]:
+    """The fleet for ``jobs`` at offered ``load`` (see the module docstring)."""
+    spec = FleetSpec(
+        nodes=auto_node_count(jobs, load),
+        gpus_per_node=GPUS_PER_NODE,
+        model_shares=((H100, 1.0),),
+        mig_node_share=0.0,
+        time_sliced_node_share=0.0,
+    )
+    return synthetic_fleet(spec, seed)
+
+
+def offered_load(jobs: Sequence[SimJob], nodes: Sequence[Node]) -> float:
+    """Offered load of ``jobs`` on ``nodes`` (whole GPUs)."""
+    gpus = sum(len(node.gpus) for node in nodes)
+    if gpus == 0:
+        return math.inf
+    return offered_gpu_seconds(jobs) / (arrival_span(jobs) * gpus)
