@@ -228,6 +228,8 @@ class Simulator:
         self.shadow_free: np.ndarray | None = None
         self.head_shape: tuple[object, int, int] = ((), 0, 0)
         self.failed_shapes: dict[object, list[tuple[int, int]]] = {}
+        #: shapes that would delay the reserved head (same dominance rule), until the next reset
+        self.bf_failed: dict[object, list[tuple[int, int]]] = {}
         self.blockers: dict[int, Assignment] = {}
         self.blocked_milli = 0
         self.down: set[int] = set()  # failed nodes
@@ -404,9 +406,11 @@ class Simulator:
         self.reasons[i] = reason
 
     # ------------------------------------------------------------------ scheduling
-    def _known_to_fail(self, i: int) -> bool:
+    def _known_to_fail(
+        self, i: int, cache: dict[object, list[tuple[int, int]]] | None = None
+    ) -> bool:
         key, g, c = self.shape[i]
-        failed = self.failed_shapes.get(key)
+        failed = (self.failed_shapes if cache is None else cache).get(key)
         if not failed:
             return False
         if g == 0 and c == 0:
@@ -544,6 +548,7 @@ class Simulator:
             self.failed_shapes.clear()
             self.blocked = False
             self.shadow, self.extra, self.shadow_free = math.inf, 0, None
+            self.bf_failed.clear()
             candidates = self._order(None)
         elif self.new:
             candidates = self._order(self.new)
@@ -575,6 +580,8 @@ class Simulator:
             if placed is not None:
                 if self.blocked and not ends_before and not self._backfill_ok(i, placed):
                     release(self.snap, placed, self.policy)
+                    key, g, c = self.shape[i]
+                    self.bf_failed.setdefault(key, []).append((g, c))
                     self.reasons[i] = "would delay the reserved head of the queue (backfill)"
                     continue
                 self._start(i, placed, t)
