@@ -107,6 +107,13 @@ class Snapshot:
     tainted: np.ndarray  # int64 indices of nodes with at least one taint
     gpu_uuids: list[list[str]]
     version: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: int64[N]: the largest free milli on one whole-mode GPU of the node (-1 when it has none),
+    #: so "does a share of s fit one GPU" is ``max_free >= s`` instead of a [N, G] scan.
+    max_free: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: int64[N]: free time-sliced replicas per node (``replica_free.sum(axis=1)``, maintained).
+    replica_sum: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: int64[P]: free MIG instances per profile, fleet-wide (``mig_free.sum(axis=0)``).
+    mig_total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: Unique per snapshot object (copies get their own), so policy caches never mix snapshots.
     uid: int = field(default_factory=lambda: next(_UIDS))
     _label_index: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
@@ -184,6 +191,9 @@ class Snapshot:
         )
         snap._name_index = {name: i for i, name in enumerate(snap.names)}
         snap.version = np.zeros(n, dtype=np.int64)
+        snap.max_free = gpu_free.max(axis=1)
+        snap.replica_sum = snap.replica_free.sum(axis=1)
+        snap.mig_total = mig_free.sum(axis=0)
         for level in DOMAIN_LEVELS:
             snap.domains[level] = snap._build_domain(level, nodes)
         return snap
@@ -301,17 +311,24 @@ class Snapshot:
         n = a.node
         self.version[n] += 1
         was_free = self.node_is_free(n)
-        self.cpu_free[n] += sign * a.cpu_milli
-        self.mem_free[n] += sign * a.memory_bytes
-        model = int(self.model_of_node[n])
+        if a.cpu_milli:
+            self.cpu_free[n] += sign * a.cpu_milli
+        if a.memory_bytes:
+            self.mem_free[n] += sign * a.memory_bytes
         full_delta = 0
-        for g, milli in a.gpu_milli:
-            before = self.gpu_free[n, g]
-            after = before + sign * milli
-            self.gpu_free[n, g] = after
-            full_delta += int(after == MILLI) - int(before == MILLI)
+        if a.gpu_milli:
+            model = int(self.model_of_node[n])
+            row = self.gpu_free[n]
+            total = 0
+            for g, milli in a.gpu_milli:
+                before = int(row[g])
+                after = before + sign * milli
+                row[g] = after
+                total += milli
+                full_delta += (after == MILLI) - (before == MILLI)
             if model >= 0:
-                self.model_free_milli[model] += sign * milli
+                self.model_free_milli[model] += sign * total
+            self.max_free[n] = row.max()
         for g, k in a.mig:
             p = self.mig_profile_of[(n, g, k)]
             slots = self.mig_slots.setdefault((n, p), [])
@@ -321,19 +338,24 @@ class Snapshot:
                 slots.append((g, k))
                 slots.sort(reverse=True)
             self.mig_free[n, p] += sign
+            self.mig_total[p] += sign
         for g, count in a.replicas:
             self.replica_free[n, g] += sign * count
-        if full_delta:
-            self.full_free[n] += full_delta
-            if model >= 0:
-                self.model_free_gpus[model] += full_delta
-        now_free = self.node_is_free(n)
+            self.replica_sum[n] += sign * count
+        if not full_delta:
+            return  # free whole GPUs unchanged, so is "node fully free" and every domain index
+        self.full_free[n] += full_delta
+        model = int(self.model_of_node[n])
+        if model >= 0:
+            self.model_free_gpus[model] += full_delta
+        node_delta = int(self.node_is_free(n)) - int(was_free)
         for index in self.domains.values():
             d = index.of_node[n]
             if d < 0:
                 continue
             index.free_gpus[d] += full_delta
-            index.free_nodes[d] += int(now_free) - int(was_free)
+            if node_delta:
+                index.free_nodes[d] += node_delta
 
     # ------------------------------------------------------------------ comparison (tests)
     def state(self) -> tuple[object, ...]:
@@ -347,6 +369,9 @@ class Snapshot:
             self.model_free_gpus.tobytes(),
             self.model_free_milli.tobytes(),
             self.mig_free.tobytes(),
+            self.max_free.tobytes(),
+            self.replica_sum.tobytes(),
+            self.mig_total.tobytes(),
             tuple(sorted((key, tuple(v)) for key, v in self.mig_slots.items())),
             tuple(
                 (level.value, idx.free_gpus.tobytes(), idx.free_nodes.tobytes())
@@ -392,6 +417,9 @@ class Snapshot:
             tainted=self.tainted,
             gpu_uuids=self.gpu_uuids,
             version=self.version.copy(),
+            max_free=self.max_free.copy(),
+            replica_sum=self.replica_sum.copy(),
+            mig_total=self.mig_total.copy(),
             _label_index=self._label_index,
             _name_index=self._name_index,
         )
