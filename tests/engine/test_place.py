@@ -7,12 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.engine.place import Placement, Unschedulable, place_pod, reserve, unreserve
+from gpuaas.engine.framework import CycleState, PodShape, feasible_nodes, run_filters
+from gpuaas.engine.place import (
+    NodeSampling,
+    Placement,
+    Unschedulable,
+    place_pod,
+    reserve,
+    unreserve,
+)
 from gpuaas.engine.policies import TaskMix, make_policy
-from gpuaas.engine.snapshot import MILLI, Snapshot
+from gpuaas.engine.snapshot import MILLI, Assignment, Snapshot
 from gpuaas.model.devices import GPU, Partition
 from gpuaas.model.errors import InvalidValue
-from gpuaas.model.node import Node, Taint, Toleration
+from gpuaas.model.node import Node, Taint, TaintEffect, Toleration
 from gpuaas.model.workload import PodRequest
 
 GI = 2**30
@@ -164,3 +172,118 @@ def test_place_reserve_unreserve_in_any_order_never_overcommits(
     for pod, res in reversed(held):
         unreserve(snap, pod, res, policy)
     assert snap.state() == initial
+
+
+# ---------------------------------------------------------------------------- fused filters
+def _mixed_fleet() -> list[Node]:
+    from gpuaas.model.devices import MigInstance, PartitionMode
+
+    mig = Partition(
+        mode=PartitionMode.MIG,
+        instances=(MigInstance(0, 4, "3g.40gb", 3), MigInstance(4, 1, "1g.10gb", 1)),
+    )
+    taint = Taint("gpu", "reserved", TaintEffect.NO_SCHEDULE)
+    return [
+        node("a", 4),
+        node("b", 2, "V100", cpu=8000),
+        node("c", 8, "V100", labels={"pool": "x"}),
+        node("d", 1, taints=(taint,)),
+        Node("e", 16000, 32 * GI, [GPU(0, "e-0", "A100", 40960, mig)]),
+        Node("f", 16000, 32 * GI, [GPU(0, "f-0", "L4", 24576, Partition.time_sliced(4))]),
+        Node("g", 4000, 8 * GI, []),
+    ]
+
+
+@st.composite
+def _any_pod(draw: st.DrawFn) -> PodRequest:
+    kind = draw(st.sampled_from(["share", "whole", "mig", "replicas", "cpu"]))
+    cpu = draw(st.integers(0, 20000))
+    extra: dict[str, object] = {}
+    if draw(st.booleans()):
+        extra["gpu_models"] = frozenset(draw(st.sets(st.sampled_from(["T4", "V100", "H9"]))))
+    if draw(st.integers(0, 3)) == 0:
+        extra["node_selector"] = (("pool", "x"),)
+    if draw(st.integers(0, 3)) == 0:
+        extra["tolerations"] = (Toleration("gpu", "Equal", "reserved"),)
+    if kind == "share":
+        return PodRequest(cpu, GI, gpus=1, gpu_milli=draw(st.integers(1, 999)), **extra)
+    if kind == "whole":
+        return PodRequest(cpu, GI, gpus=draw(st.integers(1, 8)), **extra)
+    if kind == "mig":
+        profile = draw(st.sampled_from(["1g.10gb", "3g.40gb", "7g.80gb"]))
+        return PodRequest(cpu, GI, mig=((profile, draw(st.integers(1, 2))),), **extra)
+    if kind == "replicas":
+        return PodRequest(cpu, GI, replicas=draw(st.integers(1, 5)), **extra)
+    return PodRequest(cpu, GI, **extra)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(_any_pod(), min_size=1, max_size=25), st.lists(st.booleans(), min_size=7))
+def test_fused_filters_equal_the_filter_chain(pods: list[PodRequest], keep: list[bool]) -> None:
+    """feasible_nodes (maintained indexes, cached static masks) keeps exactly the nodes that
+    the six filter plugins keep, on every snapshot state along a run of placements."""
+    snap = Snapshot.from_nodes(_mixed_fleet())
+    policy = make_policy("bestfit")
+    subset = np.flatnonzero(np.array(keep[:7]))
+    for pod in pods:
+        state = CycleState(pod=pod, shape=PodShape.of(pod))
+        for nodes in (None, subset):
+            chain, _ = run_filters(state, snap, np.arange(snap.size) if nodes is None else nodes)
+            fused = feasible_nodes(state, snap, nodes)
+            assert fused.tolist() == chain.tolist()
+        res = place_pod(snap, pod, policy)
+        if isinstance(res, Placement):
+            reserve(snap, pod, res, policy)
+
+
+# ---------------------------------------------------------------------------- node sampling
+def test_node_sampling_follows_kube_scheduler_numbers() -> None:
+    adaptive = NodeSampling()
+    assert adaptive.count(16) == 16  # below the minimum: everything
+    assert adaptive.count(150) == 100  # 48.8 % is 73: raised to the minimum
+    assert adaptive.count(1_000) == 420  # 50 - 8 = 42 %
+    assert adaptive.count(5_000) == 500  # 50 - 40 = 10 %
+    assert adaptive.count(10_000) == 500  # 50 - 80 < 5: the 5 % floor
+    assert NodeSampling(percentage=30).count(1_000) == 300
+    assert NodeSampling(percentage=100).count(10_000) == 10_000
+    with pytest.raises(InvalidValue, match="percentage"):
+        NodeSampling(percentage=120)
+    with pytest.raises(InvalidValue, match="minimum"):
+        NodeSampling(minimum=0)
+
+
+def test_node_sampling_is_round_robin_and_covers_every_node() -> None:
+    sampling = NodeSampling(percentage=10, minimum=3)
+    feasible = np.arange(0, 40, 2)  # 20 feasible nodes out of 40 candidates: 4 per pick
+    seen: list[int] = []
+    for _ in range(5):
+        picked = sampling.pick(feasible, 40)
+        assert len(picked) == 4 and (np.diff(picked) > 0).all()
+        assert set(picked.tolist()) <= set(feasible.tolist())
+        seen.extend(picked.tolist())
+    assert sorted(seen) == feasible.tolist()  # 5 picks of 4 visit all 20 once
+    wrapped = sampling.pick(feasible[:3], 40)  # fewer feasible than the count: all of them
+    assert wrapped.tolist() == [0, 2, 4]
+    sampling.next_start = 37
+    assert sampling.pick(feasible, 40).tolist() == [0, 2, 4, 38]  # 38, then wraps to 0
+    assert sampling.next_start == 5
+    assert sampling.sampled == 6 and sampling.skipped == 6 * 16
+
+
+def test_place_pod_with_sampling_scores_only_the_sample() -> None:
+    snap = Snapshot.from_nodes([node(f"n{i:03d}", 2) for i in range(300)])
+    pod = PodRequest(1000, GI, gpus=1)
+    # best fit prefers the fullest node; make the last node the fullest
+    snap.reserve(299, Assignment(299, gpu_milli=((0, MILLI),)))
+    full = place_pod(snap, pod, make_policy("bestfit"))
+    assert isinstance(full, Placement) and full.node == 299
+    sampling = NodeSampling(percentage=10, minimum=100)  # 100 of 300, starting at node 0
+    sampled = place_pod(snap, pod, make_policy("bestfit"), sampling=sampling)
+    assert isinstance(sampled, Placement) and sampled.node < 100
+    assert sampling.next_start == 100 and sampling.sampled == 1
+    for _ in range(2):
+        sampled = place_pod(snap, pod, make_policy("bestfit"), sampling=sampling)
+    assert isinstance(sampled, Placement) and sampled.node == 299  # its turn came
+    # a small candidate set is never sampled
+    small = place_pod(snap, pod, make_policy("bestfit"), candidates=np.arange(250, 300))
+    assert isinstance(small, Placement) and small.node == 299

@@ -150,6 +150,33 @@ def test_random_reserve_unreserve_never_overcommits(ops: list) -> None:
         assert ((snap.replica_free >= 0) & (snap.replica_free <= snap.replica_total)).all()
         assert (snap.mig_free >= 0).all()
         assert snap.full_free.tolist() == (snap.gpu_free == MILLI).sum(axis=1).tolist()
+        snap.check_indexes()  # max_free, replica_sum, per-model, per-domain: all follow
     while held:
         snap.unreserve(held.pop()[0])
     assert snap.state() == initial
+
+
+def test_maintained_indexes_follow_reservations() -> None:
+    snap = Snapshot.from_nodes(fleet())
+    assert snap.max_free.tolist() == [MILLI, MILLI, MILLI, -1]
+    assert snap.replica_sum.tolist() == [0, 0, 0, 8]
+    a = Assignment(0, gpu_milli=(*((g, MILLI) for g in range(7)), (7, 300)))
+    snap.reserve(0, a)
+    assert snap.max_free[0] == 700
+    r = Assignment(3, replicas=((0, 3), (1, 1)))
+    snap.reserve(3, r)
+    assert snap.replica_sum[3] == 4
+    m = Assignment(2, mig=((0, 2),))
+    p = snap.profile_id("1g.10gb")
+    snap.reserve(2, m)
+    assert snap.mig_total[p] == 1
+    snap.check_indexes()
+    for done in (m, r, a):
+        snap.unreserve(done)
+    assert snap.max_free.tolist() == [MILLI, MILLI, MILLI, -1] and snap.mig_total[p] == 2
+    copy = snap.copy()
+    copy.reserve(1, Assignment(1, gpu_milli=((0, 500),)))
+    assert snap.max_free[1] == MILLI and copy.max_free[1] == MILLI
+    copy.reserve(1, Assignment(1, gpu_milli=((1, 500), (2, 500), (3, 500))))
+    assert copy.max_free[1] == 500 and snap.max_free[1] == MILLI
+    copy.check_indexes()

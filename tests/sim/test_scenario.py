@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuaas.cli.main import app
+from gpuaas.model.errors import GpuaasError
 from gpuaas.sim.scenario import diff_outcomes, parse_scenario, run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance" / "scenarios"
@@ -232,3 +233,36 @@ def test_mig_slices_are_charged_by_their_size(tmp_path: Path) -> None:
     bad = MIG.replace("strategy: Replace", "strategy: Swap", 1)
     result = runner.invoke(app, ["scenario", "check", str(_write(tmp_path, bad))])
     assert result.exit_code == 2 and "'Swap' is not Retain or Replace" in result.output
+
+
+PROFILE_OBJECTS = """
+  - apiVersion: gpuaas.io/v1
+    kind: HardwareProfile
+    metadata: {name: small}
+    spec:
+      displayName: Small CPU box
+      localQueue: lq
+      allowedTenants: [ns]
+      resources:
+        - {name: cpu, min: "1", default: "2", max: "3"}
+workloads:"""
+
+
+def test_pod_sets_can_use_a_hardware_profile(tmp_path: Path) -> None:
+    text = BASE.replace("workloads:", PROFILE_OBJECTS, 1)
+    text = text.replace('requests: {cpu: "3"}}', "hardwareProfile: small}")  # default: 2 CPUs
+    text = text.replace('requests: {cpu: "2"}}', 'hardwareProfile: small, requests: {cpu: "3"}}')
+    scenario = parse_scenario(yaml.safe_load(text))
+    assert [sw.workload.pod_sets[0].requests for sw in scenario.workloads] == [
+        {"cpu": 2000},
+        {"cpu": 3000},
+    ]
+    outcome = run_scenario(scenario)
+    assert set(outcome.admitted) == {"b"}  # 2 + 3 > 4: b (higher priority) preempts a
+    too_big = text.replace('requests: {cpu: "3"}}', 'requests: {cpu: "4"}}')
+    result = runner.invoke(app, ["scenario", "run", str(_write(tmp_path, too_big))])
+    assert result.exit_code == 2
+    assert "hardware profile small: cpu: 4 is above the maximum 3" in result.output
+    wrong_queue = text.replace("localQueue: lq", "localQueue: other")
+    with pytest.raises(GpuaasError, match=r"HardwareProfile small: spec\.localQueue"):
+        parse_scenario(yaml.safe_load(wrong_queue))

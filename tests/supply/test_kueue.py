@@ -280,3 +280,47 @@ def test_load_yaml_names_the_file(tmp_path: Path) -> None:
         load_yaml(bad)
     with pytest.raises(GpuaasError, match=r"missing.yaml: cannot read"):
         load_yaml(tmp_path / "missing.yaml")
+
+
+PROFILE = """
+---
+apiVersion: gpuaas.io/v1
+kind: HardwareProfile
+metadata: {name: h100-1x}
+spec:
+  displayName: 1x H100
+  description: one GPU for notebooks
+  localQueue: main
+  allowedTenants: [team-a]
+  resources:
+    - {name: nvidia.com/gpu, min: "1", default: "1", max: "2"}
+    - {name: memory, min: 8Gi, default: 64Gi}
+"""
+
+
+def test_hardware_profiles_load_next_to_kueue_objects_and_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "all.yaml"
+    path.write_text(FULL + PROFILE)
+    gov = load_yaml(path)
+    profile = gov.hardware_profiles["h100-1x"]
+    assert profile.queue_for("team-a") == "team-a/main"
+    assert [(r.name, r.minimum, r.default, r.maximum) for r in profile.resources] == [
+        ("nvidia.com/gpu", 1, 1, 2),
+        ("memory", 8 * 2**30, 64 * 2**30, None),
+    ]
+    exported = export_objects(gov)
+    assert exported[-1]["apiVersion"] == "gpuaas.io/v1"
+    assert load_objects(yaml.safe_load_all(dump_yaml(gov))) == gov
+    _need_schemas()
+    validate_against_schema(exported, SCHEMAS)  # Kueue's objects are checked, ours skipped
+
+
+def test_hardware_profile_pointing_nowhere_names_the_file_object_and_field(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "all.yaml"
+    path.write_text(FULL + PROFILE.replace("localQueue: main", "localQueue: gone"))
+    with pytest.raises(
+        InvalidValue, match=r"all\.yaml: HardwareProfile h100-1x: spec\.localQueue.*team-a/gone"
+    ):
+        load_yaml(path)

@@ -32,7 +32,7 @@ from gpuaas.cli.main import app
 from gpuaas.engine.claims import DeviceClaims
 from gpuaas.engine.framework import PodShape
 from gpuaas.engine.gang import GangPlacement, place_workload, release
-from gpuaas.engine.place import Unschedulable
+from gpuaas.engine.place import NodeSampling, Unschedulable
 from gpuaas.engine.policies import DEFAULT_POLICY, POLICY_NAMES, TaskMix, make_policy
 from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.errors import GpuaasError
@@ -108,8 +108,13 @@ def run_placement_bench(
     high: float = 0.9,
     low: float = 0.8,
     pack_level: Level | None = Level.RACK,
+    score_percentage: float | None = 0.0,
 ) -> dict[str, Any]:
-    """Build the synthetic fleet and mix, place every workload, and return the figures."""
+    """Build the synthetic fleet and mix, place every workload, and return the figures.
+
+    ``score_percentage``: kube-scheduler's ``percentageOfNodesToScore`` for every placement
+    (0 = its adaptive default, see :class:`~gpuaas.engine.place.NodeSampling`); None scores
+    every feasible node."""
     if nodes < 1 or workloads < 1:
         raise GpuaasError("--nodes and --workloads must be at least 1")
     if not 0 < low < high <= 1:
@@ -124,6 +129,7 @@ def run_placement_bench(
     shapes = [PodShape.of(ps.pod) for w in mix for ps in w.pod_sets]
     policy = make_policy(policy_name, TaskMix.from_shapes(shapes), seed=seed)
     rng = np.random.default_rng(seed)
+    sampling = None if score_percentage is None else NodeSampling(percentage=score_percentage)
     setup = time.perf_counter() - started
 
     capacity = int(snap.whole_gpus.sum()) * 1000
@@ -138,7 +144,13 @@ def run_placement_bench(
         c0 = cpu_clock()
         t0 = clock()
         result = place_workload(
-            snap, workload, policy, claims=claims, rng=rng, pack_level=pack_level
+            snap,
+            workload,
+            policy,
+            claims=claims,
+            rng=rng,
+            pack_level=pack_level,
+            sampling=sampling,
         )
         elapsed = clock() - t0
         cpu = cpu_clock() - c0
@@ -171,6 +183,9 @@ def run_placement_bench(
         "policy": policy_name,
         "churn": churn,
         "pack_level": pack_level.short if pack_level is not None else "none",
+        "nodes_to_score": _sampling_name(score_percentage),
+        "sampled_placements": sampling.sampled if sampling is not None else 0,
+        "unscored_feasible_nodes": sampling.skipped if sampling is not None else 0,
         "single_pod": s,
         "gang": g,
         "released": released,
@@ -182,12 +197,19 @@ def run_placement_bench(
     }
 
 
+def _sampling_name(score_percentage: float | None) -> str:
+    if score_percentage is None:
+        return "all"
+    return "adaptive" if score_percentage == 0 else f"{score_percentage:g}%"
+
+
 def _table(result: dict[str, Any]) -> Table:
     table = Table(
         title=(
             f"placement: {result['nodes']:,} nodes ({result['gpus']:,} GPUs), "
             f"{result['workloads']:,} workloads, policy {result['policy']}, "
-            f"pack {result['pack_level']}, seed {result['seed']}"
+            f"pack {result['pack_level']}, nodes to score {result['nodes_to_score']}, "
+            f"seed {result['seed']}"
         )
     )
     table.add_column("decisions")
@@ -225,6 +247,15 @@ def bench_placement(
         help="single pods go to the best-fit domain of this level first (zone, block, rack, "
         "nvlink) or 'none' to let the policy score the whole fleet",
     ),
+    score_percentage: float = typer.Option(
+        0.0,
+        "--percentage-of-nodes-to-score",
+        help="kube-scheduler's percentageOfNodesToScore: score at most this percent of the "
+        "feasible nodes (at least 100) per pod; 0 = adaptive (50% - nodes/125, at least 5%)",
+    ),
+    score_all: bool = typer.Option(
+        False, "--score-all", help="score every feasible node (turn node sampling off)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Time placing a synthetic workload mix into a synthetic cloud-scale fleet."""
@@ -239,8 +270,23 @@ def bench_placement(
     if policy not in POLICY_NAMES:
         choices = ", ".join(POLICY_NAMES)
         raise typer.BadParameter(f"{policy!r}: choose one of {choices}", param_hint="--policy")
+    if not 0 <= score_percentage <= 100:
+        raise typer.BadParameter(
+            f"{score_percentage:g}: must be within 0..100",
+            param_hint="--percentage-of-nodes-to-score",
+        )
     try:
-        result = run_placement_bench(nodes, workloads, seed, policy, churn, high, low, pack_level)
+        result = run_placement_bench(
+            nodes,
+            workloads,
+            seed,
+            policy,
+            churn,
+            high,
+            low,
+            pack_level,
+            None if score_all else score_percentage,
+        )
     except GpuaasError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
@@ -255,6 +301,11 @@ def bench_placement(
         f"p99 per decision: [bold]{result['p99_ms']:.3f} ms[/]   "
         f"peak RSS: [bold]{result['peak_rss_mib']:,.0f} MiB[/]"
     )
+    if result["sampled_placements"]:
+        console.print(
+            f"node sampling cut {result['sampled_placements']:,} placements short of "
+            f"{result['unscored_feasible_nodes']:,} feasible nodes in all"
+        )
     console.print(
         f"setup {result['setup_seconds']} s, released {result['released']:,} workloads "
         f"({result['release_seconds']} s), GPU allocation at the end "

@@ -17,6 +17,7 @@ from rich.table import Table
 from gpuaas.cli.main import app
 from gpuaas.engine.policies import POLICY_NAMES
 from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.governance import Governance
 from gpuaas.model.node import Node
 from gpuaas.sim.fleet_auto import auto_fleet, offered_load
 from gpuaas.sim.metrics import summarize, write_csv
@@ -96,7 +97,15 @@ def _parse_failures(values: list[str]) -> tuple[NodeFailure, ...]:
     return tuple(out)
 
 
-def _run(inputs: Inputs, config: SimConfig, console: Console, quiet: bool, label: str) -> SimResult:
+def _run(
+    inputs: Inputs,
+    config: SimConfig,
+    console: Console,
+    quiet: bool,
+    label: str,
+    gov: Governance | None = None,
+) -> SimResult:
+    """One run with a rich progress bar on stderr (``quiet``: none)."""
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -112,7 +121,12 @@ def _run(inputs: Inputs, config: SimConfig, console: Console, quiet: bool, label
             progress.update(task, completed=done)
 
         start = time.perf_counter()
-        result = simulate(inputs.nodes, inputs.jobs, config, report)
+        if gov is None:
+            result = simulate(inputs.nodes, inputs.jobs, config, report)
+        else:
+            from gpuaas.sim.queues import simulate_with_queues
+
+            result = simulate_with_queues(inputs.nodes, inputs.jobs, gov, config, report)
         result.wall_seconds = time.perf_counter() - start
     return result
 
@@ -124,6 +138,11 @@ def _summary(inputs: Inputs, result: SimResult, fleet: str) -> dict[str, Any]:
     out["fleet_nodes"] = len(inputs.nodes)
     out["offered_load"] = inputs.load
     return out
+
+
+def _gang_max(s: dict[str, Any]) -> str:
+    gangs = s["gang_queueing_delay_s"]
+    return _fmt_s(gangs["max"]) if gangs["count"] else "no gangs"
 
 
 def _fmt_s(seconds: float) -> str:
@@ -149,12 +168,12 @@ def _check_policy(policy: str, queue_policy: str) -> tuple[str, QueuePolicy]:
     return name, qp
 
 
-def _queues_unsupported(queues: Path | None) -> None:
-    if queues is not None:
-        raise GpuaasError(
-            f"--queues {queues}: replaying Kueue quotas is not supported yet (the admission "
-            "engine has no way to finish a workload); run without --queues"
-        )
+def _governance(queues: Path | None) -> Governance | None:
+    if queues is None:
+        return None
+    from gpuaas.supply.kueue import load_yaml
+
+    return load_yaml(queues)
 
 
 @simulate_app.callback()
@@ -162,7 +181,9 @@ def simulate_cmd(
     ctx: typer.Context,
     fleet: str = typer.Option("auto", "--fleet", help="a fleet file (YAML/CSV/kubectl) or auto"),
     trace: str | None = typer.Option(None, "--trace", help=TRACE_HELP),
-    queues: Path | None = typer.Option(None, "--queues", help="Kueue YAML (not supported yet)"),
+    queues: Path | None = typer.Option(
+        None, "--queues", help="Kueue YAML: admission by its quotas (tenant = LocalQueue)"
+    ),
     policy: str = typer.Option("gpuaas", "--policy", help="placement policy"),
     queue_policy: str = typer.Option("default", "--queue-policy", help="default, fifo or backfill"),
     load: float = typer.Option(0.85, "--load", help="offered load for --fleet auto"),
@@ -189,7 +210,7 @@ def simulate_cmd(
     try:
         if trace is None:
             raise InvalidValue("--trace", f"is required: {TRACE_HELP}")
-        _queues_unsupported(queues)
+        gov = _governance(queues)
         name, qp = _check_policy(policy, queue_policy)
         inputs = load_inputs(fleet, trace, load, seed, limit_factor)
         config = SimConfig(
@@ -204,9 +225,10 @@ def simulate_cmd(
             until=parse_seconds(until, "--until") if until is not None else None,
             tenant_weights=inputs.weights,
         )
-        result = _run(inputs, config, console, as_json and not console.is_terminal, inputs.label)
+        quiet = as_json and not console.is_terminal
+        label = f"{inputs.label} {name}/{qp}" + (" +queues" if gov is not None else "")
+        result = _run(inputs, config, console, quiet, label, gov)
         summary = _summary(inputs, result, fleet)
-        label = f"{inputs.label} {name}/{qp}"
         if report is not None:
             report.write_text(
                 render_html([(label, result, summary)], f"gpuaas simulate: {label}"),
@@ -221,9 +243,37 @@ def simulate_cmd(
         typer.echo(json.dumps(summary))
         return
     out = Console()
-    out.print(_table([(label, summary)], f"{inputs.label} on {len(inputs.nodes)} nodes"))
+    out.print(_single(summary, f"{label} on {len(inputs.nodes)} nodes"))
     for reason, count in sorted(summary["pending_reasons"].items(), key=lambda kv: -kv[1])[:5]:
         out.print(f"pending ({count}): {reason}")
+
+
+def _single(s: dict[str, Any], title: str) -> Table:
+    """One run as metric / value rows (fits a narrow terminal)."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    q = s["queueing_delay_s"]
+    jobs = s["jobs"]
+    gh = s["gpu_hours"]
+    rows = [
+        ("fleet GPUs / offered load", f"{s['fleet_gpus']} / {s['offered_load']:.2f}"),
+        ("jobs finished / total", f"{jobs['finished']} / {jobs['total']}"),
+        ("pending / running at the end", f"{jobs['pending']} / {jobs['running']}"),
+        ("GPU utilisation", f"{s['gpu_utilization']:.1%}"),
+        ("mean fragmentation of free GPUs", f"{s['mean_fragmentation']:.1%}"),
+        ("queueing delay mean / p50", f"{_fmt_s(q['mean'])} / {_fmt_s(q['p50'])}"),
+        ("queueing delay p95 / p99", f"{_fmt_s(q['p95'])} / {_fmt_s(q['p99'])}"),
+        ("mean slowdown", f"{s['slowdown']['mean']:.2f}"),
+        ("makespan", _fmt_s(s["makespan_s"])),
+        ("preemptions / restarts", f"{s['preemptions']} / {s['restarts']}"),
+        ("node failures", str(s["node_failures"])),
+        ("GPU-hours served / lost", f"{gh['served']:.1f} / {gh['lost_to_restarts']:.1f}"),
+        ("wall seconds", f"{s['wall_seconds']:.2f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
 
 
 def _table(rows: list[tuple[str, dict[str, Any]]], title: str) -> Table:
@@ -268,6 +318,7 @@ def _table(rows: list[tuple[str, dict[str, Any]]], title: str) -> Table:
 def compare_cmd(
     fleet: str = typer.Option("auto", "--fleet", help="a fleet file or auto (sized per trace)"),
     trace: list[str] = typer.Option(..., "--trace", help=TRACE_HELP + "; repeatable"),
+    queues: Path | None = typer.Option(None, "--queues", help="Kueue YAML for every run"),
     policy: str = typer.Option("gpuaas", "--policy", help="comma-separated placement policies"),
     queue_policy: str = typer.Option(
         "default,fifo,backfill", "--queue-policy", help="comma-separated queue policies"
@@ -275,6 +326,9 @@ def compare_cmd(
     load: float = typer.Option(0.85, "--load"),
     seed: int = typer.Option(0, "--seed"),
     limit_factor: float = typer.Option(1.0, "--limit-factor"),
+    reserve_after: str = typer.Option(
+        "1h", "--reserve-after", help="default queue policy: reserve for a job waiting this long"
+    ),
     report: Path | None = typer.Option(None, "--report", help="one HTML report of all runs"),
     markdown: bool = typer.Option(False, "--markdown", help="print a Markdown table"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
@@ -285,15 +339,23 @@ def compare_cmd(
     runs: list[tuple[str, SimResult, dict[str, Any]]] = []
     wall = time.perf_counter()
     try:
+        gov = _governance(queues)
         combos = [_check_policy(p, q) for p in policy.split(",") for q in queue_policy.split(",")]
+        if gov is not None:  # admission orders the queues: one run per placement policy
+            combos = list(dict.fromkeys((n, QueuePolicy.DEFAULT) for n, _ in combos))
         for spec in trace:
             inputs = load_inputs(fleet, spec, load, seed, limit_factor)
             for name, qp in combos:
                 label = f"{inputs.label} {name}/{qp}"
                 config = SimConfig(
-                    policy=name, queue_policy=qp, seed=seed, tenant_weights=inputs.weights
+                    policy=name,
+                    queue_policy=qp,
+                    seed=seed,
+                    tenant_weights=inputs.weights,
+                    reserve_after=parse_seconds(reserve_after, "--reserve-after"),
                 )
-                result = _run(inputs, config, console, as_json and not console.is_terminal, label)
+                quiet = as_json and not console.is_terminal
+                result = _run(inputs, config, console, quiet, label, gov)
                 summary = _summary(inputs, result, fleet)
                 rows.append((label, summary))
                 runs.append((label, result, summary))
@@ -310,17 +372,19 @@ def compare_cmd(
         return
     if markdown:
         typer.echo(
-            "| trace | nodes (GPUs) | load | queue policy | mean delay | p95 delay | "
-            "utilisation | wall s |"
+            "| trace | nodes (GPUs) | offered load | queue policy | mean delay | p95 delay | "
+            "gang max delay | utilisation (makespan) | utilisation (arrivals) | wall s |"
         )
-        typer.echo("|---|---|---|---|---|---|---|---|")
+        typer.echo("|---|---|---|---|---|---|---|---|---|---|")
         for _, s in rows:
             q = s["queueing_delay_s"]
             typer.echo(
                 f"| {s['trace']} | {s['fleet_nodes']} ({s['fleet_gpus']}) "
                 f"| {s['offered_load']:.2f} "
                 f"| {s['policy']}/{s['queue_policy']} | {_fmt_s(q['mean'])} | {_fmt_s(q['p95'])} "
-                f"| {s['gpu_utilization']:.1%} | {s['wall_seconds']:.1f} |"
+                f"| {_gang_max(s)} "
+                f"| {s['gpu_utilization']:.1%} | {s['gpu_utilization_while_arriving']:.1%} "
+                f"| {s['wall_seconds']:.1f} |"
             )
         typer.echo(f"\ntotal wall time {total:.1f} s")
         return

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuaas.engine.framework import ScorePlugin
-from gpuaas.engine.place import Placement, Unschedulable, place_pod
+from gpuaas.engine.place import NodeSampling, Placement, Unschedulable, place_pod
 from gpuaas.engine.snapshot import MILLI, Assignment, Snapshot
 from gpuaas.model.devices import Device, PartitionMode
 from gpuaas.model.errors import InvalidValue
@@ -540,6 +540,7 @@ def place_with_claims(
     candidates: np.ndarray | None = None,
     rng: np.random.Generator | None = None,
     feasible: np.ndarray | None = None,
+    sampling: NodeSampling | None = None,
 ) -> Placement | Unschedulable:
     """:func:`~gpuaas.engine.place.place_pod` for a pod that may carry DRA claims.
 
@@ -547,10 +548,11 @@ def place_with_claims(
     rest of the pod, and the claims' devices are then allocated exactly on that node; a node
     where that fails is dropped and the pod retried (at most :data:`MAX_NODE_RETRIES` times).
     ``feasible`` is :meth:`DeviceClaims.feasible` for the pod's claims when the caller already
-    has it for the current snapshot state. Does not change the snapshot.
+    has it for the current snapshot state. ``sampling`` is passed to :func:`place_pod`. Does
+    not change the snapshot.
     """
     if not pod.claims:
-        return place_pod(snapshot, pod, policy, candidates, rng)
+        return place_pod(snapshot, pod, policy, candidates, rng, sampling=sampling)
     if claims is None:
         raise InvalidValue("pod.claims", "the pod has DRA claims but no DeviceClaims resolver")
     mask = (feasible if feasible is not None else claims.feasible(snapshot, pod.claims)).copy()
@@ -569,7 +571,7 @@ def place_with_claims(
         )
     base = strip_claims(pod)
     for _ in range(MAX_NODE_RETRIES):
-        placement = place_pod(snapshot, base, policy, mask, rng)
+        placement = place_pod(snapshot, base, policy, mask, rng, sampling=sampling)
         if isinstance(placement, Unschedulable):
             return placement
         allocation = claims.allocate(snapshot, placement.node, pod.claims, placement.assignment)

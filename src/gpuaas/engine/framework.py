@@ -56,6 +56,19 @@ class PodShape:
 
     @classmethod
     def of(cls, pod: PodRequest) -> PodShape:
+        """The shape of ``pod``, memoised per request object (requests are frozen, and the same
+        object is placed many times: every pod of a pod set, every retry)."""
+        found = _SHAPES.get(id(pod))
+        if found is not None and found[0] is pod:
+            return found[1]
+        shape = cls._compute(pod)
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        _SHAPES[id(pod)] = (pod, shape)
+        return shape
+
+    @classmethod
+    def _compute(cls, pod: PodRequest) -> PodShape:
         share = pod.gpu_milli if pod.gpus == 1 and 0 < pod.gpu_milli < MILLI else 0
         whole = 0 if share else pod.gpus
         return cls(
@@ -67,6 +80,10 @@ class PodShape:
             replicas=pod.replicas,
             models=pod.gpu_models,
         )
+
+
+_SHAPES: dict[int, tuple[PodRequest, PodShape]] = {}
+_MAX_SHAPES = 65_536
 
 
 @dataclass(slots=True)
@@ -116,6 +133,19 @@ class ReservePlugin(Protocol):
     def on_reserve(self, snap: Snapshot, pod: PodRequest, assignment: Assignment) -> None: ...
 
     def on_unreserve(self, snap: Snapshot, pod: PodRequest, assignment: Assignment) -> None: ...
+
+
+_HAS_HOOKS: dict[type, bool] = {}
+
+
+def reserve_hooks(policy: object) -> ReservePlugin | None:
+    """The policy's reserve hooks, or None (the answer is cached per type: a runtime-checkable
+    Protocol ``isinstance`` costs 20-50 us, more than a reservation)."""
+    kind = type(policy)
+    has = _HAS_HOOKS.get(kind)
+    if has is None:
+        has = _HAS_HOOKS[kind] = isinstance(policy, ReservePlugin)
+    return policy if has else None  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------- filters
@@ -212,7 +242,7 @@ class GpuFilter:
         if shape.whole:
             mask &= snap.full_free[nodes] >= shape.whole
         if shape.share:
-            mask &= (snap.gpu_free[nodes] >= shape.share).any(axis=1)
+            mask &= snap.max_free[nodes] >= shape.share
         for profile, count in shape.mig:
             p = snap.profile_id(profile)
             if p < 0:
@@ -220,7 +250,7 @@ class GpuFilter:
             else:
                 mask &= snap.mig_free[nodes, p] >= count
         if shape.replicas:
-            mask &= snap.replica_free[nodes].sum(axis=1) >= shape.replicas
+            mask &= snap.replica_sum[nodes] >= shape.replicas
         return mask
 
     def reason(self, state: CycleState) -> str:
@@ -232,14 +262,73 @@ class GpuFilter:
         return "insufficient GPU"
 
 
+#: The filters whose verdict depends only on the node's static facts, never on reservations.
+STATIC_FILTERS: tuple[FilterPlugin, ...] = (GpuModelFilter(), NodeSelectorFilter(), TaintFilter())
 DEFAULT_FILTERS: tuple[FilterPlugin, ...] = (
-    GpuModelFilter(),
-    NodeSelectorFilter(),
-    TaintFilter(),
+    *STATIC_FILTERS,
     CpuFilter(),
     MemoryFilter(),
     GpuFilter(),
 )
+
+
+def static_mask(snap: Snapshot, pod: PodRequest) -> np.ndarray | None:
+    """Bool mask over the fleet of nodes ``pod`` may use at all (GPU model, node selector,
+    taints: the filters whose verdict never changes with reservations), cached per snapshot
+    layout; None when that is every node (the common case, so callers skip the mask)."""
+    key = (pod.gpu_models, pod.node_selector, pod.tolerations)
+    cache = snap._static_masks
+    if key in cache:
+        return cache[key]
+    state = CycleState(pod=pod, shape=PodShape.of(pod))
+    everything = np.arange(snap.size)
+    mask = np.ones(snap.size, dtype=bool)
+    for plugin in STATIC_FILTERS:
+        if plugin.name == "NodeSelector" and not pod.node_selector:
+            continue
+        mask &= plugin.filter(state, snap, everything)
+    result: np.ndarray | None = None if mask.all() else mask
+    if result is not None:
+        result.flags.writeable = False
+    if len(cache) >= 1024:
+        cache.clear()
+    cache[key] = result
+    return result
+
+
+def feasible_nodes(state: CycleState, snap: Snapshot, nodes: np.ndarray | None) -> np.ndarray:
+    """Node indices (ascending, from ``nodes`` or the whole fleet when None) that pass every
+    default filter: the fused equivalent of the :data:`DEFAULT_FILTERS` chain, with the static
+    filters read from :func:`static_mask` and the GPU forms from the snapshot's maintained
+    per-node indexes (``max_free``, ``replica_sum``): a handful of vector compares, no
+    per-filter bookkeeping. Reasons are only worth computing when nothing is left; see
+    :func:`run_filters`."""
+    shape = state.shape
+    sel: slice | np.ndarray = slice(None) if nodes is None else nodes
+    static = static_mask(snap, state.pod)
+    mask = None if static is None else static[sel]
+
+    def both(part: np.ndarray) -> np.ndarray:
+        return part if mask is None else mask & part
+
+    if shape.cpu:
+        mask = both(snap.cpu_free[sel] >= shape.cpu)
+    if shape.mem:
+        mask = both(snap.mem_free[sel] >= shape.mem)
+    if shape.whole:
+        mask = both(snap.full_free[sel] >= shape.whole)
+    if shape.share:
+        mask = both(snap.max_free[sel] >= shape.share)
+    for profile, count in shape.mig:
+        p = snap.profile_id(profile)
+        if p < 0:
+            return np.zeros(0, dtype=np.int64)
+        mask = both(snap.mig_free[sel, p] >= count)
+    if shape.replicas:
+        mask = both(snap.replica_sum[sel] >= shape.replicas)
+    if nodes is None:
+        return np.arange(snap.size) if mask is None else np.flatnonzero(mask)
+    return nodes if mask is None else nodes[mask]
 
 
 def run_filters(
@@ -272,20 +361,21 @@ def default_assignment(
     fits (best fit); whole GPUs take the lowest-index fully free GPUs; MIG instances the lowest
     free slots of each profile; replicas come from the GPUs with the fewest free replicas first
     (packing time-sliced GPUs)."""
+    # Rows of at most a few dozen GPUs: plain Python lists beat numpy's per-call overhead.
     shape = state.shape
     gpu_milli: list[tuple[int, int]] = []
     devices: list[str] = []
     uuids = snap.gpu_uuids[node]
     if shape.share:
         if share_gpu is None:
-            free = snap.gpu_free[node]
-            fits = np.flatnonzero(free >= shape.share)
-            share_gpu = int(fits[np.argmin(free[fits])])
+            row = snap.gpu_free[node].tolist()
+            share_gpu = min((f, g) for g, f in enumerate(row) if f >= shape.share)[1]
         gpu_milli.append((share_gpu, shape.share))
         devices.append(uuids[share_gpu])
     elif shape.whole:
-        full = np.flatnonzero(snap.gpu_free[node] == MILLI)[: shape.whole]
-        for g in full.tolist():
+        row = snap.gpu_free[node].tolist()
+        full = [g for g, f in enumerate(row) if f == MILLI][: shape.whole]
+        for g in full:
             gpu_milli.append((g, MILLI))
             devices.append(uuids[g])
     mig: list[tuple[int, int]] = []
@@ -298,13 +388,14 @@ def default_assignment(
     replicas: list[tuple[int, int]] = []
     need = shape.replicas
     if need:
-        free = snap.replica_free[node]
-        for g in np.argsort(np.where(free > 0, free, np.iinfo(np.int64).max), kind="stable"):
+        free = snap.replica_free[node].tolist()
+        big = np.iinfo(np.int64).max
+        for g in sorted(range(len(free)), key=lambda g: free[g] if free[g] > 0 else big):
             if need == 0 or free[g] <= 0:
                 break
-            take = int(min(need, free[g]))
-            replicas.append((int(g), take))
-            devices.append(f"{uuids[int(g)]}/replica")
+            take = min(need, free[g])
+            replicas.append((g, take))
+            devices.append(f"{uuids[g]}/replica")
             need -= take
     return Assignment(
         node=node,

@@ -26,8 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuaas.engine.claims import DeviceClaims, place_with_claims
-from gpuaas.engine.framework import PodShape, ReservePlugin, ScorePlugin
-from gpuaas.engine.place import Placement, Unschedulable, place_pod
+from gpuaas.engine.framework import CycleState, PodShape, ReservePlugin, ScorePlugin, reserve_hooks
+from gpuaas.engine.place import (
+    NodeSampling,
+    Placement,
+    Unschedulable,
+    place_nodes,
+    validate_pod,
+)
 from gpuaas.engine.snapshot import Assignment, Snapshot
 from gpuaas.engine.topology import ScopePlan, pack_scopes, plan_scopes, pods_per_node
 from gpuaas.model.errors import InvalidValue
@@ -71,14 +77,20 @@ class GangPlacement:
 def _validate(workload: Workload) -> None:
     if not workload.pod_sets:
         raise InvalidValue(f"workload {workload.name}", "has no pod sets")
-    names = set()
+    names: set[str] = set()
     for i, pod_set in enumerate(workload.pod_sets):
-        where = f"workload {workload.name}: pod_sets[{i}] ({pod_set.name})"
         if pod_set.count < 1:
+            where = f"workload {workload.name}: pod_sets[{i}] ({pod_set.name})"
             raise InvalidValue(f"{where}.count", f"must be at least 1, got {pod_set.count}")
         if pod_set.name in names:
+            where = f"workload {workload.name}: pod_sets[{i}] ({pod_set.name})"
             raise InvalidValue(f"{where}.name", f"pod set name {pod_set.name!r} is repeated")
         names.add(pod_set.name)
+
+
+def _label(workload: Workload) -> str:
+    """How reasons name the workload (built only when there is a reason to give)."""
+    return f"gang {workload.name}" if workload.pod_count > 1 else f"workload {workload.name}"
 
 
 def _size(pod_set: PodSet) -> tuple[int, int]:
@@ -133,27 +145,14 @@ def _quick_reject(snap: Snapshot, workload: Workload) -> str:
             return f"needs {need / 1000:g} GPUs of shares; the fleet has {free / 1000:g} free"
     for profile, need in mig.items():
         p = snap.profile_id(profile)
-        free = int(snap.mig_free[:, p].sum()) if p >= 0 else 0
+        free = int(snap.mig_total[p]) if p >= 0 else 0
         if free < need:
             return f"needs {need} free MIG {profile} instances; the fleet has {free}"
     if replicas:
-        free = int(snap.replica_free.sum())
+        free = int(snap.replica_sum.sum())
         if free < replicas:
             return f"needs {replicas} free time-sliced replicas; the fleet has {free}"
     return ""
-
-
-_HAS_HOOKS: dict[type, bool] = {}
-
-
-def _hooks(policy: object) -> ReservePlugin | None:
-    """The policy's reserve hooks, if any (cached per type: a runtime Protocol ``isinstance``
-    costs tens of microseconds)."""
-    kind = type(policy)
-    has = _HAS_HOOKS.get(kind)
-    if has is None:
-        has = _HAS_HOOKS[kind] = isinstance(policy, ReservePlugin)
-    return policy if has else None  # type: ignore[return-value]
 
 
 def _place_in_scope(
@@ -166,18 +165,22 @@ def _place_in_scope(
     rng: np.random.Generator | None,
     placed: list[PodPlacement],
     feasible: np.ndarray | None = None,
+    sampling: NodeSampling | None = None,
 ) -> Unschedulable | None:
     """Reserve ``pod_set.count`` pods within ``nodes``; on failure unreserve this set's pods.
-    ``feasible``: the claim filter, when already computed for the first pod."""
+    ``feasible``: the claim filter, when already computed for the first pod. ``nodes`` come
+    from the topology module (domain members), so they are not re-validated per pod."""
     start = len(placed)
     pod = pod_set.pod
+    shape = PodShape.of(pod)
     for i in range(pod_set.count):
         if pod.claims:
             result = place_with_claims(
-                snap, pod, policy, claims, nodes, rng, feasible if i == 0 else None
+                snap, pod, policy, claims, nodes, rng, feasible if i == 0 else None, sampling
             )
         else:
-            result = place_pod(snap, pod, policy, nodes, rng)
+            state = CycleState(pod=pod, shape=shape, rng=rng)
+            result = place_nodes(snap, state, policy, nodes, sampling=sampling)
         if isinstance(result, Unschedulable):
             _rollback(snap, placed, start, hooks)
             return result
@@ -207,6 +210,7 @@ def place_workload(
     rng: np.random.Generator | None = None,
     max_domains: int = 3,
     pack_level: Level | None = Level.RACK,
+    sampling: NodeSampling | None = None,
 ) -> GangPlacement | Unschedulable:
     """Place and reserve all pods of ``workload``, or nothing.
 
@@ -217,16 +221,22 @@ def place_workload(
     topology request first goes to the best-fit domains of this level (see
     :func:`~gpuaas.engine.topology.pack_scopes`) and the policy chooses the node inside; only if
     none works does the policy see the whole fleet; None lets the policy see the whole fleet
-    at once (slower on large fleets, and large domains are not kept whole). Raises InvalidValue
+    at once (slower on large fleets, and large domains are not kept whole). ``sampling``: score
+    only a bounded number of feasible nodes per pod (kube-scheduler's
+    ``percentageOfNodesToScore``, see :class:`~gpuaas.engine.place.NodeSampling`); it only
+    bites where a scope is larger than its minimum (100 nodes), i.e. whole-fleet scopes and
+    multi-domain ones, never inside one rack. Raises InvalidValue
     for a malformed workload (no pod sets, a count below 1, repeated pod set names).
     """
     _validate(workload)
-    label = f"gang {workload.name}" if workload.pod_count > 1 else f"workload {workload.name}"
     reason = _quick_reject(snapshot, workload)
     if reason:
-        return Unschedulable(f"{label}: {reason}")
-    hooks = _hooks(policy)
-    ordered = sorted(workload.pod_sets, key=_size, reverse=True)
+        return Unschedulable(f"{_label(workload)}: {reason}")
+    hooks = reserve_hooks(policy)
+    for pod_set in workload.pod_sets:
+        validate_pod(pod_set.pod, allow_claims=True)
+    pod_sets = workload.pod_sets
+    ordered = sorted(pod_sets, key=_size, reverse=True) if len(pod_sets) > 1 else pod_sets
     placed: list[PodPlacement] = []
     scopes: list[tuple[str, str]] = []
     for pod_set in ordered:
@@ -248,6 +258,7 @@ def place_workload(
                         rng,
                         placed,
                         feasible,
+                        sampling,
                     )
                     if tried is None:
                         scope_name = scope.description
@@ -255,12 +266,13 @@ def place_workload(
                         break
             if not packed:
                 failure = _place_in_scope(
-                    snapshot, pod_set, None, policy, hooks, claims, rng, placed, feasible
+                    snapshot, pod_set, None, policy, hooks, claims, rng, placed, feasible, sampling
                 )
             if failure is not None:
                 _rollback(snapshot, placed, 0, hooks)
                 return Unschedulable(
-                    f"{label}: pod set {pod_set.name}: {failure.reason}", failure.rejected
+                    f"{_label(workload)}: pod set {pod_set.name}: {failure.reason}",
+                    failure.rejected,
                 )
             scopes.append((pod_set.name, scope_name))
             continue
@@ -274,7 +286,7 @@ def place_workload(
         last: Unschedulable | None = None
         for scope in plan.scopes:
             last = _place_in_scope(
-                snapshot, pod_set, scope.nodes, policy, hooks, claims, rng, placed
+                snapshot, pod_set, scope.nodes, policy, hooks, claims, rng, placed, None, sampling
             )
             if last is None:
                 scopes.append((pod_set.name, scope.description))
@@ -284,13 +296,13 @@ def place_workload(
             why = plan.reason
             if last is not None and plan.scopes:
                 why = f"{why} ({last.reason})" if why else last.reason
-            return Unschedulable(f"{label}: pod set {pod_set.name} {why}")
+            return Unschedulable(f"{_label(workload)}: pod set {pod_set.name} {why}")
     return GangPlacement(workload.name, tuple(placed), tuple(scopes))
 
 
 def release(snapshot: Snapshot, placement: GangPlacement, policy: object = None) -> None:
     """Give back every reservation of a placed workload (in reverse order)."""
-    hooks = _hooks(policy)
+    hooks = reserve_hooks(policy)
     for done in reversed(placement.pods):
         snapshot.unreserve(done.assignment)
         if hooks is not None:

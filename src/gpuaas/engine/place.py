@@ -18,8 +18,9 @@ from gpuaas.engine.framework import (
     CycleState,
     FilterPlugin,
     PodShape,
-    ReservePlugin,
     ScorePlugin,
+    feasible_nodes,
+    reserve_hooks,
     run_filters,
 )
 from gpuaas.engine.snapshot import Assignment, Snapshot
@@ -45,17 +46,75 @@ class Unschedulable:
     rejected: tuple[tuple[str, int], ...] = ()
 
 
-def _validate(pod: PodRequest) -> None:
+def validate_pod(pod: PodRequest, allow_claims: bool = False) -> None:
+    """Raise InvalidValue for a malformed request (two GPU forms, a bad share, or DRA claims
+    where they are not resolved, unless ``allow_claims``)."""
     forms = sum(bool(x) for x in (pod.gpus, pod.mig, pod.replicas))
     if forms > 1:
         raise InvalidValue("pod", "ask for at most one GPU form: gpus, mig or replicas")
     if pod.gpu_milli and not (pod.gpus == 1 and 0 < pod.gpu_milli <= 1000):
         raise InvalidValue("pod.gpu_milli", "a GPU share needs gpus == 1 and 0 < gpu_milli <= 1000")
-    if pod.claims:
+    if pod.claims and not allow_claims:
         raise InvalidValue(
             "pod.claims",
             "place_pod does not resolve DRA claims; turn them into gpus, mig or replicas first",
         )
+
+
+@dataclass(slots=True)
+class NodeSampling:
+    """Score a bounded number of feasible nodes, as kube-scheduler does at scale
+    (``percentageOfNodesToScore``): the filters still run over every candidate (vectorised, so
+    they are cheap and an Unschedulable stays exact), but only ``count(candidates)`` feasible
+    nodes, taken round-robin from where the previous decision stopped, are scored by the
+    policy. Scoring (the fragmentation model) is what grows with the nodes, so a fleet-wide
+    decision then costs about what a 500-node one does.
+
+    ``percentage`` 0 means kube-scheduler's adaptive default: ``50 - candidates / 125`` percent,
+    at least 5 %; and never fewer than ``minimum`` nodes (kube-scheduler's 100), so a rack or a
+    small fleet is always scored whole. It trades placement quality for speed (the policy no
+    longer sees the global best node), which is why :func:`place_pod` leaves it off unless
+    asked. The object carries the round-robin position, so use one per snapshot.
+    """
+
+    percentage: float = 0.0
+    minimum: int = 100
+    next_start: int = 0
+    #: Decisions where the sample was smaller than the feasible set, and feasible nodes left
+    #: unscored in them (so reports can say how often sampling mattered).
+    sampled: int = 0
+    skipped: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.percentage <= 100:
+            raise InvalidValue("percentage", f"must be within 0..100, got {self.percentage}")
+        if self.minimum < 1:
+            raise InvalidValue("minimum", f"must be at least 1, got {self.minimum}")
+
+    def count(self, candidates: int) -> int:
+        """How many feasible nodes to score out of ``candidates`` (kube-scheduler's
+        ``numFeasibleNodesToFind``)."""
+        if candidates < self.minimum or self.percentage >= 100:
+            return candidates
+        percentage = self.percentage or max(50.0 - candidates / 125.0, 5.0)
+        return max(int(candidates * percentage / 100), self.minimum)
+
+    def pick(self, feasible: np.ndarray, candidates: int) -> np.ndarray:
+        """The feasible nodes (ascending indices) to score: ``count(candidates)`` of them from
+        the round-robin position on, wrapping around, in ascending order."""
+        k = self.count(candidates)
+        if len(feasible) <= k:
+            return feasible
+        self.sampled += 1
+        self.skipped += len(feasible) - k
+        i = int(np.searchsorted(feasible, self.next_start))
+        chosen = feasible[i : i + k]
+        if len(chosen) < k:  # wrap around: the lowest indices complete the sample
+            head = feasible[: k - len(chosen)]
+            self.next_start = int(head[-1]) + 1
+            return np.concatenate((head, chosen))
+        self.next_start = int(chosen[-1]) + 1
+        return chosen
 
 
 def place_pod(
@@ -65,17 +124,35 @@ def place_pod(
     candidates: np.ndarray | None = None,
     rng: np.random.Generator | None = None,
     filters: tuple[FilterPlugin, ...] = DEFAULT_FILTERS,
+    sampling: NodeSampling | None = None,
 ) -> Placement | Unschedulable:
     """Choose a node and devices for ``pod`` without changing ``snapshot``.
 
     ``candidates``: optional bool mask (length = number of nodes) or int array of node indices
     to consider (topology domains, gang attempts). ``rng``: breaks ties between equal scores
     uniformly, as kube-scheduler does; without it the lowest node index wins (deterministic).
+    ``sampling``: score only a bounded number of the feasible nodes (see
+    :class:`NodeSampling`); None (the default) scores every feasible node.
     Raises InvalidValue for a malformed request.
     """
-    _validate(pod)
+    validate_pod(pod)
     state = CycleState(pod=pod, shape=PodShape.of(pod), rng=rng)
-    return place_shape(snapshot, state, policy, candidates, filters)
+    return place_shape(snapshot, state, policy, candidates, filters, sampling)
+
+
+def _candidate_nodes(snapshot: Snapshot, candidates: np.ndarray | None) -> np.ndarray | None:
+    if candidates is None:
+        return None
+    if candidates.dtype == bool:
+        if len(candidates) != snapshot.size:
+            raise InvalidValue(
+                "candidates", f"mask has {len(candidates)} entries for {snapshot.size} nodes"
+            )
+        return np.flatnonzero(candidates)
+    nodes = np.asarray(candidates, dtype=np.int64)
+    if len(nodes) and (nodes.min() < 0 or nodes.max() >= snapshot.size):
+        raise InvalidValue("candidates", f"node indices must be in 0..{snapshot.size - 1}")
+    return nodes
 
 
 def place_shape(
@@ -84,25 +161,43 @@ def place_shape(
     policy: ScorePlugin,
     candidates: np.ndarray | None = None,
     filters: tuple[FilterPlugin, ...] = DEFAULT_FILTERS,
+    sampling: NodeSampling | None = None,
 ) -> Placement | Unschedulable:
     """:func:`place_pod` for a prepared :class:`CycleState` (the simulator's hot path)."""
-    if candidates is None:
-        nodes = np.arange(snapshot.size)
-    elif candidates.dtype == bool:
-        if len(candidates) != snapshot.size:
-            raise InvalidValue(
-                "candidates", f"mask has {len(candidates)} entries for {snapshot.size} nodes"
-            )
-        nodes = np.flatnonzero(candidates)
+    return place_nodes(
+        snapshot, state, policy, _candidate_nodes(snapshot, candidates), filters, sampling
+    )
+
+
+def place_nodes(
+    snapshot: Snapshot,
+    state: CycleState,
+    policy: ScorePlugin,
+    nodes: np.ndarray | None,
+    filters: tuple[FilterPlugin, ...] = DEFAULT_FILTERS,
+    sampling: NodeSampling | None = None,
+) -> Placement | Unschedulable:
+    """:func:`place_shape` for trusted ``nodes`` (int indices within the fleet, e.g. a
+    topology domain's members; None for the whole fleet), without re-validating them.
+
+    With the default filters the fused :func:`~gpuaas.engine.framework.feasible_nodes` runs
+    first; the per-filter chain (which names why nodes were removed) only runs to explain an
+    empty result, so a successful decision pays for a few vector compares, not six plugins.
+    """
+    total = snapshot.size if nodes is None else len(nodes)
+    if filters is DEFAULT_FILTERS:
+        feasible = feasible_nodes(state, snapshot, nodes)
     else:
-        nodes = np.asarray(candidates, dtype=np.int64)
-        if len(nodes) and (nodes.min() < 0 or nodes.max() >= snapshot.size):
-            raise InvalidValue("candidates", f"node indices must be in 0..{snapshot.size - 1}")
-    considered = len(nodes)
-    nodes, rejected = run_filters(state, snapshot, nodes, filters)
-    if len(nodes) == 0:
-        detail = ", ".join(f"{count} {why}" for why, count in rejected) or "no candidate nodes"
-        return Unschedulable(f"0/{considered} nodes fit: {detail}", tuple(rejected))
+        feasible = np.empty(0, dtype=np.int64)
+    if len(feasible) == 0:
+        considered = np.arange(snapshot.size) if nodes is None else nodes
+        feasible, rejected = run_filters(state, snapshot, considered, filters)
+        if len(feasible) == 0:
+            detail = ", ".join(f"{count} {why}" for why, count in rejected) or "no candidate nodes"
+            return Unschedulable(f"0/{len(considered)} nodes fit: {detail}", tuple(rejected))
+    nodes = feasible
+    if sampling is not None:
+        nodes = sampling.pick(nodes, total)
     scores = policy.score(state, snapshot, nodes)
     best = scores.max()
     top = np.flatnonzero(scores == best)
@@ -119,12 +214,14 @@ def place_shape(
 def reserve(snapshot: Snapshot, pod: PodRequest, placement: Placement, policy: object) -> None:
     """Take the placement's devices and tell the policy (if it has reserve hooks)."""
     snapshot.reserve(placement.node, placement.assignment)
-    if isinstance(policy, ReservePlugin):
-        policy.on_reserve(snapshot, pod, placement.assignment)
+    hooks = reserve_hooks(policy)
+    if hooks is not None:
+        hooks.on_reserve(snapshot, pod, placement.assignment)
 
 
 def unreserve(snapshot: Snapshot, pod: PodRequest, placement: Placement, policy: object) -> None:
     """Give back what :func:`reserve` took (restores the snapshot exactly)."""
     snapshot.unreserve(placement.assignment)
-    if isinstance(policy, ReservePlugin):
-        policy.on_unreserve(snapshot, pod, placement.assignment)
+    hooks = reserve_hooks(policy)
+    if hooks is not None:
+        hooks.on_unreserve(snapshot, pod, placement.assignment)

@@ -118,6 +118,9 @@ class Snapshot:
     uid: int = field(default_factory=lambda: next(_UIDS))
     _label_index: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     _name_index: dict[str, int] = field(default_factory=dict)
+    _capacity_milli: int = -1
+    #: Static per-pod-kind node masks (GPU model, selector, taints), shared by copies.
+    _static_masks: dict[tuple[object, ...], np.ndarray | None] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -268,8 +271,9 @@ class Snapshot:
 
     def allocated_milli(self) -> int:
         """Milli-GPU taken on whole-mode GPUs, fleet-wide (from the per-model index, O(models))."""
-        capacity = int(self.whole_gpus.sum()) * MILLI
-        return capacity - int(self.model_free_milli.sum())
+        if self._capacity_milli < 0:  # whole_gpus never changes: sum it once
+            self._capacity_milli = int(self.whole_gpus.sum()) * MILLI
+        return self._capacity_milli - int(self.model_free_milli.sum())
 
     # ------------------------------------------------------------------ reserve / unreserve
     def reserve(self, node: int, assignment: Assignment) -> None:
@@ -310,7 +314,6 @@ class Snapshot:
     def _apply(self, a: Assignment, sign: int) -> None:
         n = a.node
         self.version[n] += 1
-        was_free = self.node_is_free(n)
         if a.cpu_milli:
             self.cpu_free[n] += sign * a.cpu_milli
         if a.memory_bytes:
@@ -318,17 +321,18 @@ class Snapshot:
         full_delta = 0
         if a.gpu_milli:
             model = int(self.model_of_node[n])
-            row = self.gpu_free[n]
+            row = self.gpu_free[n].tolist()  # a few GPUs: Python ints beat numpy scalars
             total = 0
             for g, milli in a.gpu_milli:
-                before = int(row[g])
+                before = row[g]
                 after = before + sign * milli
                 row[g] = after
                 total += milli
                 full_delta += (after == MILLI) - (before == MILLI)
+            self.gpu_free[n] = row
             if model >= 0:
                 self.model_free_milli[model] += sign * total
-            self.max_free[n] = row.max()
+            self.max_free[n] = max(row)
         for g, k in a.mig:
             p = self.mig_profile_of[(n, g, k)]
             slots = self.mig_slots.setdefault((n, p), [])
@@ -344,11 +348,13 @@ class Snapshot:
             self.replica_sum[n] += sign * count
         if not full_delta:
             return  # free whole GPUs unchanged, so is "node fully free" and every domain index
-        self.full_free[n] += full_delta
+        old = int(self.full_free[n])
+        whole = int(self.whole_gpus[n])
+        self.full_free[n] = old + full_delta
         model = int(self.model_of_node[n])
         if model >= 0:
             self.model_free_gpus[model] += full_delta
-        node_delta = int(self.node_is_free(n)) - int(was_free)
+        node_delta = int(old + full_delta == whole) - int(old == whole) if whole > 0 else 0
         for index in self.domains.values():
             d = index.of_node[n]
             if d < 0:
@@ -358,6 +364,39 @@ class Snapshot:
                 index.free_nodes[d] += node_delta
 
     # ------------------------------------------------------------------ comparison (tests)
+    def check_indexes(self) -> None:
+        """Raise AssertionError when an incrementally kept index differs from a recomputation
+        from the base arrays (for tests; O(fleet))."""
+        assert np.array_equal(self.full_free, (self.gpu_free == MILLI).sum(axis=1))
+        assert np.array_equal(self.max_free, self.gpu_free.max(axis=1))
+        assert np.array_equal(self.replica_sum, self.replica_free.sum(axis=1))
+        assert np.array_equal(self.mig_total, self.mig_free.sum(axis=0))
+        has = self.model_of_node >= 0
+        milli = np.zeros_like(self.model_free_milli)
+        gpus = np.zeros_like(self.model_free_gpus)
+        np.add.at(
+            milli,
+            self.model_of_node[has],
+            np.where(self.gpu_free >= 0, self.gpu_free, 0)[has].sum(axis=1),
+        )
+        np.add.at(gpus, self.model_of_node[has], self.full_free[has])
+        assert np.array_equal(milli, self.model_free_milli)
+        assert np.array_equal(gpus, self.model_free_gpus)
+        for (n, p), slots in self.mig_slots.items():
+            assert len(slots) == self.mig_free[n, p]
+        free_node = self._node_is_free().astype(np.int64)
+        for index in self.domains.values():
+            known = index.of_node >= 0
+            d = len(index.names)
+            assert np.array_equal(
+                index.free_gpus,
+                np.bincount(index.of_node[known], self.full_free[known], d).astype(np.int64),
+            )
+            assert np.array_equal(
+                index.free_nodes,
+                np.bincount(index.of_node[known], free_node[known], d).astype(np.int64),
+            )
+
     def state(self) -> tuple[object, ...]:
         """Every mutable array and index, for exact equality checks in tests."""
         return (
@@ -422,6 +461,7 @@ class Snapshot:
             mig_total=self.mig_total.copy(),
             _label_index=self._label_index,
             _name_index=self._name_index,
+            _static_masks=self._static_masks,
         )
 
 

@@ -29,13 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuaas.engine.framework import (
-    CycleState,
-    GpuModelFilter,
-    NodeSelectorFilter,
-    PodShape,
-    TaintFilter,
-)
+from gpuaas.engine.framework import PodShape, static_mask
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, MILLI, Snapshot
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import PodRequest, PodSet, TopologyMode
@@ -43,7 +37,6 @@ from gpuaas.model.workload import PodRequest, PodSet, TopologyMode
 #: Levels from the innermost to the outermost.
 INNER_TO_OUTER: tuple[Level, ...] = tuple(reversed(DOMAIN_LEVELS))
 _BIG = np.iinfo(np.int64).max // 4
-_STATIC_FILTERS = (GpuModelFilter(), NodeSelectorFilter(), TaintFilter())
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +68,9 @@ class _LayoutCache:
         self.parents: dict[tuple[Level, Level], np.ndarray] = {}
         self.members: dict[Level, tuple[np.ndarray, np.ndarray]] = {}
         self.domain_models: dict[Level, np.ndarray] = {}
+        self.everything: np.ndarray | None = None
+        self.capable: dict[tuple[object, ...], np.ndarray] = {}
+        self.model_domains: dict[tuple[Level, int], np.ndarray] = {}
 
 
 _LAYOUTS: OrderedDict[int, _LayoutCache] = OrderedDict()
@@ -98,20 +94,15 @@ def _noun(level: Level) -> str:
 
 
 def eligible_nodes(snap: Snapshot, pod: PodRequest) -> np.ndarray:
-    """Bool mask of nodes the pod may use at all (GPU model, node selector, taints); cached."""
-    cache = _layout(snap)
-    key = (pod.gpu_models, pod.node_selector, pod.tolerations)
-    mask = cache.eligible.get(key)
+    """Bool mask of nodes the pod may use at all (GPU model, node selector, taints); cached
+    (read-only)."""
+    mask = static_mask(snap, pod)
     if mask is None:
-        state = CycleState(pod=pod, shape=PodShape.of(pod))
-        nodes = np.arange(snap.size)
-        mask = np.ones(snap.size, dtype=bool)
-        for plugin in _STATIC_FILTERS:
-            mask &= plugin.filter(state, snap, nodes)
-        mask.flags.writeable = False
-        cache.eligible[key] = mask
-        while len(cache.eligible) > _MAX_ELIGIBLE:
-            cache.eligible.popitem(last=False)
+        cache = _layout(snap)
+        mask = cache.everything
+        if mask is None or len(mask) != snap.size:
+            mask = cache.everything = np.ones(snap.size, dtype=bool)
+            mask.flags.writeable = False
     return mask
 
 
@@ -130,8 +121,8 @@ def _eligible_per_domain(snap: Snapshot, pod: PodRequest, level: Level) -> np.nd
     return counts
 
 
-def domain_members(snap: Snapshot, level: Level, domain: int) -> np.ndarray:
-    """Node indices of one domain, in O(1) after a one-off sort per layout."""
+def _members(snap: Snapshot, level: Level) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes sorted by domain of ``level`` and each domain's bounds in that order (cached)."""
     cache = _layout(snap)
     found = cache.members.get(level)
     if found is None:
@@ -139,7 +130,12 @@ def domain_members(snap: Snapshot, level: Level, domain: int) -> np.ndarray:
         order = np.argsort(of_node, kind="stable")
         bounds = np.searchsorted(of_node[order], np.arange(len(snap.domains[level].names) + 1))
         found = cache.members[level] = (order, bounds)
-    order, bounds = found
+    return found
+
+
+def domain_members(snap: Snapshot, level: Level, domain: int) -> np.ndarray:
+    """Node indices of one domain, in O(1) after a one-off sort per layout."""
+    order, bounds = _members(snap, level)
     return order[bounds[domain] : bounds[domain + 1]]
 
 
@@ -172,16 +168,14 @@ def fits_somewhere(snap: Snapshot, pod: PodRequest) -> np.ndarray:
     if shape.whole:
         mask &= snap.full_free >= shape.whole
     if shape.share:
-        mask &= any_per_row(snap.gpu_free >= shape.share)
+        mask &= snap.max_free >= shape.share
     for profile, count in shape.mig:
         p = snap.profile_id(profile)
         if p < 0:
             return np.zeros(snap.size, dtype=bool)
         mask &= snap.mig_free[:, p] >= count
-    if shape.replicas == 1:
-        mask &= any_per_row(snap.replica_free > 0)
-    elif shape.replicas:
-        mask &= sum_per_row(snap.replica_free) >= shape.replicas
+    if shape.replicas:
+        mask &= snap.replica_sum >= shape.replicas
     return mask
 
 
@@ -214,6 +208,77 @@ def _roomiest_model(snap: Snapshot, pod: PodRequest, share: bool) -> int:
     return max(ids, key=lambda i: (int(free[i]), -i))
 
 
+def _fits_on(snap: Snapshot, pod: PodRequest, shape: PodShape, nodes: np.ndarray) -> np.ndarray:
+    """:func:`fits_somewhere` restricted to ``nodes`` (int indices): a bool per node."""
+    static = static_mask(snap, pod)
+    mask = np.ones(len(nodes), dtype=bool) if static is None else static[nodes]
+    if shape.cpu:
+        mask &= snap.cpu_free[nodes] >= shape.cpu
+    if shape.mem:
+        mask &= snap.mem_free[nodes] >= shape.mem
+    if shape.whole:
+        mask &= snap.full_free[nodes] >= shape.whole
+    if shape.share:
+        mask &= snap.max_free[nodes] >= shape.share
+    for profile, count in shape.mig:
+        p = snap.profile_id(profile)
+        if p < 0:
+            return np.zeros(len(nodes), dtype=bool)
+        mask &= snap.mig_free[nodes, p] >= count
+    if shape.replicas:
+        mask &= snap.replica_sum[nodes] >= shape.replicas
+    return mask
+
+
+def _capable_nodes(snap: Snapshot, level: Level, shape: PodShape, model: int) -> np.ndarray:
+    """Nodes (ascending) that could ever hold ``shape``'s GPU form, by static capacity, and lie
+    in a domain of ``level``; only those of domains of GPU model ``model`` when ``model >= 0``.
+    Cached per layout: it lets the per-decision scan skip nodes that can never fit."""
+    cache = _layout(snap)
+    p = snap.profile_id(shape.mig[0][0]) if shape.mig else -1
+    form: tuple[str, int] = ("any", 0)
+    if shape.whole:
+        form = ("whole", shape.whole)
+    elif shape.share:
+        form = ("share", 0)
+    elif len(shape.mig) == 1 and shape.mig[0][1] >= 1 and not shape.replicas:
+        form = ("mig", p)
+    elif shape.replicas and not shape.mig:
+        form = ("replicas", 0)
+    key = (level, model, form)
+    found = cache.capable.get(key)
+    if found is None:
+        of_node = snap.domains[level].of_node
+        ok = of_node >= 0
+        if model >= 0:
+            ok &= _domain_models(snap, level)[np.where(ok, of_node, 0)] == model
+        kind, amount = form
+        if kind == "whole":
+            ok &= snap.whole_gpus >= amount
+        elif kind == "share":
+            ok &= snap.whole_gpus > 0
+        elif kind == "mig":
+            has = np.zeros(snap.size, dtype=bool)
+            for n, _, _ in (k for k, v in snap.mig_profile_of.items() if v == p):
+                has[n] = True
+            ok &= has
+        elif kind == "replicas":
+            ok &= snap.replica_total.sum(axis=1) > 0
+        found = cache.capable[key] = np.flatnonzero(ok)
+    return found
+
+
+def _model_domains(snap: Snapshot, level: Level, model: int) -> np.ndarray:
+    """Domain ids of ``level`` whose nodes are all of GPU model ``model`` (cached)."""
+    cache = _layout(snap)
+    found = cache.model_domains.get((level, model))
+    if found is None:
+        found = cache.model_domains[(level, model)] = np.flatnonzero(
+            _domain_models(snap, level) == model
+        )
+    return found
+
+
 def pack_scopes(
     snap: Snapshot,
     pod: PodRequest,
@@ -226,45 +291,53 @@ def pack_scopes(
     GPUs (then the fewest nodes where it fits), so single pods fill partly used racks and leave
     empty ones whole for gangs; the policy then chooses the node inside. For whole-GPU pods
     the choice reads only the snapshot's per-domain and per-model indexes and the cached
-    eligibility (O(domains)); other forms need one vectorised pass over the nodes. ``extra``
-    (bool[N], e.g. the DRA claim filter) further restricts the nodes counted."""
+    eligibility (O(domains)); other forms scan only the nodes that could ever hold the pod
+    (cached per layout), those of the chosen model's domains first. ``extra`` (bool[N], e.g.
+    the DRA claim filter) further restricts the nodes counted."""
     index = snap.domains[level]
     if not len(index.names):
         return []
     shape = PodShape.of(pod)
-    eligible = _eligible_per_domain(snap, pod, level)
+    # Spread over GPU models, pack within one: the model with the most free capacity
+    # (per-model index, O(models)) takes the pod, so that work which could run anywhere
+    # does not use up a scarce model that other work is restricted to.
+    by_model = bool(shape.whole or shape.share) and not (shape.mig or shape.replicas)
+    model = _roomiest_model(snap, pod, shape.share > 0) if by_model else -1
+    ids: np.ndarray | None = None
+    free_gpus = index.free_gpus
     if shape.whole and extra is None:
-        ok = (index.free_gpus >= shape.whole) & (eligible > 0)
-        key = index.free_gpus
-    else:
-        fit = fits_somewhere(snap, pod)
-        if extra is not None:
-            fit &= extra
-        known = index.of_node >= 0
-        per_domain = np.bincount(index.of_node[known & fit], minlength=len(index.names)).astype(
-            np.int64
-        )
-        ok = per_domain > 0
-        key = index.free_gpus * (snap.size + 1) + per_domain
-    if (shape.whole or shape.share) and not (shape.mig or shape.replicas):
-        # Spread over GPU models, pack within one: the model with the most free capacity
-        # (per-model index, O(models)) takes the pod, so that work which could run anywhere
-        # does not use up a scarce model that other work is restricted to.
-        model = _roomiest_model(snap, pod, shape.share > 0)
+        eligible = _eligible_per_domain(snap, pod, level)
         if model >= 0:
-            of_model = ok & (_domain_models(snap, level) == model)
-            if of_model.any():
-                ok = of_model
-    ids = np.flatnonzero(ok)
+            mine = _model_domains(snap, level, model)
+            ids = mine[(free_gpus[mine] >= shape.whole) & (eligible[mine] > 0)]
+        if ids is None or len(ids) == 0:
+            ids = np.flatnonzero((free_gpus >= shape.whole) & (eligible > 0))
+        keys = free_gpus[ids]
+    else:
+        of_node = index.of_node
+        d = len(index.names)
+        per_domain = np.zeros(0, dtype=np.int64)
+        for restrict in (model, -1) if model >= 0 else (-1,):
+            nodes = _capable_nodes(snap, level, shape, restrict)
+            fit = _fits_on(snap, pod, shape, nodes)
+            if extra is not None:
+                fit &= extra[nodes]
+            per_domain = np.bincount(of_node[nodes[fit]], minlength=d)
+            ids = np.flatnonzero(per_domain)
+            if len(ids):
+                break
+        assert ids is not None
+        keys = free_gpus[ids] * (snap.size + 1) + per_domain[ids]
     if len(ids) == 0:
         return []
     if len(ids) > tries:
-        ids = ids[np.argpartition(key[ids], tries - 1)[:tries]]
-    chosen = sorted(zip(key[ids].tolist(), ids.tolist(), strict=True))
+        best = np.argpartition(keys, tries - 1)[:tries]
+        ids, keys = ids[best], keys[best]
+    chosen = sorted(zip(keys.tolist(), ids.tolist(), strict=True))
+    names = index.names
+    order, bounds = _members(snap, level)
     return [
-        Scope(
-            domain_members(snap, level, d), f"{level.short} {index.names[d]}", level, index.names[d]
-        )
+        Scope(order[bounds[d] : bounds[d + 1]], f"{level.short} {names[d]}", level, names[d])
         for _, d in chosen
     ]
 
@@ -301,7 +374,7 @@ def pods_per_node(
         else:
             np.minimum(fit, snap.mig_free[sel, p] // count, out=fit)
     if shape.replicas:
-        np.minimum(fit, sum_per_row(snap.replica_free[sel]) // shape.replicas, out=fit)
+        np.minimum(fit, snap.replica_sum[sel] // shape.replicas, out=fit)
     if pod.claims:
         np.minimum(fit, 1, out=fit)
     if not (shape.cpu or shape.mem or shape.whole or shape.share or shape.mig or shape.replicas):

@@ -16,6 +16,7 @@ from fractions import Fraction
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.node import Taint, Toleration
 from gpuaas.model.resources import ResourceList
+from gpuaas.model.workload import TopologyRequest
 
 FlavorResource = tuple[str, str]
 """``(flavor, resource)``: the unit that quota and usage are counted in."""
@@ -172,6 +173,38 @@ class WorkloadPriorityClass:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceRange:
+    """One resource a hardware profile offers, per pod: ``minimum <= default <= maximum``
+    (``maximum`` None: no upper bound). Amounts are canonical integers."""
+
+    name: str
+    minimum: int
+    default: int
+    maximum: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareProfile:
+    """A catalogue entry users pick instead of writing requests (Kueue has no such object).
+
+    ``local_queue`` is a LocalQueue name, looked up in the submitting tenant's namespace (a
+    LocalQueue is namespaced, a profile serves several tenants). ``allowed_tenants`` are the
+    namespaces that may use it; empty means every namespace that has that LocalQueue.
+    """
+
+    name: str
+    display_name: str
+    local_queue: str
+    resources: tuple[ResourceRange, ...]
+    allowed_tenants: tuple[str, ...] = ()
+    description: str = ""
+
+    def queue_for(self, tenant: str) -> str:
+        """The ``namespace/name`` key of the LocalQueue ``tenant`` submits to."""
+        return f"{tenant}/{self.local_queue}"
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionPodSet:
     """Admission's view of a pod set: ``count`` pods each asking for ``requests``.
 
@@ -184,6 +217,8 @@ class AdmissionPodSet:
     requests: ResourceList
     node_selector: dict[str, str] = field(default_factory=dict, hash=False)
     tolerations: tuple[Toleration, ...] = ()
+    #: Kueue's podset topology request: all pods in one domain of a level (required/preferred).
+    topology: TopologyRequest | None = None
 
     def total(self) -> ResourceList:
         return {name: amount * self.count for name, amount in self.requests.items()}
@@ -210,6 +245,7 @@ class Governance:
     cohorts: dict[str, Cohort] = field(default_factory=dict)
     local_queues: dict[str, LocalQueue] = field(default_factory=dict)  # by "ns/name"
     priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    hardware_profiles: dict[str, HardwareProfile] = field(default_factory=dict)
 
     def cohort_names(self) -> set[str]:
         """Explicit Cohort objects plus cohorts that exist only because something names them."""
@@ -269,6 +305,51 @@ class Governance:
                     f"ClusterQueue {lq.cluster_queue!r} does not exist"
                     + _known(self.cluster_queues),
                 )
+        for profile in self.hardware_profiles.values():
+            _validate_profile(profile, self.local_queues)
+
+
+def _validate_profile(profile: HardwareProfile, local_queues: Mapping[str, LocalQueue]) -> None:
+    """Bounds in order, resources named once, and a LocalQueue for every allowed tenant."""
+    owner = f"HardwareProfile {profile.name}"
+    if not profile.resources:
+        raise InvalidValue(f"{owner}: spec.resources", "must list at least one resource")
+    seen: set[str] = set()
+    for i, r in enumerate(profile.resources):
+        where = f"{owner}: spec.resources[{i}]"
+        if r.name in seen:
+            raise InvalidValue(f"{where}.name", f"resource {r.name} is listed twice")
+        seen.add(r.name)
+        if r.minimum < 0:
+            raise InvalidValue(f"{where}.min", "must not be negative")
+        if r.maximum is not None and r.maximum < r.minimum:
+            raise InvalidValue(
+                f"{where}.max", f"{r.name}: max {r.maximum} is below min {r.minimum}"
+            )
+        if r.default < r.minimum:
+            raise InvalidValue(
+                f"{where}.default", f"{r.name}: default {r.default} is below min {r.minimum}"
+            )
+        if r.maximum is not None and r.default > r.maximum:
+            raise InvalidValue(
+                f"{where}.default", f"{r.name}: default {r.default} is above max {r.maximum}"
+            )
+    tenants = profile.allowed_tenants
+    if len(set(tenants)) != len(tenants):
+        raise InvalidValue(f"{owner}: spec.allowedTenants", "a namespace is listed twice")
+    same_name = sorted(k for k, lq in local_queues.items() if lq.name == profile.local_queue)
+    if not tenants and not same_name:
+        raise InvalidValue(
+            f"{owner}: spec.localQueue",
+            f"no namespace has a LocalQueue {profile.local_queue!r}" + _known(local_queues),
+        )
+    for tenant in tenants:
+        if profile.queue_for(tenant) not in local_queues:
+            raise InvalidValue(
+                f"{owner}: spec.localQueue",
+                f"LocalQueue {profile.queue_for(tenant)} does not exist for allowed tenant "
+                f"{tenant}" + _known(local_queues),
+            )
 
 
 def _known(names: Mapping[str, object]) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.node import Node
-from gpuaas.sim.synthetic import H100, FleetSpec, synthetic_fleet
+from gpuaas.sim.synthetic import H100, NODE_SHAPES, FleetSpec, synthetic_fleet
 from gpuaas.sim.traces import SimJob
 
 GPUS_PER_NODE = 8
@@ -32,15 +32,37 @@ def arrival_span(jobs: Sequence[SimJob]) -> float:
     return max(max(times) - min(times), 1.0)
 
 
+def _pod_seconds(jobs: Sequence[SimJob], attr: str) -> float:
+    return sum(
+        ps.count * getattr(ps.pod, attr) * job.duration
+        for job in jobs
+        for ps in job.workload.pod_sets
+    )
+
+
 def auto_node_count(jobs: Sequence[SimJob], load: float) -> int:
-    """Nodes of 8 GPUs so that the offered load is ``load`` of capacity."""
+    """Nodes of 8 GPUs so that the offered load is ``load`` of capacity.
+
+    GPUs decide, but a trace with heavy CPU or memory requests (openb has CPU-only pods) also
+    gets enough nodes for those at the same load; never fewer than the largest job needs.
+    """
     if not 0 < load <= 10:
         raise InvalidValue("load", f"must be in (0, 10], got {load}")
     if not jobs:
         raise InvalidValue("trace", "has no jobs to size a fleet for")
-    gpus = offered_gpu_seconds(jobs) / (arrival_span(jobs) * load)
+    span = arrival_span(jobs) * load
+    cpu_milli, memory = NODE_SHAPES[H100]
+    gpus = offered_gpu_seconds(jobs) / span
+    cpus = _pod_seconds(jobs, "cpu_milli") / span / cpu_milli
+    mems = _pod_seconds(jobs, "memory_bytes") / span / memory
     largest = max(job.milli_gpu for job in jobs) / 1000.0
-    return max(1, math.ceil(gpus / GPUS_PER_NODE), math.ceil(largest / GPUS_PER_NODE))
+    return max(
+        1,
+        math.ceil(gpus / GPUS_PER_NODE),
+        math.ceil(cpus),
+        math.ceil(mems),
+        math.ceil(largest / GPUS_PER_NODE),
+    )
 
 
 def auto_fleet(jobs: Sequence[SimJob], load: float = 0.85, seed: int = 0) -> list[Node]:
@@ -56,7 +78,7 @@ def auto_fleet(jobs: Sequence[SimJob], load: float = 0.85, seed: int = 0) -> lis
 
 
 def offered_load(jobs: Sequence[SimJob], nodes: Sequence[Node]) -> float:
-    """Offered load of ``jobs`` on ``nodes`` (whole GPUs)."""
+    """Offered GPU load of ``jobs`` on ``nodes`` (whole GPUs)."""
     gpus = sum(len(node.gpus) for node in nodes)
     if gpus == 0:
         return math.inf

@@ -24,7 +24,7 @@ _SLOWDOWN_FLOOR = 10.0
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
     if not values:
-        return {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
+        return {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0, "count": 0}
     arr = np.asarray(values, dtype=float)
     p50, p95, p99 = np.percentile(arr, [50, 95, 99])
     return {
@@ -33,6 +33,7 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
         "p95": float(p95),
         "p99": float(p99),
         "max": float(arr.max()),
+        "count": len(arr),
     }
 
 
@@ -43,6 +44,17 @@ def queueing_delays(result: SimResult) -> list[float]:
         for job, start in zip(result.jobs, result.first_start, strict=True)
         if not math.isnan(start)
     ]
+
+
+def _time_mean(result: SimResult, values: Sequence[float]) -> float:
+    """Time-weighted mean of a step-function series over the run."""
+    t = np.asarray(result.series_t)
+    if len(t) == 0:
+        return 0.0
+    dt = np.append(t[1:], result.end_time) - t
+    total = float(dt.sum())
+    v = np.asarray(values, dtype=float)
+    return float((v * dt).sum() / total) if total > 0 else float(v.mean())
 
 
 def _window_utilization(result: SimResult, lo: float, hi: float) -> float:
@@ -109,8 +121,15 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "gpu_utilization_while_arriving": _window_utilization(
             result, result.start_time, last_arrival
         ),
-        "mean_fragmentation": float(np.mean(result.series_frag)) if result.series_frag else 0.0,
+        "mean_fragmentation": _time_mean(result, result.series_frag),
         "queueing_delay_s": _stats(delays),
+        "gang_queueing_delay_s": _stats(
+            [
+                start - job.submit
+                for job, start in zip(jobs, result.first_start, strict=True)
+                if job.workload.pod_count > 1 and not math.isnan(start)
+            ]
+        ),
         "completion_time_s": _stats(jct),
         "slowdown": _stats(slowdown),
         "makespan_s": result.end_time - result.start_time,

@@ -22,6 +22,7 @@ from gpuaas.engine.admission import (
     NodeCapacity,
     ResourceTransformation,
 )
+from gpuaas.engine.admission.profiles import profile_requests, usable_profile
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -194,7 +195,14 @@ def _workload(raw: object, index: int, gov: Governance) -> ScenarioWorkload:
         pwhere = f"{where}: podSets[{pi}]"
         p = _map(praw, pwhere)
         for key in p:
-            if key not in {"name", "count", "requests", "nodeSelector", "tolerations"}:
+            if key not in {
+                "name",
+                "count",
+                "requests",
+                "nodeSelector",
+                "tolerations",
+                "hardwareProfile",
+            }:
                 raise InvalidValue(f"{pwhere}.{key}", "unknown field")
         ps_name = str(p.get("name", "main"))
         if ps_name in names:
@@ -215,11 +223,24 @@ def _workload(raw: object, index: int, gov: Governance) -> ScenarioWorkload:
                 for x in _seq(p.get("tolerations"), f"{pwhere}.tolerations")
             )
         )
+        if p.get("hardwareProfile") is not None:
+            # a gpuaas extension: the profile's defaults, `requests` as overrides within bounds
+            tenant, _, lq_name = queue.partition("/")
+            profile = usable_profile(gov, str(p["hardwareProfile"]), tenant, pwhere)
+            if lq_name != profile.local_queue:
+                raise InvalidValue(
+                    f"{pwhere}.hardwareProfile",
+                    f"hardware profile {profile.name} submits to LocalQueue "
+                    f"{profile.queue_for(tenant)}, not {queue}",
+                )
+            requests = profile_requests(profile, _map(p.get("requests"), pwhere))
+        else:
+            requests = parse_resource_list(_map(p.get("requests"), pwhere), f"{pwhere}.requests")
         pod_sets.append(
             AdmissionPodSet(
                 name=ps_name,
                 count=count,
-                requests=parse_resource_list(_map(p.get("requests"), pwhere), f"{pwhere}.requests"),
+                requests=requests,
                 node_selector=_labels(p.get("nodeSelector"), f"{pwhere}.nodeSelector"),
                 tolerations=tolerations,
             )
@@ -276,6 +297,11 @@ def parse_scenario(data: object, source: str = "scenario") -> Scenario:
             for i, raw in enumerate(_seq(doc["nodes"], "nodes")):
                 n = _map(raw, f"nodes[{i}]")
                 name = str(n.get("name", f"node-{i}"))
+                for key in n:
+                    if key not in ("name", "labels", "capacity"):
+                        raise InvalidValue(
+                            f"node {name}: {key}", "unknown field (known: name, labels, capacity)"
+                        )
                 nodes.append(
                     NodeCapacity(
                         name=name,
@@ -326,8 +352,8 @@ def run_scenario(scenario: Scenario) -> Outcome:
         nodes = [
             NodeCapacity(n.name, dict(n.labels), dict(n.capacity), n.taints) for n in scenario.nodes
         ]
-    engine = AdmissionEngine(scenario.governance, scenario.config, nodes)
     try:
+        engine = AdmissionEngine(scenario.governance, scenario.config, nodes)
         for sw in scenario.workloads:
             if sw.admitted_flavors is not None:
                 engine.admit_existing(sw.workload, sw.admitted_flavors, sw.admitted_at)

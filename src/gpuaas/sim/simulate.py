@@ -573,7 +573,10 @@ class Simulator:
                     self.reasons.setdefault(i, "waiting behind the head of the queue (FIFO)")
                     break
                 ends_before = t + self._declared_remaining(i) <= self.shadow
-                if not ends_before and self.shadow_free is None and self.milli[i] > self.extra:
+                if not ends_before and (
+                    (self.shadow_free is None and self.milli[i] > self.extra)
+                    or self._known_to_fail(i, self.bf_failed)
+                ):
                     self.reasons[i] = "would delay the reserved head of the queue (backfill)"
                     continue
             placed = self._try(i)
@@ -710,6 +713,9 @@ class Simulator:
                 self.events.push(
                     Event(start + float(self.rng.exponential(cfg.mtbf)), EventKind.FAIL, n)
                 )
+        first_event = self.events.peek_time()
+        if first_event is not None and first_event < self.clock.now:  # e.g. a failure before
+            self.clock.now = self.last_t = first_event  # the first arrival
         jobs, n_jobs, nxt = self.jobs, len(self.jobs), 0
         total_capacity = int(self.snap.whole_gpus.sum()) * 1000
         batches = 0

@@ -208,13 +208,14 @@ def test_physical_fit_moves_to_a_flavor_whose_nodes_have_room() -> None:
     # quota would put all three on pool-a; its single node takes one, pool-b's the next
     assert engine.admitted["w0"].flavors["main"]["cpu"] == "pool-a"
     assert engine.admitted["w1"].flavors["main"]["cpu"] == "pool-b"
-    assert engine.admitted["w0"].placement == {"main": ["n-a"]}
+    placement = engine.admitted["w0"].placement
+    assert placement is not None and placement.nodes == {"main": ["n-a"]}
     assert engine.pending_names() == ["w2"]
     assert "do not fit on the nodes" in engine.reasons["w2"]
     engine.evict("w0", EvictionReason.IN_CLUSTER_QUEUE)
     engine.run(4)
     assert sorted(engine.admitted) == ["w0", "w1"]  # w0 is older than w2: it goes first
-    assert nodes[0].used["cpu"] == 3000
+    assert engine.pool is not None and engine.pool.used("n-a")["cpu"] == 3000
 
 
 def test_preemption_with_nodes_frees_the_node_it_needs() -> None:
@@ -223,13 +224,14 @@ def test_preemption_with_nodes_frees_the_node_it_needs() -> None:
     nodes = [NodeCapacity("n1", {}, {"cpu": 4000})]
     engine = AdmissionEngine(make_gov([cq("a", 4000, preemption=LOWER)]), nodes=nodes)
     engine.admit_existing(wl("low", "a", 3000), {"main": {"cpu": "default"}}, at=0)
-    assert nodes[0].used["cpu"] == 3000
+    assert engine.pool is not None and engine.pool.used("n1")["cpu"] == 3000
     engine.submit(wl("high", "a", 3000, priority=10, created=1))
     engine.run(1)
     assert set(engine.admitted) == {"high"}
-    assert engine.admitted["high"].placement == {"main": ["n1"]}
+    placement = engine.admitted["high"].placement
+    assert placement is not None and placement.nodes == {"main": ["n1"]}
     assert [e.workload for e in engine.evictions] == ["low"]
-    assert nodes[0].used["cpu"] == 3000
+    assert engine.pool.used("n1")["cpu"] == 3000
 
 
 @pytest.mark.parametrize("reclaim", [ReclaimWithinCohort.LOWER_PRIORITY, ReclaimWithinCohort.ANY])

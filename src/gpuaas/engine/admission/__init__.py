@@ -1,7 +1,14 @@
 """Admission in Kueue's semantics: quota tree, flavor assignment, preemption, fair sharing."""
 
 from gpuaas.engine.admission.cycle import AdmissionEngine, Assignment
-from gpuaas.engine.admission.nodes import NodeCapacity, NodePool
+from gpuaas.engine.admission.gpu_size import GPU_MILLI, gpu_milli, mig_milli
+from gpuaas.engine.admission.nodes import (
+    NodeCapacity,
+    NodePlacement,
+    NodePool,
+    node_from_capacity,
+)
+from gpuaas.engine.admission.profiles import profile_requests, profile_workload
 from gpuaas.engine.admission.quota import QuotaTree
 from gpuaas.engine.admission.state import (
     AdmissionConfig,
@@ -12,6 +19,7 @@ from gpuaas.engine.admission.state import (
 )
 
 __all__ = [
+    "GPU_MILLI",
     "AdmissionConfig",
     "AdmissionEngine",
     "AdmittedWorkload",
@@ -19,7 +27,13 @@ __all__ = [
     "Eviction",
     "Mode",
     "NodeCapacity",
+    "NodePlacement",
     "NodePool",
     "QuotaTree",
     "ResourceTransformation",
+    "gpu_milli",
+    "mig_milli",
+    "node_from_capacity",
+    "profile_requests",
+    "profile_workload",
 ]

@@ -18,7 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from gpuaas.engine.admission.nodes import NodeCapacity, NodePool, tolerated
+from gpuaas.engine.admission.gpu_size import GPU_MILLI, MILLI, gpu_milli, is_gpu_device, mig_milli
+from gpuaas.engine.admission.nodes import (
+    DEFAULT_ADMISSION_POLICY,
+    NodeCapacity,
+    NodePlacement,
+    NodePool,
+    pod_request,
+    tolerated,
+)
 from gpuaas.engine.admission.preemption import Preemptor
 from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
@@ -36,7 +44,8 @@ from gpuaas.model.governance import (
     QueueingStrategy,
     WithinClusterQueue,
 )
-from gpuaas.model.resources import format_amount
+from gpuaas.model.node import Node
+from gpuaas.model.resources import NVIDIA_GPU, format_amount
 
 _VICTIM_ORDER = attrgetter("victim_order")
 
@@ -104,13 +113,21 @@ def _preferred(a: tuple[Mode, int], b: tuple[Mode, int], fung: FlavorFungibility
 
 
 class AdmissionEngine:
-    """Quota, admitted and pending workloads of one governance configuration."""
+    """Quota, admitted and pending workloads of one governance configuration.
+
+    With ``nodes`` (model :class:`~gpuaas.model.node.Node` objects, or
+    :class:`~gpuaas.engine.admission.nodes.NodeCapacity` ones from a scenario), a workload is
+    admitted only if the placement engine also places all its pods, with the placement
+    ``policy`` (a name for :func:`~gpuaas.engine.policies.make_policy`); see
+    :mod:`gpuaas.engine.admission.nodes`.
+    """
 
     def __init__(
         self,
         gov: Governance,
         config: AdmissionConfig | None = None,
-        nodes: Sequence[NodeCapacity] | None = None,
+        nodes: Sequence[Node | NodeCapacity] | None = None,
+        policy: str = DEFAULT_ADMISSION_POLICY,
     ) -> None:
         self.gov = gov
         self.config = config or AdmissionConfig()
@@ -124,7 +141,7 @@ class AdmissionEngine:
         }
         self.reasons: dict[str, str] = {}
         self.evictions: list[Eviction] = []
-        self.pool = NodePool(nodes, gov.flavors) if nodes is not None else None
+        self.pool = NodePool(nodes, gov.flavors, policy) if nodes is not None else None
         self.ordered: dict[str, list[AdmittedWorkload]] = {name: [] for name in gov.cluster_queues}
         self.preemptor = Preemptor(
             self.tree, gov.cluster_queues, self.by_cq, self.config, self.ordered
@@ -136,7 +153,7 @@ class AdmissionEngine:
         self._root_of = {name: node.root().name for name, node in self.tree.cqs.items()}
         self._versions: dict[str, int] = dict.fromkeys(self._root_of.values(), 0)
         self._inadmissible: dict[str, tuple[tuple[int, int], float]] = {}
-        self._preempt_cache: dict[tuple[object, ...], tuple[tuple[int, int], Mode]] = {}
+        self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode]] = {}
         self._known: set[str] = set()
         self._user_admitted: dict[tuple[str, str], int] = {}
         self._group_of: dict[str, dict[str, int]] = {}
@@ -166,7 +183,14 @@ class AdmissionEngine:
         """Queue ``wl``; it is considered from the next :meth:`run`."""
         if wl.name in self._known:
             raise InvalidValue(f"workload {wl.name}", "name is used twice")
-        self.pending[self.cluster_queue_of(wl)][wl.name] = wl
+        cq_name = self.cluster_queue_of(wl)
+        for ps in wl.pod_sets:
+            gpu_milli(ps.requests, f"workload {wl.name}: podSets.{ps.name}.requests")
+            if self.pool is not None:
+                pod_request(
+                    ps.requests, {}, (), f"workload {wl.name}: podSets.{ps.name}"
+                )  # a malformed GPU form is an error now, not a pending reason later
+        self.pending[cq_name][wl.name] = wl
         self._known.add(wl.name)
 
     def admit_existing(
@@ -186,7 +210,7 @@ class AdmissionEngine:
         for ps in wl.pod_sets:
             given = flavors.get(ps.name, {})
             chosen[ps.name] = {}
-            for resource, amount in self.quota_requests(ps).items():
+            for resource, amount in self.quota_requests(ps, cq_name).items():
                 if amount == 0:
                     continue
                 where = f"workload {wl.name}: admitted.flavors.{ps.name}.{resource}"
@@ -207,14 +231,26 @@ class AdmissionEngine:
         placement = self.pool.place(wl, chosen) if self.pool is not None else None
         self._record(wl, cq_name, chosen, usage, at, placement)
 
-    def quota_requests(self, ps: AdmissionPodSet) -> dict[str, int]:
-        """What ``ps`` is charged in quota: its requests times its count, transformed."""
+    def quota_requests(self, ps: AdmissionPodSet, cq_name: str | None = None) -> dict[str, int]:
+        """What ``ps`` is charged in quota: its requests times its count, transformed.
+
+        In a ClusterQueue ``cq_name`` that covers ``gpuaas.io/gpu-milli`` every GPU form is also
+        charged there by its real size (:mod:`~gpuaas.engine.admission.gpu_size`), and a GPU
+        device resource the ClusterQueue does not cover is not charged as such.
+        """
         transformations = self.config.transformations
+        covered = self._group_of[cq_name] if cq_name is not None else None
+        by_size = covered is not None and GPU_MILLI in covered
         out: dict[str, int] = {}
         for resource, amount in ps.requests.items():
             if amount <= 0:
                 continue
             t = transformations.get(resource) if transformations else None
+            if by_size and is_gpu_device(resource):
+                size = MILLI if resource == NVIDIA_GPU else mig_milli(resource)
+                out[GPU_MILLI] = out.get(GPU_MILLI, 0) + amount * ps.count * size
+                if t is None and resource not in covered:  # type: ignore[operator]
+                    continue
             if t is None or t.retain:
                 out[resource] = out.get(resource, 0) + amount * ps.count
             if t is not None:
@@ -278,7 +314,7 @@ class AdmissionEngine:
                     # ordering needs borrowing/share only: skip the costly preemption
                     # simulation until the workload's turn comes
                     a = self.assign(wl, cq, simulate=False)
-                    heapq.heappush(heap, (self._key(wl, cq, a), self._state(cq), cq, wl, a))
+                    heapq.heappush(heap, (self._key(wl, cq, a), self._tree(cq), cq, wl, a))
                     return
                 self.reasons[wl.name] = limit_reason
                 position[cq] += 1
@@ -303,11 +339,13 @@ class AdmissionEngine:
                 push_next(cq)
         while heap:
             key, version, cq, wl, a = heapq.heappop(heap)
-            if version != self._state(cq) or not a.simulated:
+            # an assignment depends on the cohort tree only (nodes are checked at admission);
+            # a FIT found without simulating preemption is the same as with it
+            if version != self._tree(cq) or (not a.simulated and a.mode != Mode.FIT):
                 a = self.assign(wl, cq)
                 new_key = self._key(wl, cq, a)
                 if new_key > key and heap and new_key > heap[0][0]:
-                    heapq.heappush(heap, (new_key, self._state(cq), cq, wl, a))
+                    heapq.heappush(heap, (new_key, self._tree(cq), cq, wl, a))
                     continue
             if self._try_admit(wl, cq, a):
                 changed = True
@@ -323,6 +361,10 @@ class AdmissionEngine:
     def _state(self, cq: str) -> tuple[int, int]:
         """What a decision for ``cq`` depends on: its cohort tree, and the nodes if known."""
         return (self._versions[self._root_of[cq]], self._version if self.pool is not None else 0)
+
+    def _tree(self, cq: str) -> int:
+        """The version of ``cq``'s cohort tree: what quota decisions for ``cq`` depend on."""
+        return self._versions[self._root_of[cq]]
 
     def _bump(self, cq: str) -> None:
         self._versions[self._root_of[cq]] += 1
@@ -403,7 +445,7 @@ class AdmissionEngine:
             if placement is None:
                 self.reasons[wl.name] = (
                     "quota is available but the pods do not fit on the nodes of the assigned "
-                    f"flavors ({self._flavor_text(a)})"
+                    f"flavors ({self._flavor_text(a)}): {self.pool.last_reason}"
                 )
                 return False
         del self.pending[cq][wl.name]
@@ -424,7 +466,7 @@ class AdmissionEngine:
         flavors: dict[str, dict[str, str]],
         usage: dict[FlavorResource, int],
         at: float,
-        placement: dict[str, list[str]] | None,
+        placement: NodePlacement | None,
     ) -> None:
         self._sequence += 1
         aw = AdmittedWorkload(wl, cq, flavors, usage, at, self._sequence, placement)
@@ -438,8 +480,8 @@ class AdmissionEngine:
             self._user_admitted[key] = self._user_admitted.get(key, 0) + 1
         self._bump(cq)
 
-    def evict(self, name: str, reason: EvictionReason, preemptor: str = "") -> None:
-        """Take quota back from ``name`` and queue it again with its original creation time."""
+    def _take_back(self, name: str) -> AdmittedWorkload:
+        """Remove ``name`` from the admitted set: its quota and its nodes are free again."""
         aw = self.admitted.pop(name)
         del self.by_cq[aw.cluster_queue][name]
         ordered = self.ordered[aw.cluster_queue]
@@ -449,6 +491,19 @@ class AdmissionEngine:
             self.pool.release(aw.workload, aw.placement)
         if aw.workload.user is not None:
             self._user_admitted[(aw.workload.queue, aw.workload.user)] -= 1
+        return aw
+
+    def finish(self, name: str) -> None:
+        """``name`` has completed: give back its quota and nodes; it does not queue again."""
+        if name not in self.admitted:
+            raise InvalidValue(f"workload {name}", "is not admitted, so it cannot finish")
+        aw = self._take_back(name)
+        self.reasons.pop(name, None)
+        self._bump(aw.cluster_queue)
+
+    def evict(self, name: str, reason: EvictionReason, preemptor: str = "") -> None:
+        """Take quota back from ``name`` and queue it again with its original creation time."""
+        aw = self._take_back(name)
         self.pending[aw.cluster_queue][name] = aw.workload
         self.evictions.append(Eviction(name, EvictionReason(reason), preemptor))
         self.reasons[name] = (
@@ -476,7 +531,7 @@ class AdmissionEngine:
         fung = cq.flavor_fungibility
         out = Assignment(simulated=simulate)
         for ps in wl.pod_sets:
-            total = self.quota_requests(ps)
+            total = self.quota_requests(ps, cq_name)
             groups: list[int] = []
             for resource in total:
                 gi = self._group_of[cq_name].get(resource)
@@ -588,7 +643,7 @@ class AdmissionEngine:
         policy = self.gov.cluster_queues[cq_name].preemption
         newer = policy.within_cluster_queue == WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
         key = (cq_name, wl.priority, wl.created if newer else None, tuple(sorted(request.items())))
-        state = self._state(cq_name)
+        state = self._tree(cq_name)
         cached = self._preempt_cache.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]

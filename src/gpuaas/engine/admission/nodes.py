@@ -1,9 +1,23 @@
 """Physical fit at admission: quota alone is not enough when the nodes are known.
 
-A workload is admitted only if every pod also fits on a node whose labels match the flavors it
-was assigned (their ``nodeLabels``) and the pod set's ``nodeSelector``, and whose taints the pod
-tolerates (all-or-nothing, first fit in node order). This is the simple, exact check the
-admission cycle uses for scenario nodes; fleet-scale placement lives in the placement engine.
+A workload is admitted only if the placement engine also places it: every pod set becomes a
+:class:`~gpuaas.model.workload.PodSet` whose node selector is the pod set's ``nodeSelector`` plus
+the ``nodeLabels`` of the flavors it was assigned and whose tolerations add the flavors'
+tolerations, and :func:`gpuaas.engine.gang.place_workload` reserves all pods on a
+:class:`~gpuaas.engine.snapshot.Snapshot` or none (gang, topology, devices). The reservation is
+kept while the workload holds quota and given back (:func:`gpuaas.engine.gang.release`) when it is
+evicted or finishes.
+
+A scenario's node (``name``, ``labels``, ``capacity``) becomes a :class:`~gpuaas.model.node.Node`
+by :func:`node_from_capacity`: ``nvidia.com/gpu`` whole generic GPUs, ``nvidia.com/mig-*``
+instances on generic MIG-mode GPUs. The placement policy defaults to ``packing``.
+
+Requests map to the placement engine's GPU forms: ``nvidia.com/gpu`` whole GPUs,
+``nvidia.com/mig-<profile>`` MIG instances (the device plugin's ``.me`` is the profile's ``+me``),
+and :data:`GPU_MILLI` a share of one GPU in milli-GPU (a multiple of 1000 is that many whole
+GPUs). cpu and memory are the snapshot's; any other resource (``ephemeral-storage``,
+``example.com/fpga``) is checked against the nodes' ``extra`` allocatables after the gang is
+placed (conservative: a gang that fits only with another arrangement is refused).
 """
 
 from __future__ import annotations
@@ -11,21 +25,91 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuaas.model.governance import AdmissionWorkload, ResourceFlavor
-from gpuaas.model.node import Taint, TaintEffect, Toleration
-from gpuaas.model.resources import ResourceList
+from gpuaas.engine.admission.gpu_size import GPU_MILLI, mig_compute_slices
+from gpuaas.engine.framework import reserve_hooks
+from gpuaas.engine.gang import GangPlacement, place_workload, release
+from gpuaas.engine.place import Unschedulable
+from gpuaas.engine.policies import make_policy
+from gpuaas.engine.snapshot import Snapshot
+from gpuaas.model.devices import GPU, MigInstance, Partition, PartitionMode
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.governance import AdmissionPodSet, AdmissionWorkload, ResourceFlavor
+from gpuaas.model.node import Node, Taint, TaintEffect, Toleration
+from gpuaas.model.resources import CPU, MEMORY, MIG_PREFIX, NVIDIA_GPU, ResourceList
+from gpuaas.model.workload import PodRequest, PodSet, Workload
+from gpuaas.supply.mig import COMPUTE_SLICES
+
+#: The model name of GPUs known only by count (a scenario node's ``nvidia.com/gpu``).
+GENERIC_GPU = "generic"
+#: The placement policy admission uses unless told otherwise: packing keeps whole nodes free
+#: for the large gangs that come later, and it is the cheapest score on a large fleet.
+DEFAULT_ADMISSION_POLICY = "packing"
 
 
 @dataclass(slots=True)
 class NodeCapacity:
+    """A node known only by labels, taints and allocatable amounts (a scenario's ``nodes:``)."""
+
     name: str
     labels: dict[str, str]
     capacity: ResourceList
     taints: tuple[Taint, ...] = ()
-    used: ResourceList = field(default_factory=dict)
 
-    def free(self, resource: str) -> int:
-        return self.capacity.get(resource, 0) - self.used.get(resource, 0)
+    def to_node(self) -> Node:
+        return node_from_capacity(self.name, self.labels, self.capacity, self.taints)
+
+
+def node_from_capacity(
+    name: str,
+    labels: Mapping[str, str],
+    capacity: Mapping[str, int],
+    taints: Sequence[Taint] = (),
+) -> Node:
+    """A :class:`Node` from canonical amounts, as the device plugin advertises them:
+    ``nvidia.com/gpu`` becomes that many whole generic GPUs; ``nvidia.com/mig-<profile>: n``
+    becomes n MIG instances on generic MIG-mode GPUs (as many per GPU as its 7 compute slices
+    allow); resources other than cpu, memory and GPUs go to ``extra``."""
+    extra: dict[str, int] = {}
+    gpus = [
+        GPU(index=g, uuid=f"GPU-{name}-{g}", model=GENERIC_GPU, memory_mib=0)
+        for g in range(capacity.get(NVIDIA_GPU, 0))
+    ]
+    for resource, amount in capacity.items():
+        where = f"node {name}: capacity.{resource}"
+        if resource == GPU_MILLI:
+            raise InvalidValue(
+                where, "a node offers whole GPUs (nvidia.com/gpu); shares are cut from those"
+            )
+        if resource.startswith(MIG_PREFIX):
+            slices = mig_compute_slices(resource, where)  # validates the profile
+            per_gpu = COMPUTE_SLICES // slices
+            profile = mig_profile_of(resource)
+            left = amount
+            while left > 0:
+                n = min(per_gpu, left)
+                instances = tuple(MigInstance(k, 1, profile, slices) for k in range(n))
+                g = len(gpus)
+                gpus.append(
+                    GPU(
+                        index=g,
+                        uuid=f"GPU-{name}-{g}",
+                        model=GENERIC_GPU,
+                        memory_mib=0,
+                        partition=Partition(PartitionMode.MIG, instances),
+                    )
+                )
+                left -= n
+        elif resource not in (CPU, MEMORY, NVIDIA_GPU):
+            extra[resource] = amount
+    return Node(
+        name=name,
+        cpu_milli=capacity.get(CPU, 0),
+        memory_bytes=capacity.get(MEMORY, 0),
+        gpus=gpus,
+        labels=dict(labels),
+        taints=list(taints),
+        extra=extra,
+    )
 
 
 def tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
@@ -37,107 +121,222 @@ def tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> boo
     )
 
 
+def mig_profile_of(resource: str) -> str:
+    """``nvidia.com/mig-1g.10gb.me`` -> ``1g.10gb+me`` (the device plugin spells ``+`` as ``.``)."""
+    profile = resource.removeprefix(MIG_PREFIX)
+    return profile[:-3] + "+me" if profile.endswith(".me") else profile
+
+
+def pod_request(
+    requests: Mapping[str, int],
+    node_selector: Mapping[str, str],
+    tolerations: Sequence[Toleration],
+    where: str,
+) -> tuple[PodRequest, dict[str, int]]:
+    """The placement engine's request for one pod, and its extended (other) resources."""
+    gpus = requests.get(NVIDIA_GPU, 0)
+    milli = requests.get(GPU_MILLI, 0)
+    mig = tuple(
+        sorted(
+            (mig_profile_of(r), n) for r, n in requests.items() if r.startswith(MIG_PREFIX) and n
+        )
+    )
+    if sum(bool(x) for x in (gpus, milli, mig)) > 1:
+        raise InvalidValue(
+            f"{where}.requests",
+            f"a pod asks for one GPU form only: {NVIDIA_GPU}, {GPU_MILLI} or nvidia.com/mig-*",
+        )
+    gpu_milli = 0
+    if milli:
+        if milli < 1000:
+            gpus, gpu_milli = 1, milli
+        elif milli % 1000 == 0:
+            gpus = milli // 1000
+        else:
+            raise InvalidValue(
+                f"{where}.requests.{GPU_MILLI}",
+                f"a share is below 1000 (one GPU) or a multiple of 1000, got {milli}",
+            )
+    extended = {
+        r: n
+        for r, n in requests.items()
+        if n and r not in (CPU, MEMORY, NVIDIA_GPU, GPU_MILLI) and not r.startswith(MIG_PREFIX)
+    }
+    pod = PodRequest(
+        cpu_milli=requests.get(CPU, 0),
+        memory_bytes=requests.get(MEMORY, 0),
+        gpus=gpus,
+        gpu_milli=gpu_milli,
+        mig=mig,
+        node_selector=tuple(sorted(node_selector.items())),
+        tolerations=tuple(tolerations),
+    )
+    return pod, extended
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlacement:
+    """Where an admitted workload's pods run: the gang's reservation plus extended resources."""
+
+    gang: GangPlacement
+    extended: tuple[tuple[int, str, int], ...] = ()  # (node index, resource, amount)
+    nodes: dict[str, list[str]] = field(default_factory=dict, hash=False)  # pod set -> nodes
+
+
 class NodePool:
-    """Free capacity per node; ``place`` reserves all pods of a workload or nothing."""
+    """The nodes' free capacity as a snapshot; ``place`` reserves a whole workload or nothing."""
 
-    def __init__(self, nodes: Sequence[NodeCapacity], flavors: Mapping[str, ResourceFlavor]):
-        self.nodes = list(nodes)
+    def __init__(
+        self,
+        nodes: Sequence[Node | NodeCapacity],
+        flavors: Mapping[str, ResourceFlavor],
+        policy: str = DEFAULT_ADMISSION_POLICY,
+    ) -> None:
+        self.nodes = [n.to_node() if isinstance(n, NodeCapacity) else n for n in nodes]
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.name in seen:
+                raise InvalidValue(f"node {node.name}", "name is used twice")
+            seen.add(node.name)
         self.flavors = flavors
-        self._by_name = {n.name: n for n in self.nodes}
-        # eligible nodes per (labels, tolerations), and per (that, resources) the index of the
-        # first node that still has some of every resource: first fit starts there
-        self._eligible: dict[tuple[object, ...], list[NodeCapacity]] = {}
-        self._hint: dict[tuple[object, ...], int] = {}
-        # capacity only shrinks between releases: a pod-set shape that did not fit still
-        # does not, until something is released
+        self.snapshot = Snapshot.from_nodes(self.nodes)
+        self.policy = make_policy(policy)
+        self.extra_free: list[dict[str, int]] = [dict(n.extra) for n in self.nodes]
+        # a workload shape that did not fit still does not until something is released
         self._released = 0
-        self._no_fit: dict[tuple[object, ...], int] = {}
+        self._no_fit: dict[tuple[object, ...], tuple[int, str, str | None]] = {}
         self.last_failed: str | None = None  # the pod set that did not fit in the last place()
+        self.last_reason: str = ""
+        self._converted: dict[tuple[object, ...], tuple[PodSet, dict[str, int]]] = {}
 
-    def _nodes_for(
-        self, labels: Mapping[str, str], tolerations: Sequence[Toleration]
-    ) -> tuple[tuple[object, ...], list[NodeCapacity]]:
-        key = (tuple(sorted(labels.items())), tuple(tolerations))
-        nodes = self._eligible.get(key)
-        if nodes is None:
-            nodes = [
-                n
-                for n in self.nodes
-                if all(n.labels.get(k) == v for k, v in labels.items())
-                and tolerated(n.taints, tolerations)
-            ]
-            self._eligible[key] = nodes
-        return key, nodes
+    def _workload(
+        self, wl: AdmissionWorkload, assignment: Mapping[str, Mapping[str, str]]
+    ) -> tuple[Workload, dict[str, dict[str, int]]]:
+        pod_sets: list[PodSet] = []
+        extended: dict[str, dict[str, int]] = {}
+        for ps in wl.pod_sets:
+            flavors = assignment.get(ps.name, {})
+            # pod sets of the same shape are converted again and again (every workload of a
+            # size, every retry on another flavor): remember conversions by content
+            key = (
+                ps.name,
+                ps.count,
+                tuple(ps.requests.items()),
+                tuple(ps.node_selector.items()),
+                ps.tolerations,
+                ps.topology,
+                tuple(sorted(set(flavors.values()))),
+            )
+            found = self._converted.get(key)
+            if found is None:
+                pod, ext = self._pod(wl, ps, flavors)
+                found = (PodSet(ps.name, ps.count, pod, ps.topology), ext)
+                if len(self._converted) >= 100_000:
+                    self._converted.clear()
+                self._converted[key] = found
+            pod_sets.append(found[0])
+            if found[1]:
+                extended[ps.name] = found[1]
+        return Workload(wl.name, tuple(pod_sets), wl.priority), extended
+
+    def _pod(
+        self, wl: AdmissionWorkload, ps: AdmissionPodSet, flavors: Mapping[str, str]
+    ) -> tuple[PodRequest, dict[str, int]]:
+        labels: dict[str, str] = dict(ps.node_selector)
+        tolerations = list(ps.tolerations)
+        for flavor_name in sorted(set(flavors.values())):
+            flavor = self.flavors[flavor_name]
+            labels.update(flavor.node_labels)
+            tolerations.extend(flavor.tolerations)
+        return pod_request(
+            ps.requests, labels, tolerations, f"workload {wl.name}: podSets.{ps.name}"
+        )
 
     def place(
         self, wl: AdmissionWorkload, assignment: Mapping[str, Mapping[str, str]]
-    ) -> dict[str, list[str]] | None:
-        """Reserve nodes for every pod; the node name per pod, per pod set, or ``None``."""
-        reserved: list[tuple[NodeCapacity, ResourceList]] = []
-        placement: dict[str, list[str]] = {}
-        for ps in wl.pod_sets:
-            labels: dict[str, str] = dict(ps.node_selector)
-            tolerations = list(ps.tolerations)
-            for flavor_name in set(assignment.get(ps.name, {}).values()):
-                flavor = self.flavors[flavor_name]
-                labels.update(flavor.node_labels)
-                tolerations.extend(flavor.tolerations)
-            key, eligible = self._nodes_for(labels, tolerations)
-            shape = (key, tuple(sorted(ps.requests.items())), ps.count)
-            reserved_before = len(reserved)
-            if self._no_fit.get(shape) == self._released:
-                self._undo(reserved)
-                self.last_failed = ps.name
+    ) -> NodePlacement | None:
+        """Reserve every pod of ``wl`` on the nodes of its flavors, or nothing (``None``; then
+        ``last_failed`` names a pod set that cannot be placed and ``last_reason`` says why)."""
+        gang_wl, extended = self._workload(wl, assignment)
+        shape = tuple((ps.name, ps.pod, ps.count, ps.topology) for ps in gang_wl.pod_sets)
+        known = self._no_fit.get(shape)
+        if known is not None and known[0] == self._released:
+            _, self.last_reason, self.last_failed = known
+            return None
+        result = place_workload(self.snapshot, gang_wl, self.policy)
+        if isinstance(result, Unschedulable):
+            self._fail(gang_wl, result.reason)
+            self._no_fit[shape] = (self._released, self.last_reason, self.last_failed)
+            return None
+        taken: list[tuple[int, str, int]] = []
+        if extended:
+            need: dict[tuple[int, str], int] = {}
+            for pod in result.pods:
+                for r, amount in extended.get(pod.pod_set, {}).items():
+                    key = (pod.placement.node, r)
+                    need[key] = need.get(key, 0) + amount
+            short = [
+                (node, r, amount)
+                for (node, r), amount in need.items()
+                if self.extra_free[node].get(r, 0) < amount
+            ]
+            if short:
+                release(self.snapshot, result, self.policy)
+                node, r, amount = short[0]
+                self.last_failed = next(p.pod_set for p in result.pods if p.placement.node == node)
+                self.last_reason = (
+                    f"node {self.snapshot.names[node]} has "
+                    f"{self.extra_free[node].get(r, 0)} {r} free, {amount} needed"
+                )
                 return None
-            hint_key = (key, tuple(sorted(ps.requests)))
-            start = self._hint.get(hint_key, 0)
-            while start < len(eligible) and any(
-                eligible[start].free(r) <= 0 for r, amount in ps.requests.items() if amount > 0
-            ):
-                start += 1
-            self._hint[hint_key] = start
-            names: list[str] = []
-            for _ in range(ps.count):
-                for i in range(start, len(eligible)):
-                    node = eligible[i]
-                    if all(node.free(r) >= amount for r, amount in ps.requests.items()):
-                        for r, amount in ps.requests.items():
-                            node.used[r] = node.used.get(r, 0) + amount
-                        reserved.append((node, ps.requests))
-                        names.append(node.name)
-                        break
-                else:
-                    if reserved_before == 0:  # it failed on its own, not behind other pod sets
-                        self._no_fit[shape] = self._released
-                    self._undo(reserved)
-                    self.last_failed = ps.name
-                    return None
-            placement[ps.name] = names
-        return placement
+            for (node, r), amount in need.items():
+                self.extra_free[node][r] -= amount
+                taken.append((node, r, amount))
+        names: dict[str, list[str]] = {ps.name: [] for ps in wl.pod_sets}
+        for pod in result.pods:
+            names[pod.pod_set].append(pod.placement.node_name)
+        return NodePlacement(result, tuple(taken), names)
 
-    def _undo(self, reserved: list[tuple[NodeCapacity, ResourceList]]) -> None:
-        # back to the state before place(): no capacity is new, so no-fit memories stay valid
-        if reserved:
-            for node, requests in reserved:
-                self._release(node, requests)
-            self._hint.clear()
+    def _fail(self, gang_wl: Workload, reason: str) -> None:
+        """Name the pod set to blame: the one that cannot be placed on its own, else the first."""
+        self.last_reason = reason
+        self.last_failed = gang_wl.pod_sets[0].name
+        if len(gang_wl.pod_sets) == 1:
+            return
+        for ps in gang_wl.pod_sets:
+            alone = place_workload(self.snapshot, Workload(gang_wl.name, (ps,)), self.policy)
+            if isinstance(alone, Unschedulable):
+                self.last_failed = ps.name
+                return
+            release(self.snapshot, alone, self.policy)
 
-    def release(self, wl: AdmissionWorkload, placement: Mapping[str, list[str]]) -> None:
-        for ps in wl.pod_sets:
-            for node_name in placement.get(ps.name, ()):
-                self._release(self._by_name[node_name], ps.requests)
-        self._hint.clear()  # freed capacity may sit before any hint
+    def release(self, wl: AdmissionWorkload, placement: NodePlacement) -> None:
+        """Give back everything ``placement`` holds (eviction or finish)."""
+        release(self.snapshot, placement.gang, self.policy)
+        for node, r, amount in placement.extended:
+            self.extra_free[node][r] += amount
         self._released += 1
 
-    def reserve(self, wl: AdmissionWorkload, placement: Mapping[str, list[str]]) -> None:
+    def reserve(self, wl: AdmissionWorkload, placement: NodePlacement) -> None:
         """Reserve exactly ``placement`` again (undoing a :meth:`release`)."""
-        for ps in wl.pod_sets:
-            for node_name in placement.get(ps.name, ()):
-                node = self._by_name[node_name]
-                for r, amount in ps.requests.items():
-                    node.used[r] = node.used.get(r, 0) + amount
+        hooks = reserve_hooks(self.policy)
+        for pod in placement.gang.pods:
+            self.snapshot.reserve(pod.placement.node, pod.assignment)
+            if hooks is not None:
+                hooks.on_reserve(self.snapshot, pod.pod, pod.assignment)
+        for node, r, amount in placement.extended:
+            self.extra_free[node][r] -= amount
 
-    @staticmethod
-    def _release(node: NodeCapacity, requests: Mapping[str, int]) -> None:
-        for r, amount in requests.items():
-            node.used[r] = node.used.get(r, 0) - amount
+    def used(self, name: str) -> ResourceList:
+        """What is reserved on node ``name``: cpu, memory, whole GPUs in milli, extended."""
+        i = self.snapshot.index_of(name)
+        snap = self.snapshot
+        node = self.nodes[i]
+        out: ResourceList = {
+            CPU: int(snap.cpu_total[i] - snap.cpu_free[i]),
+            MEMORY: int(snap.mem_total[i] - snap.mem_free[i]),
+            GPU_MILLI: sum(1000 - int(f) for f in snap.gpu_free[i].tolist() if f >= 0),
+        }
+        for r, total in node.extra.items():
+            out[r] = total - self.extra_free[i].get(r, 0)
+        return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from gpuaas.engine.admission.nodes import NodePlacement
 from gpuaas.model.governance import (
     AdmissionWorkload,
     EvictionReason,
@@ -32,7 +33,7 @@ class AdmittedWorkload:
     usage: dict[FlavorResource, int]
     admitted_at: float
     sequence: int  # breaks ties between admissions at the same time: later is more recent
-    placement: dict[str, list[str]] | None = None  # pod set -> node per pod, when nodes are known
+    placement: NodePlacement | None = None  # the reserved pods, when nodes are known
     priority: int = 0
     frs: frozenset[FlavorResource] = frozenset()
     usage_key: tuple[tuple[FlavorResource, int], ...] = ()
@@ -54,8 +55,10 @@ class AdmittedWorkload:
 class ResourceTransformation:
     """Kueue's resource transformation: quota is charged ``outputs`` per unit of the input.
 
-    It is how a MIG slice or a GPU share is charged by its real size (Kueue #10108): e.g.
+    Kueue's way to charge a MIG slice or a GPU share by its size (Kueue #10108): e.g.
     ``nvidia.com/mig-1g.10gb`` -> ``{nvidia.com/gpu-memory: 10Gi, example.com/gpu-sevenths: 1}``.
+    gpuaas does this without any transformation for ClusterQueues that cover
+    ``gpuaas.io/gpu-milli`` (see :mod:`gpuaas.engine.admission.gpu_size`).
     ``retain`` keeps the input resource in the request as well (Kueue's ``Retain`` strategy).
     """
 

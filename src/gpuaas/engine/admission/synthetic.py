@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
-from gpuaas.engine.admission.nodes import NodeCapacity
+from gpuaas.engine.admission.nodes import node_from_capacity
 from gpuaas.model.governance import (
     AdmissionPodSet,
     AdmissionWorkload,
@@ -20,6 +20,7 @@ from gpuaas.model.governance import (
     ResourceQuota,
     WithinClusterQueue,
 )
+from gpuaas.model.node import Node
 
 GIB = 2**30
 FLAVORS = ("h100", "a100")
@@ -32,7 +33,7 @@ def build_benchmark(
     nodes: int = 0,
     seed: int = 1,
     reclaim: ReclaimWithinCohort = ReclaimWithinCohort.LOWER_PRIORITY,
-) -> tuple[Governance, list[AdmissionWorkload], list[NodeCapacity] | None]:
+) -> tuple[Governance, list[AdmissionWorkload], list[Node] | None]:
     """A governance configuration, its workloads and (optionally) nodes for the benchmark.
 
     Quota is sized so that about four in five workloads fit: the run exercises admission,
@@ -98,7 +99,7 @@ def build_benchmark(
     node_list = None
     if nodes:
         node_list = [
-            NodeCapacity(
+            node_from_capacity(
                 f"node-{k}",
                 {"gpu": FLAVORS[k % len(FLAVORS)]},
                 {"cpu": 128_000, "memory": 2048 * GIB, "nvidia.com/gpu": 8},

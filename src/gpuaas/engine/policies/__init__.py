@@ -7,7 +7,7 @@ from gpuaas.engine.policies.bestfit import BestFitPolicy
 from gpuaas.engine.policies.clustering import GpuClusteringPolicy
 from gpuaas.engine.policies.default import DEFAULT_POLICY, GpuaasPolicy
 from gpuaas.engine.policies.dotprod import DotProductPolicy
-from gpuaas.engine.policies.fgd import FgdPolicy
+from gpuaas.engine.policies.fgd import FGD_POPULARITY, FGD_STEP, FgdPolicy
 from gpuaas.engine.policies.packing import GpuPackingPolicy
 from gpuaas.engine.policies.random import RandomPolicy
 
@@ -49,8 +49,7 @@ def make_policy(name: str, mix: TaskMix | None = None, seed: int = 0) -> Policy:
     if key == "fgd":
         if mix is None:
             raise ValueError("policy fgd needs the target task mix")
-        fgd_mix = mix.reduce(with_memory=False)
-        return FgdPolicy(fgd_mix)
+        return FgdPolicy(mix.reduce(FGD_POPULARITY, FGD_STEP, with_memory=False))
     if key == DEFAULT_POLICY:
         return GpuaasPolicy(mix)
     raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
