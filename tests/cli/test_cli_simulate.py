@@ -199,3 +199,18 @@ def test_queues_replay_kueue_quotas(gen: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["simulate", "--trace", f"gen:{gen}", "--queues", str(bad)])
     assert result.exit_code == 2
     assert "tenant prod" in result.output and "Traceback" not in result.output
+
+
+def test_a_fleet_file_with_tainted_gpu_nodes(gen: Path) -> None:
+    """The demo inventory taints its GPU nodes with nvidia.com/gpu; GPU pods tolerate that taint
+    (as Kubernetes' ExtendedResourceToleration adds), so every job runs."""
+    import gpuaas.supply
+
+    demo = Path(gpuaas.supply.__file__).parent / "data" / "demo-fleet.yaml"
+    result = runner.invoke(
+        app, ["simulate", "--fleet", str(demo), "--trace", f"gen:{gen}", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["jobs"]["finished"] == out["jobs"]["total"]
+    assert out["fleet"] == str(demo)

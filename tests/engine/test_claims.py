@@ -268,3 +268,32 @@ def test_claims_never_overcommit_and_release_exactly(ops, seed: int) -> None:
     for r in reversed(live):
         release(snap, r, policy)
     assert snap.state() == initial
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**16), st.integers(5, 120))
+def test_incremental_claim_filter_equals_a_fresh_one(seed: int, steps: int) -> None:
+    """The per-node claim feasibility kept across decisions (recomputed only where the
+    snapshot's node versions moved) equals one computed from scratch, through reservations
+    and releases."""
+    from gpuaas.sim.synthetic import synthetic_device_classes, synthetic_workloads
+
+    fleet = synthetic_fleet(FleetSpec(nodes=64), seed=seed % 5)
+    snap = Snapshot.from_nodes(fleet)
+    classes = synthetic_device_classes()
+    kept = DeviceClaims.build(fleet, classes)
+    fresh = DeviceClaims.build(fleet, classes)
+    mix = synthetic_workloads(300, seed=seed)
+    probes = [c for w in mix for ps in w.pod_sets for c in ps.pod.claims]
+    assert probes, "the mix has DRA claims"
+    policy = make_policy("packing")
+    running: list[GangPlacement] = []
+    for i, workload in enumerate(mix[:steps]):
+        result = place_workload(snap, workload, policy, claims=kept)
+        if isinstance(result, GangPlacement):
+            running.append(result)
+        if i % 3 == 0 and running:
+            release(snap, running.pop(0), policy)
+        claim = probes[i % len(probes)]
+        fresh._best.clear()
+        assert kept.feasible(snap, [claim]).tolist() == fresh.feasible(snap, [claim]).tolist()

@@ -113,7 +113,7 @@ def _run(
         TimeElapsedColumn(),
         console=console,
         transient=True,
-        disable=quiet,
+        disable=quiet or not console.is_terminal,  # no bar in logs and pipes
     ) as progress:
         task = progress.add_task(label, total=len(inputs.jobs))
 

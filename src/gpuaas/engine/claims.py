@@ -297,6 +297,10 @@ class DeviceClaims:
     _verdicts: dict[tuple[object, ...], bool] = field(default_factory=dict)
     _claim_classes: dict[tuple[str, ...], DeviceClass] = field(default_factory=dict)
     _profile_ids: dict[str, int] = field(default_factory=dict)
+    #: Per claim index: (snapshot uid, node versions seen, most free devices per node).
+    _best: dict[tuple[object, ...], tuple[int, np.ndarray, np.ndarray]] = field(
+        default_factory=dict
+    )
 
     @classmethod
     def build(cls, nodes: Sequence[Node], classes: Iterable[DeviceClass]) -> DeviceClaims:
@@ -411,17 +415,58 @@ class DeviceClaims:
         for i, claim in enumerate(claims):
             _check_claim(claim, f"claims[{i}]")
             index = self._index(snap, claim, f"claims[{i}]")
-            if index.dense is not None:
-                free = np.einsum("ij->i", ((snap.gpu_free == MILLI) & index.dense).view(np.int8))
-                mask &= free >= claim.count
-                continue
+            key = (claim.device_class, claim.selectors, claim.match_attributes)
+            mask &= self._best_free(snap, key, index) >= claim.count
+        return mask
+
+    def _best_free(self, snap: Snapshot, key: tuple[object, ...], index: _ClaimIndex) -> np.ndarray:
+        """Per node, the most free matching devices in one group (int64[N]), kept
+        incrementally: only nodes whose snapshot version moved since the last call are
+        recomputed, so a claim decision costs what changed, not the fleet's devices."""
+        cached = self._best.get(key)
+        if cached is None or cached[0] != snap.uid or len(cached[1]) != snap.size:
+            best = self._best_of(snap, index, None)
+            self._best[key] = (snap.uid, snap.version.copy(), best)
+            return best
+        _, version, best = cached
+        changed = np.flatnonzero(version != snap.version)
+        if len(changed) > snap.size // 8:
+            best[:] = self._best_of(snap, index, None)
+        elif len(changed):
+            best[changed] = self._best_of(snap, index, changed)
+        version[changed] = snap.version[changed]
+        return best
+
+    def _best_of(self, snap: Snapshot, index: _ClaimIndex, nodes: np.ndarray | None) -> np.ndarray:
+        """:meth:`_best_free` computed afresh for ``nodes`` (None: the whole fleet)."""
+        if index.dense is not None:
+            sel = slice(None) if nodes is None else nodes
+            match = (snap.gpu_free[sel] == MILLI) & index.dense[sel]
+            return np.einsum("ij->i", match.view(np.int8)).astype(np.int64)
+        if nodes is None:
             best = np.zeros(snap.size, dtype=np.int64)
             if len(index.pair_node):
                 free = self._free(snap, index, slice(None))
                 per_pair = np.bincount(index.pair, weights=free, minlength=len(index.pair_node))
                 best[index.pair_nodes] = np.maximum.reduceat(per_pair, index.pair_starts)
-            mask &= best >= claim.count
-        return mask
+            return best
+        starts = index.node_start[nodes]
+        lengths = index.node_start[nodes + 1] - starts
+        local = np.zeros(len(nodes), dtype=np.int64)
+        total = int(lengths.sum())
+        if total == 0:
+            return local
+        # the device rows of ``nodes``: [start, start + length) for each, concatenated
+        offsets = np.cumsum(lengths) - lengths
+        rows = np.arange(total) - np.repeat(offsets - starts, lengths)
+        free = self._free(snap, index, rows)
+        pairs, inverse = np.unique(index.pair[rows], return_inverse=True)
+        per_pair = np.bincount(inverse, weights=free, minlength=len(pairs)).astype(np.int64)
+        owner = np.repeat(np.arange(len(nodes)), lengths)  # position in ``nodes`` per row
+        pair_owner = np.zeros(len(pairs), dtype=np.int64)
+        pair_owner[inverse] = owner
+        np.maximum.at(local, pair_owner, per_pair)
+        return local
 
     def allocate(
         self,

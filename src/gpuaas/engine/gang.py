@@ -166,10 +166,12 @@ def _place_in_scope(
     placed: list[PodPlacement],
     feasible: np.ndarray | None = None,
     sampling: NodeSampling | None = None,
+    explain: bool = True,
 ) -> Unschedulable | None:
     """Reserve ``pod_set.count`` pods within ``nodes``; on failure unreserve this set's pods.
     ``feasible``: the claim filter, when already computed for the first pod. ``nodes`` come
-    from the topology module (domain members), so they are not re-validated per pod."""
+    from the topology module (domain members), so they are not re-validated per pod.
+    ``explain=False`` when the caller discards the reason of a failure (a pack scope)."""
     start = len(placed)
     pod = pod_set.pod
     shape = PodShape.of(pod)
@@ -180,7 +182,7 @@ def _place_in_scope(
             )
         else:
             state = CycleState(pod=pod, shape=shape, rng=rng)
-            result = place_nodes(snap, state, policy, nodes, sampling=sampling)
+            result = place_nodes(snap, state, policy, nodes, sampling=sampling, explain=explain)
         if isinstance(result, Unschedulable):
             _rollback(snap, placed, start, hooks)
             return result
@@ -259,6 +261,7 @@ def place_workload(
                         placed,
                         feasible,
                         sampling,
+                        explain=False,
                     )
                     if tried is None:
                         scope_name = scope.description

@@ -176,6 +176,7 @@ def place_nodes(
     nodes: np.ndarray | None,
     filters: tuple[FilterPlugin, ...] = DEFAULT_FILTERS,
     sampling: NodeSampling | None = None,
+    explain: bool = True,
 ) -> Placement | Unschedulable:
     """:func:`place_shape` for trusted ``nodes`` (int indices within the fleet, e.g. a
     topology domain's members; None for the whole fleet), without re-validating them.
@@ -183,10 +184,13 @@ def place_nodes(
     With the default filters the fused :func:`~gpuaas.engine.framework.feasible_nodes` runs
     first; the per-filter chain (which names why nodes were removed) only runs to explain an
     empty result, so a successful decision pays for a few vector compares, not six plugins.
+    ``explain=False`` skips that too (the caller will try elsewhere and drop the reason).
     """
     total = snapshot.size if nodes is None else len(nodes)
     if filters is DEFAULT_FILTERS:
         feasible = feasible_nodes(state, snapshot, nodes)
+        if len(feasible) == 0 and not explain:
+            return Unschedulable(f"0/{total} nodes fit")
     else:
         feasible = np.empty(0, dtype=np.int64)
     if len(feasible) == 0:

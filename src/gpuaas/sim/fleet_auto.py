@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from gpuaas.model.devices import PartitionMode
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.node import Node
 from gpuaas.sim.synthetic import H100, NODE_SHAPES, FleetSpec, synthetic_fleet
@@ -78,8 +79,11 @@ def auto_fleet(jobs: Sequence[SimJob], load: float = 0.85, seed: int = 0) -> lis
 
 
 def offered_load(jobs: Sequence[SimJob], nodes: Sequence[Node]) -> float:
-    """Offered GPU load of ``jobs`` on ``nodes`` (whole GPUs)."""
-    gpus = sum(len(node.gpus) for node in nodes)
+    """Offered GPU load of ``jobs`` on ``nodes`` (whole-mode GPUs: the ones a job of whole GPUs
+    can take; MIG and time-sliced GPUs are left out)."""
+    gpus = sum(
+        1 for node in nodes for gpu in node.gpus if gpu.partition.mode is PartitionMode.WHOLE
+    )
     if gpus == 0:
         return math.inf
     return offered_gpu_seconds(jobs) / (arrival_span(jobs) * gpus)

@@ -8,8 +8,7 @@ cohort reclamation, fair sharing) become evictions in the simulation, with the s
 checkpoint accounting as elsewhere. A job's tenant names its LocalQueue (``namespace/name``, or
 just the name when it is unique; with a single LocalQueue every job goes there).
 
-The engine has no call for a finished workload yet, so a finish is an eviction of the workload
-followed by dropping it from its pending queue: quota and devices are given back either way.
+A finished job calls the engine's ``finish``, which gives back its quota and devices.
 Node failures and scale events are not combined with queues (the engine owns the fleet here).
 """
 
@@ -19,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine
 from gpuaas.model.errors import InvalidValue
-from gpuaas.model.governance import AdmissionPodSet, AdmissionWorkload, EvictionReason, Governance
+from gpuaas.model.governance import AdmissionPodSet, AdmissionWorkload, Governance
 from gpuaas.model.node import Node
 from gpuaas.model.resources import CPU, MEMORY, NVIDIA_GPU
 from gpuaas.sim.simulate import QUEUED, RUNNING, SimConfig, SimResult, Simulator
@@ -56,7 +55,15 @@ def admission_workload(job: SimJob, queue: str) -> AdmissionWorkload:
             requests[CPU] = pod.cpu_milli
         if pod.memory_bytes:
             requests[MEMORY] = pod.memory_bytes
-        pod_sets.append(AdmissionPodSet(ps.name, ps.count, requests))
+        pod_sets.append(
+            AdmissionPodSet(
+                ps.name,
+                ps.count,
+                requests,
+                node_selector=dict(pod.node_selector),
+                tolerations=pod.tolerations,
+            )
+        )
     return AdmissionWorkload(job.name, queue, tuple(pod_sets), job.priority, job.submit)
 
 
@@ -99,12 +106,8 @@ class QueuedSimulator(Simulator):
     def _finish(self, i: int, t: float) -> None:
         super()._finish(i, t)
         name = self.jobs[i].name
-        aw = self.engine.admitted.get(name)
-        if aw is not None:
-            self.engine.evict(name, EvictionReason.IN_CLUSTER_QUEUE)
-            del self.engine.pending[aw.cluster_queue][name]
-            self.engine.evictions.pop()
-            self.engine.reasons.pop(name, None)
+        if name in self.engine.admitted:
+            self.engine.finish(name)
 
     def _schedule(self, t: float) -> None:
         if not (self.freed or self.new):

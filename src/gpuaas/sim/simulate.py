@@ -227,9 +227,9 @@ class Simulator:
         self.extra = 0
         self.shadow_free: np.ndarray | None = None
         self.head_shape: tuple[object, int, int] = ((), 0, 0)
-        self.failed_shapes: dict[object, list[tuple[int, int]]] = {}
+        self.failed_shapes: dict[object, list[tuple[int, int, str]]] = {}
         #: shapes that would delay the reserved head (same dominance rule), until the next reset
-        self.bf_failed: dict[object, list[tuple[int, int]]] = {}
+        self.bf_failed: dict[object, list[tuple[int, int, str]]] = {}
         self.blockers: dict[int, Assignment] = {}
         self.blocked_milli = 0
         self.down: set[int] = set()  # failed nodes
@@ -407,23 +407,29 @@ class Simulator:
 
     # ------------------------------------------------------------------ scheduling
     def _known_to_fail(
-        self, i: int, cache: dict[object, list[tuple[int, int]]] | None = None
-    ) -> bool:
+        self, i: int, cache: dict[object, list[tuple[int, int, str]]] | None = None
+    ) -> str | None:
+        """The reason a job of the same shape and no larger failed (since the last reset)."""
         key, g, c = self.shape[i]
         failed = (self.failed_shapes if cache is None else cache).get(key)
         if not failed:
-            return False
-        if g == 0 and c == 0:
-            return True
-        return any(fg <= g and fc <= c for fg, fc in failed)
+            return None
+        for fg, fc, reason in failed:
+            if (g == 0 and c == 0) or (fg <= g and fc <= c):
+                return reason
+        return None
 
     def _try(self, i: int) -> GangPlacement | None:
-        if self._known_to_fail(i):
+        known = self._known_to_fail(i)
+        if known is not None:
+            self.reasons[i] = (
+                f"does not fit; a job of the same shape and no larger did not: {known}"
+            )
             return None
         result = place_workload(self.snap, self.jobs[i].workload, self.policy, rng=self.rng)
         if isinstance(result, Unschedulable):
             key, g, c = self.shape[i]
-            self.failed_shapes.setdefault(key, []).append((g, c))
+            self.failed_shapes.setdefault(key, []).append((g, c, result.reason))
             self.reasons[i] = result.reason
             return None
         return result
@@ -575,7 +581,7 @@ class Simulator:
                 ends_before = t + self._declared_remaining(i) <= self.shadow
                 if not ends_before and (
                     (self.shadow_free is None and self.milli[i] > self.extra)
-                    or self._known_to_fail(i, self.bf_failed)
+                    or self._known_to_fail(i, self.bf_failed) is not None
                 ):
                     self.reasons[i] = "would delay the reserved head of the queue (backfill)"
                     continue
@@ -584,7 +590,7 @@ class Simulator:
                 if self.blocked and not ends_before and not self._backfill_ok(i, placed):
                     release(self.snap, placed, self.policy)
                     key, g, c = self.shape[i]
-                    self.bf_failed.setdefault(key, []).append((g, c))
+                    self.bf_failed.setdefault(key, []).append((g, c, "it would delay the head"))
                     self.reasons[i] = "would delay the reserved head of the queue (backfill)"
                     continue
                 self._start(i, placed, t)

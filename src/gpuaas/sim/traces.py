@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
-from gpuaas.model.node import Node
+from gpuaas.model.node import Node, Toleration
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import PodRequest, PodSet, TopologyMode, TopologyRequest, Workload
 from gpuaas.sim.openb import load_openb_pods, model_aliases, to_request
@@ -30,6 +30,9 @@ from gpuaas.sim.openb import load_openb_pods, model_aliases, to_request
 #: GPUs per node the ITP clusters had: larger jobs are gangs of 8-GPU pods.
 ITP_GPUS_PER_POD = 8
 _PREFER_RACK = TopologyRequest(Level.RACK, TopologyMode.PREFERRED)
+#: What Kubernetes' ExtendedResourceToleration admission plugin adds to a pod asking for
+#: ``nvidia.com/gpu``: GPU nodes are commonly tainted with that key to keep other pods off.
+GPU_TOLERATION = (Toleration(key="nvidia.com/gpu", operator="Exists"),)
 
 
 class TraceError(GpuaasError):
@@ -63,16 +66,27 @@ class SimJob:
         return self.limit if self.limit > 0 else self.duration
 
 
+_PODS: dict[int, PodRequest] = {}
+
+
+def _gpu_pod(gpus: int) -> PodRequest:
+    pod = _PODS.get(gpus)
+    if pod is None:
+        pod = _PODS[gpus] = PodRequest(gpus=gpus, tolerations=GPU_TOLERATION)
+    return pod
+
+
 def itp_workload(name: str, gpus: int, priority: int = 0) -> Workload:
     """One ITP job as a workload: up to 8 GPUs is one pod, more is a gang of 8-GPU pods
-    (preferring one rack), with a smaller last pod when the count is not a multiple of 8."""
+    (preferring one rack), with a smaller last pod when the count is not a multiple of 8.
+    Pods tolerate the ``nvidia.com/gpu`` taint, as Kubernetes adds for GPU requests."""
     if gpus <= ITP_GPUS_PER_POD:
-        sets = (PodSet("main", 1, PodRequest(gpus=gpus)),)
+        sets = (PodSet("main", 1, _gpu_pod(gpus)),)
     else:
         full, rest = divmod(gpus, ITP_GPUS_PER_POD)
-        sets = (PodSet("workers", full, PodRequest(gpus=ITP_GPUS_PER_POD), _PREFER_RACK),)
+        sets = (PodSet("workers", full, _gpu_pod(ITP_GPUS_PER_POD), _PREFER_RACK),)
         if rest:
-            sets += (PodSet("rest", 1, PodRequest(gpus=rest)),)
+            sets += (PodSet("rest", 1, _gpu_pod(rest)),)
     return Workload(name, sets, priority)
 
 

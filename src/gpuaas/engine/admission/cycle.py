@@ -184,8 +184,10 @@ class AdmissionEngine:
         if wl.name in self._known:
             raise InvalidValue(f"workload {wl.name}", "name is used twice")
         cq_name = self.cluster_queue_of(wl)
+        by_size = GPU_MILLI in self._group_of[cq_name]
         for ps in wl.pod_sets:
-            gpu_milli(ps.requests, f"workload {wl.name}: podSets.{ps.name}.requests")
+            if by_size:  # the charge needs the MIG profile's size: an unknown one is an error
+                gpu_milli(ps.requests, f"workload {wl.name}: podSets.{ps.name}.requests")
             if self.pool is not None:
                 pod_request(
                     ps.requests, {}, (), f"workload {wl.name}: podSets.{ps.name}"
