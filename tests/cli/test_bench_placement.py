@@ -67,3 +67,24 @@ def test_pack_option() -> None:
     result = runner.invoke(app, ["bench", "placement", "--nodes", "5", "--pack", "shelf"])
     assert result.exit_code == 2
     assert "unknown topology level" in result.output
+
+
+def test_node_sampling_options() -> None:
+    sampled = run_placement_bench(300, 400, seed=1, pack_level=None)
+    assert sampled["nodes_to_score"] == "adaptive"
+    assert sampled["sampled_placements"] > 0  # --pack none: every single pod sees 300 nodes
+    assert sampled["unscored_feasible_nodes"] > 0
+    full = run_placement_bench(300, 400, seed=1, pack_level=None, score_percentage=None)
+    assert full["nodes_to_score"] == "all" and full["sampled_placements"] == 0
+    result = runner.invoke(
+        app,
+        ["bench", "placement", "--nodes", "40", "--workloads", "50", "--score-all", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["nodes_to_score"] == "all"
+    result = runner.invoke(
+        app,
+        ["bench", "placement", "--nodes", "5", "--percentage-of-nodes-to-score", "150"],
+    )
+    assert result.exit_code == 2 and "within 0..100" in result.output
+    assert "Traceback" not in result.output

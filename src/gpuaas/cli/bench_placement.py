@@ -303,8 +303,8 @@ def bench_placement(
     )
     if result["sampled_placements"]:
         console.print(
-            f"node sampling cut {result['sampled_placements']:,} placements short of "
-            f"{result['unscored_feasible_nodes']:,} feasible nodes in all"
+            f"node sampling scored a sample in {result['sampled_placements']:,} placements, "
+            f"leaving {result['unscored_feasible_nodes']:,} feasible nodes unscored in all"
         )
     console.print(
         f"setup {result['setup_seconds']} s, released {result['released']:,} workloads "

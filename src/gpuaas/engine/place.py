@@ -203,12 +203,15 @@ def place_nodes(
     if sampling is not None:
         nodes = sampling.pick(nodes, total)
     scores = policy.score(state, snapshot, nodes)
-    best = scores.max()
-    top = np.flatnonzero(scores == best)
-    if len(top) > 1 and state.rng is not None:
-        pick = int(top[int(state.rng.integers(len(top)))])
+    if len(scores) == 1:
+        pick, best = 0, scores[0]
     else:
-        pick = int(top[0])
+        best = scores.max()
+        top = np.flatnonzero(scores == best)
+        if len(top) > 1 and state.rng is not None:
+            pick = int(top[int(state.rng.integers(len(top)))])
+        else:
+            pick = int(top[0])
     node = int(nodes[pick])
     state.data["pick"] = pick
     assignment = policy.assign(state, snapshot, node)

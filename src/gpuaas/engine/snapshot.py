@@ -292,12 +292,14 @@ class Snapshot:
         n = a.node
         if a.cpu_milli > self.cpu_free[n] or a.memory_bytes > self.mem_free[n]:
             raise OvercommitError(f"{self.names[n]}: insufficient cpu or memory")
-        taken: dict[int, int] = {}
-        for g, milli in a.gpu_milli:
-            taken[g] = taken.get(g, 0) + milli
-        for g, milli in taken.items():
-            if milli <= 0 or self.gpu_free[n, g] < milli:
-                raise OvercommitError(f"{self.names[n]}: GPU {g} has {self.gpu_free[n, g]} free")
+        if a.gpu_milli:
+            taken: dict[int, int] = {}
+            for g, milli in a.gpu_milli:
+                taken[g] = taken.get(g, 0) + milli
+            row = self.gpu_free[n].tolist()
+            for g, milli in taken.items():
+                if milli <= 0 or row[g] < milli:
+                    raise OvercommitError(f"{self.names[n]}: GPU {g} has {row[g]} free")
         seen = set()
         for g, k in a.mig:
             p = self.mig_profile_of.get((n, g, k))
