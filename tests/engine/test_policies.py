@@ -261,3 +261,57 @@ def test_hole_waste_is_between_nothing_and_the_whole_hole(
     assert (waste[h < min(sizes)] == h[h < min(sizes)]).all()  # nothing fits: wasted whole
     chance = model.fill_chance(snap)
     assert ((chance >= 0) & (chance <= 1)).all()
+
+
+@given(
+    keys=st.lists(st.integers(0, 6), max_size=90),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=60, deadline=None)
+def test_unique_states_match_numpy_unique(keys: list[int], seed: int) -> None:
+    """The dict path for few candidates must give exactly np.unique's representatives (first
+    occurrences, ordered by state id) and inverse, or scores would be evaluated in another
+    order and decisions could change."""
+    frag = FragModel(mix_of(PodRequest(cpu_milli=1000, gpus=1)))
+    frag.key = np.random.default_rng(seed).permutation(np.array(keys + [0] * 10, dtype=np.int64))
+    nodes = np.random.default_rng(seed + 1).permutation(len(frag.key))[: len(keys)]
+    reps, inverse = frag.unique(nodes)
+    _, first, inv = np.unique(frag.key[nodes], return_index=True, return_inverse=True)
+    assert reps.tolist() == nodes[first].tolist()
+    assert inverse.tolist() == inv.tolist()
+    assert frag.key[reps[inverse]].tolist() == frag.key[nodes].tolist()
+
+
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 8000), st.integers(-5000, 200_000), st.integers(-GI, 512 * GI)),
+        min_size=1,
+        max_size=20,
+    ),
+    cpu=st.integers(0, 64_000),
+    mem=st.integers(0, 64 * GI),
+    share=st.sampled_from([0, 100, 350, 900]),
+)
+@settings(max_examples=60, deadline=None)
+def test_scalar_stranding_equals_the_vectorised_one(
+    rows: list[tuple[int, int, int]], cpu: int, mem: int, share: int
+) -> None:
+    """The plain-Python stranding growth used for few candidates must equal the numpy one
+    bit for bit, or decisions could change."""
+    policy = make_policy(
+        "gpuaas",
+        mix_of(
+            PodRequest(cpu_milli=8000, memory_bytes=32 * GI, gpus=1),
+            PodRequest(cpu_milli=2000, memory_bytes=4 * GI, gpus=1, gpu_milli=300),
+        ),
+    )
+    shape = PodShape.of(
+        PodRequest(cpu_milli=cpu, memory_bytes=mem, gpus=1, gpu_milli=share or 1000)
+    )
+    free = np.array([float(r[0]) for r in rows])
+    cpus = np.array([r[1] for r in rows], dtype=np.int64)
+    mems = np.array([r[2] for r in rows], dtype=np.int64)
+    want = policy.stranded(free - shape.milli, cpus - shape.cpu, mems - shape.mem)
+    want -= policy.stranded(free, cpus, mems)
+    got = policy._strand_growth(free.tolist(), cpus.tolist(), mems.tolist(), shape)
+    assert got == want.tolist()

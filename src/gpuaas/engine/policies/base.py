@@ -171,7 +171,7 @@ class FragModel:
         self.T = np.zeros(n, dtype=np.float64)
         self.F = np.zeros(n, dtype=np.float64)
         self.key = np.zeros(n, dtype=np.int64)
-        self._ids: dict[bytes, int] = {}
+        self._ids: dict[tuple[int, ...], int] = {}
         # access[model + 1, m]: may type m use a node of that model (row 0: nodes without GPUs)
         access = np.zeros((len(snap.model_names) + 1, kk), dtype=bool)
         for j, i in enumerate(self.g_idx.tolist()):
@@ -187,24 +187,44 @@ class FragModel:
         stale = nodes[self._version[nodes] != snap.version[nodes]]
         if len(stale) == 0:
             return
-        gf = snap.gpu_free[stale]
-        present = gf >= 0
-        free = np.where(present, gf, 0).astype(np.float64)
-        d = self.d.astype(np.float64)
-        small = (free[:, :, None] < d[None, None, :]) & present[:, :, None]
-        self.S[stale] = (free[:, :, None] * small).sum(axis=1)
-        self.C[stale] = ((gf[:, :, None] >= d[None, None, :]) & present[:, :, None]).sum(axis=1)
-        self.T[stale] = free.sum(axis=1)
-        self._version[stale] = snap.version[stale]
         ids = self._ids
-        for i in stale.tolist():
+        if len(stale) == 1:
+            # the usual case (only the node just placed on moved): sort the row's free milli
+            # once; per type, the GPUs too small are a prefix (one searchsorted). S, C and T
+            # are sums of integers, so they equal the vectorised path's exactly
+            i = int(stale[0])
+            row = sorted(f for f in snap.gpu_free[i].tolist() if f >= 0)
+            prefix = [0]
+            for f in row:
+                prefix.append(prefix[-1] + f)
+            cut = np.searchsorted(np.array(row, dtype=np.int64), self.d, side="left")
+            self.S[i] = np.array(prefix, dtype=np.float64)[cut]
+            self.C[i] = len(row) - cut
+            self.T[i] = float(prefix[-1])
+            self._version[i] = snap.version[i]
             state = (
-                np.array(
-                    [snap.model_of_node[i], snap.cpu_free[i], snap.mem_free[i]], dtype=np.int64
-                ).tobytes()
-                + snap.gpu_free[i].tobytes()
+                int(snap.model_of_node[i]),
+                int(snap.cpu_free[i]),
+                int(snap.mem_free[i]),
+                *snap.gpu_free[i].tolist(),
             )
             self.key[i] = ids.setdefault(state, len(ids))
+        else:
+            gf = snap.gpu_free[stale]
+            present = gf >= 0
+            free = np.where(present, gf, 0).astype(np.float64)
+            d = self.d.astype(np.float64)
+            small = (free[:, :, None] < d[None, None, :]) & present[:, :, None]
+            self.S[stale] = (free[:, :, None] * small).sum(axis=1)
+            self.C[stale] = ((gf[:, :, None] >= d[None, None, :]) & present[:, :, None]).sum(axis=1)
+            self.T[stale] = free.sum(axis=1)
+            self._version[stale] = snap.version[stale]
+            # one id per distinct state (model, free CPU, free memory, free milli per slot):
+            # one numpy call for all stale rows, then plain tuples (cheaper than bytes per node)
+            rows = np.column_stack(
+                (snap.model_of_node[stale], snap.cpu_free[stale], snap.mem_free[stale], gf)
+            ).tolist()
+            self.key[stale] = [ids.setdefault(tuple(row), len(ids)) for row in rows]
         self.F[stale] = self.evaluate(
             snap,
             stale,
@@ -219,8 +239,21 @@ class FragModel:
         """Representatives of ``nodes`` with pairwise different states (model, free CPU, free
         memory, free milli per GPU slot) and, per node, the index of its representative: equal
         states score equally, so only representatives are evaluated. Call after refresh."""
-        _, first, inverse = np.unique(self.key[nodes], return_index=True, return_inverse=True)
-        return nodes[first], inverse
+        keys = self.key[nodes].tolist()
+        if len(keys) > 64:
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            return nodes[first], inverse
+        # few candidates: a dict beats np.unique's sorts; same result (representatives are
+        # first occurrences, ordered by key, as np.unique gives them)
+        firsts: dict[int, int] = {}
+        for i, k in enumerate(keys):
+            firsts.setdefault(k, i)
+        order = sorted(firsts)
+        slot = {k: j for j, k in enumerate(order)}
+        return (
+            nodes[[firsts[k] for k in order]],
+            np.array([slot[k] for k in keys], dtype=np.intp),
+        )
 
     def evaluate(
         self,
@@ -266,6 +299,10 @@ class FragModel:
         return self.evaluate(snap, nodes, S, C, T, cpu, mem)
 
 
+#: strictly-lower-triangular masks by GPU slot count (slot g stands for equal slots after it)
+_BELOW: dict[int, np.ndarray] = {}
+
+
 def share_options(snap: Snapshot, nodes: np.ndarray, share: int) -> tuple[np.ndarray, np.ndarray]:
     """(row, gpu) pairs of GPUs that can take a share, one per distinct free value per node
     (GPUs with equal free give equal outcomes; the lowest slot stands for them)."""
@@ -273,7 +310,10 @@ def share_options(snap: Snapshot, nodes: np.ndarray, share: int) -> tuple[np.nda
     ok = gf >= share
     g = gf.shape[1]
     if g > 1:
-        same = (gf[:, :, None] == gf[:, None, :]) & np.tril(np.ones((g, g), dtype=bool), -1)
+        below = _BELOW.get(g)
+        if below is None:  # built once per slot count: np.tril costs more than the test itself
+            below = _BELOW[g] = np.tril(np.ones((g, g), dtype=bool), -1)
+        same = (gf[:, :, None] == gf[:, None, :]) & below
         ok &= ~same.any(axis=2)
     rows, gpus = np.nonzero(ok)
     return rows, gpus

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaas.engine.framework import CycleState, PodShape
-from gpuaas.engine.policies.base import FragModel, Policy, TaskMix, fullness, share_options
+from gpuaas.engine.policies.base import FragModel, Policy, TaskMix, share_options
 from gpuaas.engine.snapshot import MILLI, Snapshot
 
 DEFAULT_POLICY = "gpuaas"
@@ -189,6 +189,25 @@ class GpuaasPolicy(Policy):
             out = np.maximum(out, free - mem / self.mem_per_milli)
         return out
 
+    def _strand_growth(
+        self, free: list[float], cpu: list[int], mem: list[int], shape: PodShape
+    ) -> list[float]:
+        """:meth:`stranded` after placing ``shape`` minus before, element by element."""
+        cpm, mpm = self.cpu_per_milli, self.mem_per_milli
+        milli, c, m = shape.milli, shape.cpu, shape.mem
+        out: list[float] = []
+        for f, u, v in zip(free, cpu, mem, strict=True):
+            a = b = 0.0
+            f2 = f - milli
+            if cpm > 0:
+                a = max(a, f2 - (u - c) / cpm)
+                b = max(b, f - u / cpm)
+            if mpm > 0:
+                a = max(a, f2 - (v - m) / mpm)
+                b = max(b, f - v / mpm)
+            out.append(a - b)
+        return out
+
     def score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
         shape = state.shape
         if shape.mig or shape.replicas:
@@ -211,11 +230,24 @@ class GpuaasPolicy(Policy):
         frag = self.frag
         assert frag is not None
         before = frag.F[nodes]
-        free = fullness(snap, nodes).astype(np.float64)
-        cpu = snap.cpu_free[nodes]
-        mem = snap.mem_free[nodes]
-        strand = self.stranded(free - shape.milli, cpu - shape.cpu, mem - shape.mem)
-        strand -= self.stranded(free, cpu, mem)
+        # = fullness(snap, nodes): FragModel.T holds it, fresh for every candidate
+        free = frag.T[nodes]
+        if len(nodes) <= 32:
+            # few candidates: the stranding growth in plain Python (per-call numpy overhead
+            # dominates here); the same float operations in the same order, so equal values
+            strand = np.array(
+                self._strand_growth(
+                    free.tolist(),
+                    snap.cpu_free[nodes].tolist(),
+                    snap.mem_free[nodes].tolist(),
+                    shape,
+                )
+            )
+        else:
+            cpu = snap.cpu_free[nodes]
+            mem = snap.mem_free[nodes]
+            strand = self.stranded(free - shape.milli, cpu - shape.cpu, mem - shape.mem)
+            strand -= self.stranded(free, cpu, mem)
         strand += self.pressure(snap)[snap.model_of_node[nodes] + 1] * shape.milli
         left = free - shape.milli
         if not shape.share:
