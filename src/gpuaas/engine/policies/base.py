@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -77,23 +78,8 @@ class TaskMix:
             raise ValueError("a task mix needs at least one task")
         ordered = counts.most_common()
         total = sum(counts.values())
-        keep = len(ordered)
-        if popularity < 1.0:
-            covered, keep = 0, 0
-            while covered < popularity * total and keep < len(ordered):
-                nxt = min(keep + step, len(ordered))
-                covered += sum(n for _, n in ordered[keep:nxt])
-                keep = nxt
-        chosen = ordered[:keep]
-        weight = np.array([n for _, n in chosen], dtype=np.float64)
-        return cls(
-            cpu=np.array([k[0] for k, _ in chosen], dtype=np.int64),
-            mem=np.array([k[1] for k, _ in chosen], dtype=np.int64),
-            gpus=np.array([k[2] for k, _ in chosen], dtype=np.int64),
-            per_gpu=np.array([k[3] for k, _ in chosen], dtype=np.int64),
-            models=tuple(k[4] for k, _ in chosen),
-            prob=weight / weight.sum(),
-        )
+        cut = popularity * total if popularity < 1.0 else None
+        return cls._of_types(ordered, cut, step)
 
     def reduce(self, popularity: float = 1.0, step: int = 10, with_memory: bool = True) -> TaskMix:
         """Merge types that differ only by memory (unless ``with_memory``) and keep the most
@@ -109,16 +95,28 @@ class TaskMix:
             )
             weights[key] = weights.get(key, 0.0) + float(self.prob[i])
         ordered = sorted(weights.items(), key=lambda kv: -kv[1])
+        cut = popularity - 1e-12 if popularity < 1.0 else None
+        return TaskMix._of_types(ordered, cut, step)
+
+    @classmethod
+    def _of_types(
+        cls,
+        ordered: list[tuple[tuple[int, int, int, int, frozenset[str]], Any]],
+        cut: float | None,
+        step: int,
+    ) -> TaskMix:
+        """The mix of ``ordered`` (type, weight) pairs, most popular first, keeping ``step``
+        types at a time until their weight reaches ``cut`` (None keeps all); renormalised."""
         keep = len(ordered)
-        if popularity < 1.0:
-            covered, keep = 0.0, 0
-            while covered < popularity - 1e-12 and keep < len(ordered):
+        if cut is not None:
+            covered, keep = 0, 0
+            while covered < cut and keep < len(ordered):
                 nxt = min(keep + step, len(ordered))
                 covered += sum(w for _, w in ordered[keep:nxt])
                 keep = nxt
         chosen = ordered[:keep]
         weight = np.array([w for _, w in chosen], dtype=np.float64)
-        return TaskMix(
+        return cls(
             cpu=np.array([k[0] for k, _ in chosen], dtype=np.int64),
             mem=np.array([k[1] for k, _ in chosen], dtype=np.int64),
             gpus=np.array([k[2] for k, _ in chosen], dtype=np.int64),
