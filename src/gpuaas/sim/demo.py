@@ -32,10 +32,8 @@ _GPU_TAINTS = (
     Toleration(key="nvidia.com/gpu", operator="Exists"),
     Toleration(key="nvidia.com/gpu.shared", operator="Exists"),
 )
-H100_CLASS = DeviceClass(
-    "h100",
-    ('device.attributes["gpu.nvidia.com"].productName == "H100-80GB"',),
-)
+#: The DeviceClass the DRA claim asks for (compiled when the demo runs, not on import).
+H100_SELECTOR = 'device.attributes["gpu.nvidia.com"].productName == "H100-80GB"'
 
 
 def _pod(**fields: object) -> PodRequest:
@@ -114,7 +112,7 @@ def schedule_demo(nodes: Sequence[Node], policy_name: str = DEFAULT_POLICY) -> l
     """Place the demo batch one workload at a time, as an admission cycle would."""
     snapshot = Snapshot.from_nodes(list(nodes))
     policy = make_policy(policy_name)
-    claims = DeviceClaims.build(list(nodes), [H100_CLASS])
+    claims = DeviceClaims.build(list(nodes), [DeviceClass("h100", (H100_SELECTOR,))])
     return [
         DemoDecision(workload, place_workload(snapshot, workload, policy, claims=claims))
         for workload in demo_workloads()
