@@ -19,6 +19,10 @@ from gpuaas.engine.framework import CycleState, PodShape, default_assignment
 from gpuaas.engine.snapshot import MILLI, Assignment, Snapshot
 from gpuaas.model.workload import PodRequest
 
+#: The FGD simulator's normalisation for the resource-ratio baselines: a 128-core, 8-GPU node.
+MAX_CPU = 128_000.0
+MAX_GPU = 8_000.0
+
 
 class Policy:
     """Base score plugin: subclasses implement :meth:`score`; device choice is shared."""

@@ -7,11 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaas.engine.framework import CycleState
-from gpuaas.engine.policies.base import Policy, fullness, name_order_ties
+from gpuaas.engine.policies.base import MAX_CPU, MAX_GPU, Policy, fullness, name_order_ties
 from gpuaas.engine.snapshot import Snapshot
-
-MAX_CPU = 128_000.0
-MAX_GPU = 8_000.0
 
 
 class BestFitPolicy(Policy):
