@@ -24,6 +24,7 @@ def _register() -> None:
         "scenario",
         "bench_admission",
         "simulate",
+        "serve",
     ):
         try:
             importlib.import_module(f"gpuaas.cli.{module}")

@@ -1,0 +1,90 @@
+"""The FastAPI application: routers, error handling, and the server's start-up.
+
+Start-up applies the migrations, creates the provider admin on the very first start (its token is
+handed to ``on_admin_token`` once, never logged), registers the fleet file's nodes when the
+database has none, and starts the reconciler when this process is the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gpuaas import __version__
+from gpuaas.service import errors
+from gpuaas.service.auth import TokenCache, bootstrap_admin
+from gpuaas.service.limits import BodyLimit
+from gpuaas.service.routers import ROUTERS
+from gpuaas.service.settings import Settings
+from gpuaas.service.telemetry import Telemetry
+from gpuaas.store.db import Database
+
+log = logging.getLogger("gpuaas.service")
+
+
+def create_app(
+    settings: Settings | None = None,
+    on_admin_token: Callable[[str], None] | None = None,
+) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        start(app, settings, on_admin_token)
+        try:
+            yield
+        finally:
+            stop(app)
+
+    app = FastAPI(
+        title="gpuaas",
+        version=__version__,
+        description="GPU-as-a-Service control plane: tenants, quotas, queues and jobs.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.tokens = TokenCache()
+    app.state.reconciler = None
+    app.state.telemetry = Telemetry()
+    errors.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def start(app: FastAPI, settings: Settings, on_admin_token: Callable[[str], None] | None) -> None:
+    db = Database(settings.url)
+    db.upgrade()
+    app.state.db = db
+    now = time.time()
+    with db.session() as session:
+        token = bootstrap_admin(session, settings.admin_token, now)
+    if token is not None and on_admin_token is not None:
+        on_admin_token(token)
+    from gpuaas.service.fleet import register_initial_fleet
+
+    register_initial_fleet(db, settings)
+    if settings.demo:
+        from gpuaas.service.demo import seed_demo
+
+        seed_demo(db, settings)
+    if settings.reconcile:
+        from gpuaas.service.reconciler import Reconciler
+
+        reconciler = Reconciler(db, settings, app.state.telemetry)
+        app.state.reconciler = reconciler
+        reconciler.start()
+
+
+def stop(app: FastAPI) -> None:
+    reconciler = getattr(app.state, "reconciler", None)
+    if reconciler is not None:
+        reconciler.stop()
+    db = getattr(app.state, "db", None)
+    if db is not None:
+        db.dispose()

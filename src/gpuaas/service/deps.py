@@ -1,0 +1,49 @@
+"""FastAPI dependencies: the request's database session and its authenticated principal."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from gpuaas.service.auth import Principal, TokenCache, hash_token, load_principal
+from gpuaas.service.errors import ApiError
+from gpuaas.store.db import Database
+
+
+def database(request: Request) -> Database:
+    return request.app.state.db
+
+
+def session(request: Request) -> Iterator[Session]:
+    """One transaction per request: committed when the route returns, rolled back on error."""
+    db: Database = request.app.state.db
+    with db.session() as s:
+        yield s
+
+
+def principal(request: Request) -> Principal:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
+    token = token.strip()
+    cache: TokenCache = request.app.state.tokens
+    digest = hash_token(token)
+    found = cache.get(digest)
+    if found is not None:
+        return found
+    db: Database = request.app.state.db
+    with db.sessions() as s:
+        found = load_principal(s, token, time.time())
+    if found is None:
+        raise ApiError(401, "invalid, expired or revoked token")
+    cache.put(digest, found)
+    return found
+
+
+SessionDep = Annotated[Session, Depends(session)]
+PrincipalDep = Annotated[Principal, Depends(principal)]

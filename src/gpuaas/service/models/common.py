@@ -1,0 +1,53 @@
+"""What every list route shares: keyset pagination (``?limit=&after=``) and strict inputs."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Select
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from gpuaas.service.errors import invalid
+
+T = TypeVar("T")
+
+MAX_LIMIT = 1000
+
+
+class Strict(BaseModel):
+    """Request bodies: unknown fields are errors (a typo never goes unnoticed), camelCase."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list; pass ``next`` as ``after`` to get the following page."""
+
+    items: list[T]
+    next: str | None = None
+
+
+def paginate(
+    session: Session,
+    stmt: Select[Any],
+    key: InstrumentedAttribute[Any],
+    limit: int,
+    after: str | None,
+) -> tuple[list[Any], str | None]:
+    """Rows of ``stmt`` ordered by the unique column ``key`` (an int id or a name), ``limit``
+    at a time, starting after the cursor ``after``."""
+    if limit < 1 or limit > MAX_LIMIT:
+        raise invalid("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
+    if after is not None:
+        python_type = key.type.python_type
+        try:
+            cursor: Any = python_type(after)
+        except (TypeError, ValueError):
+            raise invalid("after", f"not a cursor this list returned: {after!r}") from None
+        stmt = stmt.where(key > cursor)
+    rows = list(session.scalars(stmt.order_by(key).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = str(getattr(rows[-1], key.key)) if more and rows else None
+    return rows, next_cursor

@@ -1,0 +1,39 @@
+"""What a server is started with; every field has a default that runs on a laptop."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_DATA_DIR = Path(os.environ.get("GPUAAS_DATA_DIR", "~/.local/share/gpuaas")).expanduser()
+
+
+@dataclass(slots=True)
+class Settings:
+    """``db_url`` None means SQLite at ``data_dir/gpuaas.db``.
+
+    ``fleet``: an inventory file whose nodes are registered at first start; ``demo``: the demo
+    fleet, tenants and a background stream of jobs. ``speed``: simulated jobs run this many times
+    faster than their declared duration. ``reconcile_interval``: seconds between reconciler
+    passes. ``max_body_bytes``: larger request bodies get 413.
+    """
+
+    db_url: str | None = None
+    data_dir: Path = DEFAULT_DATA_DIR
+    fleet: Path | None = None
+    demo: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8080
+    speed: float = 1.0
+    reconcile_interval: float = 0.5
+    max_body_bytes: int = 1 << 20
+    reconcile: bool = True
+    admin_token: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_ADMIN_TOKEN"))
+    demo_job_interval: float = 2.0
+
+    @property
+    def url(self) -> str:
+        if self.db_url:
+            return self.db_url
+        return f"sqlite:///{self.data_dir / 'gpuaas.db'}"

@@ -1,0 +1,43 @@
+"""The service's Prometheus metrics, one registry per application (tests start many apps).
+
+The reconciler counts admissions and observes admission wait times here; gauges that are facts
+of the database (queue depth, jobs by state, GPUs allocated and available) are computed when
+``/metrics`` is scraped.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+#: Admission wait buckets in seconds: from an idle cluster to a day in the queue.
+WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 86400)
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.admissions = Counter(
+            "gpuaas_admissions",
+            "Workloads admitted, per ClusterQueue and LocalQueue",
+            ["cluster_queue", "local_queue", "tenant"],
+            registry=self.registry,
+        )
+        self.evictions = Counter(
+            "gpuaas_evictions",
+            "Admitted workloads evicted (preempted, drained), per ClusterQueue and reason",
+            ["cluster_queue", "reason"],
+            registry=self.registry,
+        )
+        self.admission_wait = Histogram(
+            "gpuaas_admission_wait_seconds",
+            "Time from submission (or requeue) to admission, per ClusterQueue",
+            ["cluster_queue"],
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.cycle_seconds = Histogram(
+            "gpuaas_reconcile_cycle_seconds",
+            "Wall time of one reconciler pass",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
+            registry=self.registry,
+        )

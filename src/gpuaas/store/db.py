@@ -1,0 +1,127 @@
+"""The database handle: engine, sessions, migrations, and the leader lock.
+
+SQLite (the default, a file in the data directory) runs in WAL mode with ``synchronous=NORMAL``:
+a committed transaction survives the process being killed, which is what the service promises
+for an acknowledged submission. PostgreSQL is reached through psycopg 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+from gpuaas.model.errors import InvalidValue
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+#: The PostgreSQL advisory lock key the leader holds ("gpuaas" in ASCII, as an int).
+LEADER_LOCK_KEY = 0x677075616173
+
+
+def normalise_url(url: str) -> str:
+    """Accept ``postgresql://`` and ``postgres://`` for psycopg 3; reject other drivers by name."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise InvalidValue("--db", f"not a database URL: {url!r}") from exc
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend != "sqlite":
+        raise InvalidValue("--db", f"unsupported database {backend!r} (use sqlite or postgresql)")
+    return parsed.render_as_string(hide_password=False)
+
+
+class Database:
+    """One engine and its session factory for the whole process."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalise_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        if self.is_sqlite:
+            ensure_directory(self.url)
+            self.engine: Engine = create_engine(
+                self.url,
+                connect_args={"check_same_thread": False, "timeout": 30},
+                pool_size=8,
+                max_overflow=32,
+            )
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            self.engine = create_engine(self.url, pool_size=10, max_overflow=30, pool_pre_ping=True)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session that commits on success and rolls back on any error."""
+        with self.sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def upgrade(self) -> None:
+        """Apply every Alembic migration not yet applied (idempotent)."""
+        upgrade(self.url)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
+    cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def ensure_directory(url: str) -> None:
+    """SQLite creates the file but not its directory: create the data directory first."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", normalise_url(url).replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the database at ``url`` to ``revision``; the migrations use their own engine."""
+    config = alembic_config(url)
+    ensure_directory(normalise_url(url))
+    engine = create_engine(normalise_url(url), poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str) -> str | None:
+    engine = create_engine(normalise_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            try:
+                return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            except Exception:
+                return None
+    finally:
+        engine.dispose()

@@ -1,0 +1,181 @@
+"""The control plane's tables. Times are POSIX seconds (float), set by the service, never by
+the database, so that SQLite and PostgreSQL store the same values.
+
+Governance objects (flavors, cohorts, cluster queues, local queues, priority classes, hardware
+profiles) are kept as their Kueue-shaped documents in one table: the Kueue loader validates them
+and builds the engine's :class:`~gpuaas.model.governance.Governance`, so an object means the same
+thing in the API, in an import, and to the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAME = 253  # a Kubernetes object name's maximum length
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Meta(Base):
+    """Facts about the installation itself (``bootstrapped``, ``fleet.loaded`` ...)."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Tenant(Base):
+    """A customer or team; its name is the Kueue namespace of its LocalQueues.
+
+    ``capacity``: what the provider gives the tenant, ``{flavor: {resource: quantity}}``; the
+    nominal quota of the tenant's own ClusterQueues must fit in it.
+    """
+
+    __tablename__ = "tenants"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    display_name: Mapped[str] = mapped_column(String(200), default="")
+    capacity: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    display_name: Mapped[str] = mapped_column(String(200), default="")
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Membership(Base):
+    """A role of a user: in a tenant, or platform-wide (``tenant_id`` NULL: provider-admin or
+    viewer of everything)."""
+
+    __tablename__ = "memberships"
+    __table_args__ = (UniqueConstraint("user_id", "tenant_id", name="uq_membership"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    tenant_id: Mapped[int | None] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    role: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Token(Base):
+    """An API token; only its SHA-256 is kept (tokens are 256 random bits, so a fast hash is
+    as safe as a slow one and keeps authentication off the request's critical path)."""
+
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100), default="")
+    prefix: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class GovernanceObject(Base):
+    """A Kueue-shaped object (``apiVersion``/``kind``/``metadata``/``spec``).
+
+    ``namespace`` is the tenant for namespaced kinds (LocalQueue), "" otherwise; ``tenant_id``
+    is the owning tenant of a tenant-managed object, NULL for the provider's. ``options`` holds
+    gpuaas settings that have no Kueue field (a LocalQueue's per-user limit).
+    """
+
+    __tablename__ = "governance_objects"
+    __table_args__ = (UniqueConstraint("kind", "namespace", "name", name="uq_governance_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    namespace: Mapped[str] = mapped_column(String(63), default="")
+    name: Mapped[str] = mapped_column(String(NAME))
+    tenant_id: Mapped[int | None] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class NodeRow(Base):
+    """A node of the fleet, as one entry of the inventory format (docs/inventory.md)."""
+
+    __tablename__ = "nodes"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    cordoned: Mapped[bool] = mapped_column(Boolean, default=False)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class Job(Base):
+    """A submitted job and its workload's admission state.
+
+    ``placement`` lists the pods as admitted: ``[{podSet, index, node, assignment}]`` where
+    ``assignment`` is the engine's exact device assignment, so a restart reserves the same
+    devices again instead of placing anew.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "user_id", "idempotency_key", name="uq_job_idempotency"),
+        Index("ix_jobs_tenant_id_id", "tenant_id", "id"),
+        Index("ix_jobs_state", "state"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(NAME))
+    kind: Mapped[str] = mapped_column(String(32))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    local_queue: Mapped[str] = mapped_column(String(NAME))
+    priority_class: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    cluster_queue: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    flavors: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    placement: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    gpus: Mapped[int] = mapped_column(Integer, default=0)  # milli-GPU held while admitted
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    admitted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class JobEvent(Base):
+    """One lifecycle transition of a job, with the reason a user can read."""
+
+    __tablename__ = "job_events"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[float] = mapped_column(Float)
+    from_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    to_state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
