@@ -16,8 +16,9 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The control plane with SQLite in ./.gpuaas, the demo fleet, tenants and a stream of jobs.
 run: $(STAMP)
-	$(BIN)/gpuaas demo
+	$(BIN)/gpuaas serve --demo --data-dir .gpuaas
 
 # Debian's Chromium for the browser tests (never `playwright install`: it downloads a browser).
 test-deps:
@@ -40,4 +41,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .gpuaas build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

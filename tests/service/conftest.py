@@ -1,18 +1,8 @@
-"""Fixtures for the service: a fresh database per test, on SQLite and on a real PostgreSQL.
-
-PostgreSQL 15 is started once per test session as the ``postgres`` user (it refuses root), as
-``../shared/recipes/postgres-local.md`` describes, and stopped at the end; every test gets a
-database of its own. Tests that take ``db_url`` run on both databases.
-"""
+"""Fixtures for the service: the app on a fresh database (``db_url``, ``sqlite_url`` and the
+PostgreSQL server are in ``tests/conftest.py``), spoken to as one token at a time."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,86 +15,6 @@ from gpuaas.service.app import create_app
 from gpuaas.service.settings import Settings
 
 ADMIN_TOKEN = "gpa_test-admin-token-0123456789"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_postgres(*args: str) -> list[str]:
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *args]
-    return list(args)
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """A PostgreSQL server for the session: yields its base URL (no database name)."""
-    initdb = PG_BIN / "initdb"
-    if not initdb.exists():
-        pytest.skip(f"PostgreSQL 15 is not installed ({initdb} is missing)")
-    root = Path(tempfile.mkdtemp(prefix="gpuaas-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    data = root / "data"
-    port = _free_port()
-    subprocess.run(
-        _as_postgres(
-            str(initdb), "-D", str(data), "-U", "postgres", "--auth=trust",
-            "--encoding=UTF8", "--locale=C.UTF-8",
-        ),
-        check=True, capture_output=True,
-    )  # fmt: skip
-    options = (
-        f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off "
-        "-c synchronous_commit=off -c max_connections=300"
-    )
-    subprocess.run(
-        _as_postgres(
-            str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w",
-            "-o", options, "start",
-        ),
-        check=True, capture_output=True,
-    )  # fmt: skip
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
-    finally:
-        subprocess.run(
-            _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"),
-            capture_output=True,
-        )
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _pg_admin(base: str, sql: str) -> None:
-    import psycopg
-
-    url = base.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: a SQLite file, or a new database on the session's PostgreSQL."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'gpuaas.db'}"
-        return
-    base = request.getfixturevalue("postgres_server")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    _pg_admin(base, f"CREATE DATABASE {name}")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        _pg_admin(base, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'gpuaas.db'}"
 
 
 class Api:
@@ -165,3 +75,10 @@ def sqlite_api(sqlite_url: str, tmp_path: Path) -> Iterator[Api]:
     app = create_app(make_settings(sqlite_url, tmp_path))
     with TestClient(app) as client:
         yield Api(client, ADMIN_TOKEN)
+
+
+@pytest.fixture
+def settings_for() -> Any:
+    """``settings_for(db_url, tmp_path, **overrides)``: test settings (no reconciler, the test
+    admin token) for tests that create their own app."""
+    return make_settings

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpuaas.cli.main import app
 from gpuaas.model.errors import GpuaasError
+
+if TYPE_CHECKING:
+    from gpuaas.service.settings import Settings
 
 db_app = typer.Typer(help="The control plane's database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -29,7 +32,7 @@ DataDirOption = Annotated[
 ]
 
 
-def _settings(db: str | None, data_dir: Path | None, **fields: object) -> object:
+def _settings(db: str | None, data_dir: Path | None, **fields: object) -> Settings:
     from gpuaas.service.settings import Settings
 
     settings = Settings(db_url=db, **fields)  # type: ignore[arg-type]
@@ -77,15 +80,20 @@ def serve(
         reconcile=not no_reconcile,
     )  # fmt: skip
     url = f"http://{host}:{port}"
+    if demo and settings.admin_token is None:
+        settings.admin_token = demo_admin_token(settings.data_dir)
 
     def show_token(token: str) -> None:
-        # printed once, on the terminal only; never logged
-        print(f"provider admin token (shown once, keep it): {token}", flush=True)
+        # printed on the terminal only, never logged: once at first start, or at every demo start
+        print(f"provider admin token: {token}", flush=True)
         print(f"log in with:  gpuaas login {url} {token}", flush=True)
 
+    _migrate_or_exit(settings.url)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    application = create_app(settings, on_admin_token=show_token)  # type: ignore[arg-type]
+    application = create_app(settings, on_admin_token=None if demo else show_token)
     print(f"gpuaas control plane on {url} (API docs: {url}/docs)", flush=True)
+    if demo:
+        show_token(settings.admin_token)
     try:
         uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
     except GpuaasError as exc:
@@ -93,20 +101,44 @@ def serve(
         raise typer.Exit(2) from exc
 
 
-@db_app.command("upgrade")
-def db_upgrade(db: DbOption = None, data_dir: DataDirOption = None) -> None:
-    """Apply every migration not yet applied (the server also does this at start)."""
-    from gpuaas.store.db import current_revision, upgrade
-
+def _migrate_or_exit(url: str) -> None:
+    """Reach the database and migrate it before serving: a wrong URL is one clear line."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    settings = _settings(db, data_dir)
+    from gpuaas.store.db import upgrade
+
     try:
-        upgrade(settings.url)  # type: ignore[attr-defined]
+        upgrade(url)
     except SQLAlchemyError as exc:
         print(f"error: cannot reach the database: {exc.orig or exc}", file=sys.stderr)
         raise typer.Exit(2) from exc
     except GpuaasError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from exc
-    print(f"database at revision {current_revision(settings.url)}")  # type: ignore[attr-defined]
+
+
+def demo_admin_token(data_dir: Path) -> str:
+    """The demo's admin token, kept (mode 0600) in the data directory so that every demo start can
+    show it: a demo is for trying things, and a newcomer restarts it often."""
+    import os
+    import secrets
+
+    path = data_dir / "demo-admin-token"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = "gpa_" + secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return token
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOption = None, data_dir: DataDirOption = None) -> None:
+    """Apply every migration not yet applied (the server also does this at start)."""
+    from gpuaas.store.db import current_revision
+
+    settings = _settings(db, data_dir)
+    _migrate_or_exit(settings.url)
+    print(f"database at revision {current_revision(settings.url)}")

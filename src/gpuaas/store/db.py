@@ -92,7 +92,11 @@ def ensure_directory(url: str) -> None:
     """SQLite creates the file but not its directory: create the data directory first."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        directory = Path(parsed.database).expanduser().parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidValue("--db", f"cannot create the directory {directory}: {exc}") from exc
 
 
 def alembic_config(url: str) -> Config:
