@@ -25,6 +25,8 @@ def _register() -> None:
         "bench_admission",
         "simulate",
         "serve",
+        "client",
+        "bench_api",
     ):
         try:
             importlib.import_module(f"gpuaas.cli.{module}")

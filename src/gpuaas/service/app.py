@@ -49,6 +49,7 @@ def create_app(
     app.state.settings = settings
     app.state.tokens = TokenCache()
     app.state.reconciler = None
+    app.state.demo = None
     app.state.telemetry = Telemetry()
     errors.install(app)
     for router in ROUTERS:
@@ -70,9 +71,11 @@ def start(app: FastAPI, settings: Settings, on_admin_token: Callable[[str], None
 
     register_initial_fleet(db, settings)
     if settings.demo:
-        from gpuaas.service.demo import seed_demo
+        from gpuaas.service.demo import JobStream, seed_demo
 
         seed_demo(db, settings)
+        app.state.demo = JobStream(db, settings)
+        app.state.demo.start()
     if settings.reconcile:
         from gpuaas.service.reconciler import Reconciler
 
@@ -82,6 +85,9 @@ def start(app: FastAPI, settings: Settings, on_admin_token: Callable[[str], None
 
 
 def stop(app: FastAPI) -> None:
+    demo = getattr(app.state, "demo", None)
+    if demo is not None:
+        demo.stop()
     reconciler = getattr(app.state, "reconciler", None)
     if reconciler is not None:
         reconciler.stop()

@@ -140,6 +140,8 @@ def require_platform(p: Principal, write: bool) -> None:
 
 def tenant_for(session: Session, p: Principal, name: str, need: Need) -> Tenant:
     """The tenant ``name`` if ``p`` may ``need`` it; 404 when it is not theirs to see."""
+    if "\x00" in name:  # no stored name has one (and PostgreSQL refuses it in a query)
+        raise not_found(f"tenant {name!r}")
     tenant = session.scalar(select(Tenant).where(Tenant.name == name))
     if tenant is None:
         raise not_found(f"tenant {name}")

@@ -19,7 +19,11 @@ def database(request: Request) -> Database:
 
 
 def session(request: Request) -> Iterator[Session]:
-    """One transaction per request: committed when the route returns, rolled back on error."""
+    """One transaction per request: committed when the route returns, rolled back on error.
+
+    Used with ``scope="function"``: the commit happens before the response is sent, so an
+    acknowledged write is stored (FastAPI otherwise finishes ``yield`` dependencies after it).
+    """
     db: Database = request.app.state.db
     with db.session() as s:
         yield s
@@ -45,5 +49,5 @@ def principal(request: Request) -> Principal:
     return found
 
 
-SessionDep = Annotated[Session, Depends(session)]
+SessionDep = Annotated[Session, Depends(session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(principal)]

@@ -316,3 +316,31 @@ def test_only_the_pod_set_that_does_not_fit_moves_to_the_next_flavor() -> None:
     aw = engine.admitted["train"]
     assert aw.flavors == {"driver": {GPU_R: "h100"}, "workers": {GPU_R: "a100"}}
     assert aw.placement is not None and sorted(aw.placement.nodes["workers"]) == ["a0", "a1"]
+
+
+def _l40s_node(name: str, labels: dict[str, str], replicas: int) -> Node:
+    mode = PartitionMode.TIME_SLICED if replicas else PartitionMode.WHOLE
+    partition = Partition(mode, replicas=replicas) if replicas else Partition(mode)
+    gpus = [GPU(i, f"GPU-{name}-{i}", "L40S", 46_068, partition) for i in range(2)]
+    return Node(name, 64_000, 256 * 2**30, gpus, labels=labels)
+
+
+def test_nvidia_gpu_on_a_time_sliced_flavor_takes_replicas() -> None:
+    # The GPU operator advertises each time-slice replica as one nvidia.com/gpu: on a flavor
+    # whose GPUs are all time-sliced, four jobs of 2 fit on two GPUs of 4 replicas each.
+    gov = gpu_gov({"shared": {"pool": "shared"}, "whole": {"pool": "whole"}})
+    nodes = [
+        _l40s_node("ts-0", {"pool": "shared"}, replicas=4),
+        _l40s_node("w-0", {"pool": "whole"}, replicas=0),
+    ]
+    engine = AdmissionEngine(gov, nodes=nodes)
+    for i in range(4):
+        engine.submit(job(f"j{i}", 2, created=float(i)))
+    engine.run(0.0)
+    placed = {name: aw.placement for name, aw in engine.admitted.items()}
+    assert sorted(placed) == ["j0", "j1", "j2", "j3"]
+    on_shared = [n for n, p in placed.items() if p is not None and p.nodes["main"] == ["ts-0"]]
+    assert len(on_shared) == 4
+    for name in on_shared:
+        assignment = placed[name].gang.pods[0].assignment  # type: ignore[union-attr]
+        assert assignment.replicas and not assignment.gpu_milli

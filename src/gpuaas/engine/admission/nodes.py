@@ -132,8 +132,13 @@ def pod_request(
     node_selector: Mapping[str, str],
     tolerations: Sequence[Toleration],
     where: str,
+    time_sliced: bool = False,
 ) -> tuple[PodRequest, dict[str, int]]:
-    """The placement engine's request for one pod, and its extended (other) resources."""
+    """The placement engine's request for one pod, and its extended (other) resources.
+
+    ``time_sliced``: the pod's flavor has only time-sliced GPUs, where the GPU operator
+    advertises each replica as one ``nvidia.com/gpu``: whole GPUs are asked as replicas there.
+    """
     gpus = requests.get(NVIDIA_GPU, 0)
     milli = requests.get(GPU_MILLI, 0)
     mig = tuple(
@@ -162,12 +167,16 @@ def pod_request(
         for r, n in requests.items()
         if n and r not in (CPU, MEMORY, NVIDIA_GPU, GPU_MILLI) and not r.startswith(MIG_PREFIX)
     }
+    replicas = 0
+    if time_sliced and gpus and not gpu_milli:
+        gpus, replicas = 0, gpus
     pod = PodRequest(
         cpu_milli=requests.get(CPU, 0),
         memory_bytes=requests.get(MEMORY, 0),
         gpus=gpus,
         gpu_milli=gpu_milli,
         mig=mig,
+        replicas=replicas,
         node_selector=tuple(sorted(node_selector.items())),
         tolerations=tuple(tolerations),
     )
@@ -208,6 +217,7 @@ class NodePool:
         self.last_failed: str | None = None  # the pod set that did not fit in the last place()
         self.last_reason: str = ""
         self._converted: dict[tuple[object, ...], tuple[PodSet, dict[str, int]]] = {}
+        self._sliced: dict[str, bool] = {}
 
     def _workload(
         self, wl: AdmissionWorkload, assignment: Mapping[str, Mapping[str, str]]
@@ -244,13 +254,37 @@ class NodePool:
     ) -> tuple[PodRequest, dict[str, int]]:
         labels: dict[str, str] = dict(ps.node_selector)
         tolerations = list(ps.tolerations)
-        for flavor_name in sorted(set(flavors.values())):
+        names = sorted(set(flavors.values()))
+        for flavor_name in names:
             flavor = self.flavors[flavor_name]
             labels.update(flavor.node_labels)
             tolerations.extend(flavor.tolerations)
+        time_sliced = bool(names) and all(self._time_sliced(name) for name in names)
         return pod_request(
-            ps.requests, labels, tolerations, f"workload {wl.name}: podSets.{ps.name}"
+            ps.requests,
+            labels,
+            tolerations,
+            f"workload {wl.name}: podSets.{ps.name}",
+            time_sliced,
         )
+
+    def _time_sliced(self, flavor_name: str) -> bool:
+        """Whether every GPU on the flavor's nodes is time-sliced (then ``nvidia.com/gpu`` counts
+        replicas, as the GPU operator advertises them); a flavor without GPUs is not."""
+        known = self._sliced.get(flavor_name)
+        if known is None:
+            labels = self.flavors[flavor_name].node_labels.items()
+            gpus = [
+                gpu
+                for node in self.nodes
+                if all(node.labels.get(k) == v for k, v in labels)
+                for gpu in node.gpus
+            ]
+            known = bool(gpus) and all(
+                gpu.partition.mode is PartitionMode.TIME_SLICED for gpu in gpus
+            )
+            self._sliced[flavor_name] = known
+        return known
 
     def place(
         self, wl: AdmissionWorkload, assignment: Mapping[str, Mapping[str, str]]

@@ -40,14 +40,25 @@ def paginate(
     if limit < 1 or limit > MAX_LIMIT:
         raise invalid("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
     if after is not None:
-        python_type = key.type.python_type
-        try:
-            cursor: Any = python_type(after)
-        except (TypeError, ValueError):
-            raise invalid("after", f"not a cursor this list returned: {after!r}") from None
-        stmt = stmt.where(key > cursor)
+        stmt = stmt.where(key > _cursor(key, after))
     rows = list(session.scalars(stmt.order_by(key).limit(limit + 1)))
     more = len(rows) > limit
     rows = rows[:limit]
     next_cursor = str(getattr(rows[-1], key.key)) if more and rows else None
     return rows, next_cursor
+
+
+def _cursor(key: InstrumentedAttribute[Any], after: str) -> Any:
+    """The cursor as the key column's type; anything this API cannot have handed out is a 422
+    (a NUL byte, a number beyond a 64-bit id), never a database error."""
+    bad = invalid("after", f"not a cursor this list returned: {after!r}")
+    if "\x00" in after:
+        raise bad
+    python_type = key.type.python_type
+    try:
+        cursor: Any = python_type(after)
+    except (TypeError, ValueError):
+        raise bad from None
+    if python_type is int and not -(2**63) <= cursor < 2**63:
+        raise bad
+    return cursor

@@ -1,0 +1,488 @@
+"""``gpuaas bench api``: job submissions per second through the real server.
+
+It starts ``gpuaas serve`` in a subprocess (uvicorn, a real socket) with the reconciler ON over a
+small simulated fleet, the configuration a user actually runs, so the reconciler's admission
+cycles compete with the submissions for the database. Through the API it then sets up a tenant,
+a flavor, a cluster queue, a local queue and a tenant-user token, and submits ``--jobs`` jobs
+from ``--clients`` concurrent keep-alive clients, each with an idempotency key. At the end every
+acknowledged job must be listed by the API; anything else is reported as an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import httpx
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpuaas.cli.main import app  # first: it imports every command module, bench included
+from gpuaas.client.sdk import ApiError, Client
+from gpuaas.model.errors import GpuaasError
+
+try:
+    from gpuaas.cli.bench import bench_app
+except ModuleNotFoundError as exc:  # the bench group belongs to another module; stand in for it
+    if exc.name != "gpuaas.cli.bench":
+        raise
+    bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
+    app.add_typer(bench_app, name="bench")
+
+T = TypeVar("T")
+TENANT = "bench"
+FLAVOR = "bench-gpu"
+CLUSTER_QUEUE = "bench-cq"
+QUEUE = "bench"
+USER = "bench-user"
+POOL_LABEL = "gpuaas.io/pool"
+GPUS_PER_NODE = 8
+STARTUP_TIMEOUT = 60.0
+
+
+class BenchError(Exception):
+    """The benchmark cannot run (database not empty, server did not start)."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the submitting clients saw."""
+
+    latencies: list[float] = field(default_factory=list)
+    job_ids: set[int] = field(default_factory=set)
+    created: int = 0
+    replayed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    elapsed: float = 0.0
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_fleet(directory: Path, nodes: int) -> Path:
+    """A small H100 fleet in one pool, so the reconciler has real placement work to do."""
+    fleet = {
+        "apiVersion": "gpuaas.io/v1",
+        "kind": "Fleet",
+        "metadata": {"name": "bench"},
+        "nodes": [
+            {
+                "name": "bench-{i:03}",
+                "count": nodes,
+                "cpu": "192",
+                "memory": "2Ti",
+                "gpus": {"model": "H100-80GB", "count": GPUS_PER_NODE},
+                "topology": {"zone": "bench", "rack": "rack-{i/8}"},
+                "labels": {POOL_LABEL: "bench"},
+            }
+        ],
+    }
+    path = directory / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def require_empty_database(url: str) -> None:
+    """Refuse a database that already holds tables: the benchmark creates its own schema,
+    tenant and queues, and must never touch someone's data."""
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import make_url
+
+    from gpuaas.store.db import normalise_url
+
+    try:
+        normalised = normalise_url(url)
+    except GpuaasError as exc:
+        raise BenchError(str(exc)) from None
+    sqlite_file = make_url(normalised).database if normalised.startswith("sqlite") else None
+    if sqlite_file is not None and not Path(sqlite_file).exists():
+        return  # a new SQLite file: empty by definition
+    engine = create_engine(normalised)
+    try:
+        with engine.connect() as connection:
+            tables = inspect(connection).get_table_names()
+    except Exception as exc:  # any driver error: the URL is unusable
+        raise BenchError(f"cannot open the database {url}: {exc}") from None
+    finally:
+        engine.dispose()
+    if tables:
+        raise BenchError(
+            f"the database {url} is not empty ({len(tables)} tables, e.g. {sorted(tables)[0]}): "
+            "bench api needs an empty database (it creates the schema and its own tenant)"
+        )
+
+
+class Server:
+    """``gpuaas serve`` in a subprocess; its output goes to a log file shown on failure."""
+
+    def __init__(self, db_url: str, workdir: Path, fleet: Path | None, reconcile: bool) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.admin_token = "gpa_bench-" + secrets.token_urlsafe(24)
+        self.log = workdir / "server.log"
+        command = [
+            sys.executable,
+            "-c",
+            "from gpuaas.cli.main import app; app()",
+            "serve",
+            "--db",
+            db_url,
+            "--data-dir",
+            str(workdir),
+            "--port",
+            str(self.port),
+        ]
+        if fleet is not None:
+            command += ["--fleet", str(fleet)]
+        if not reconcile:
+            command.append("--no-reconcile")
+        self.command = command
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "GPUAAS_ADMIN_TOKEN": self.admin_token}
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BenchError(f"the server exited at start:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise BenchError(f"the server did not answer in {STARTUP_TIMEOUT:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# -- setup through the API --------------------------------------------------------------------
+
+
+def settled(call: Callable[[], T], wait: float = 5.0) -> T:
+    """Run a setup call, retrying briefly while the server does not yet see the object made by
+    the previous call: a server whose request transaction commits after its answer is sent
+    (FastAPI's default scope for dependencies with ``yield``) can answer 401/404/422. Only
+    the unmeasured setup is retried; a lost acknowledgement in the measured phase is reported."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return call()
+        except ApiError as exc:
+            if exc.status not in (401, 404, 422) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def set_up_tenant(admin: Client, gpus: int) -> str:
+    """Flavor, tenant with capacity, its cluster queue and local queue, and a tenant-user;
+    returns that user's token."""
+    cpu, memory = gpus * 24, f"{gpus * 256}Gi"
+    settled(lambda: admin.create_flavor(FLAVOR, {"nodeLabels": {POOL_LABEL: "bench"}}))
+    capacity = {FLAVOR: {"nvidia.com/gpu": str(gpus), "cpu": str(cpu), "memory": memory}}
+    settled(lambda: admin.create_tenant(TENANT, display_name="bench api", capacity=capacity))
+    spec = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": FLAVOR,
+                        "resources": [
+                            {"name": "nvidia.com/gpu", "nominalQuota": gpus},
+                            {"name": "cpu", "nominalQuota": cpu},
+                            {"name": "memory", "nominalQuota": memory},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    settled(lambda: admin.create_cluster_queue(CLUSTER_QUEUE, spec, owner=TENANT))
+    settled(lambda: admin.create_local_queue(TENANT, QUEUE, CLUSTER_QUEUE))
+    settled(lambda: admin.set_member(TENANT, USER, "tenant-user"))
+    issued = settled(lambda: admin.create_member_token(TENANT, USER, "bench"))
+    token = str(issued["token"])
+    with Client(admin.url, token) as user:  # the new token and the queue, as the user sees them
+        settled(lambda: user.get_local_queue(TENANT, QUEUE))
+    return token
+
+
+def job_spec(run: str, index: int, duration: float) -> dict[str, Any]:
+    return {
+        "name": f"bench-{index}",
+        "kind": "batch",
+        "queue": QUEUE,
+        "idempotencyKey": f"{run}-{index}",
+        "command": ["sleep", str(int(duration))],
+        "duration": duration,
+        "podSets": [
+            {
+                "name": "main",
+                "count": 1,
+                "resources": {"nvidia.com/gpu": 1, "cpu": "4", "memory": "32Gi"},
+            }
+        ],
+    }
+
+
+# -- the load ---------------------------------------------------------------------------------
+
+
+async def submit_all(
+    url: str,
+    token: str,
+    clients: int,
+    jobs: int,
+    duration: float,
+    progress: Progress,
+) -> Outcome:
+    """``clients`` workers, each with its own keep-alive connection, take job numbers from one
+    counter until ``jobs`` are sent."""
+    run = secrets.token_hex(6)
+    outcome = Outcome()
+    numbers = itertools.count()
+    task = progress.add_task("submitting", total=jobs)
+    path = f"/v1/tenants/{TENANT}/jobs"
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def worker() -> None:
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        async with httpx.AsyncClient(
+            base_url=url, headers=headers, limits=limits, timeout=60.0
+        ) as http:
+            while (index := next(numbers)) < jobs:
+                started = time.perf_counter()
+                try:
+                    response = await http.post(path, json=job_spec(run, index, duration))
+                except httpx.HTTPError as exc:
+                    outcome.errors[f"{type(exc).__name__}"] += 1
+                else:
+                    outcome.latencies.append(time.perf_counter() - started)
+                    record(outcome, response)
+                progress.advance(task)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    outcome.elapsed = time.perf_counter() - began
+    return outcome
+
+
+def record(outcome: Outcome, response: httpx.Response) -> None:
+    if response.status_code in (200, 201):
+        outcome.job_ids.add(int(response.json()["id"]))
+        if response.status_code == 201:
+            outcome.created += 1
+        else:
+            outcome.replayed += 1
+        return
+    detail = ApiError.from_response(response).detail
+    outcome.errors[f"{response.status_code}: {detail[:120]}"] += 1
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of already sorted values."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def summarise(
+    outcome: Outcome,
+    listed: dict[int, str],
+    *,
+    clients: int,
+    jobs: int,
+    database: str,
+    reconcile: bool,
+    nodes: int,
+) -> dict[str, Any]:
+    lat = sorted(outcome.latencies)
+    acknowledged = len(outcome.job_ids)
+    missing = len(outcome.job_ids - listed.keys())
+    return {
+        "submissions_per_s": round(len(lat) / outcome.elapsed, 1) if outcome.elapsed else 0.0,
+        "p50_ms": round(percentile(lat, 50) * 1000, 2),
+        "p99_ms": round(percentile(lat, 99) * 1000, 2),
+        "max_ms": round(lat[-1] * 1000, 2) if lat else 0.0,
+        "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else 0.0,
+        "errors": sum(outcome.errors.values()),
+        "error_kinds": dict(outcome.errors.most_common(5)),
+        "jobs": jobs,
+        "clients": clients,
+        "acknowledged": acknowledged,
+        "created": outcome.created,
+        "replayed": outcome.replayed,
+        "listed": len(listed),
+        "missing": missing,
+        "states": dict(Counter(listed.values()).most_common()),
+        "elapsed_s": round(outcome.elapsed, 3),
+        "database": database,
+        "reconciler": reconcile,
+        "fleet": f"{nodes} nodes x {GPUS_PER_NODE} H100" if nodes else "none",
+    }
+
+
+def list_every_job(url: str, token: str) -> dict[int, str]:
+    """Job id -> state, through the API's pages (the proof that every ack was stored)."""
+    with Client(url, token, timeout=120.0) as client:
+        return {int(job["id"]): str(job["state"]) for job in client.iter_jobs(TENANT)}
+
+
+def show_result(result: dict[str, Any]) -> None:
+    console = Console()
+    title = (
+        f"bench api: {result['jobs']} jobs from {result['clients']} clients, "
+        f"{result['database']}, reconciler {'ON' if result['reconciler'] else 'off'} "
+        f"({result['fleet']})"
+    )
+    table = Table(title=title)
+    for header in ("submissions/s", "p50 ms", "p99 ms", "max ms", "errors", "acked", "listed"):
+        table.add_column(header, justify="right")
+    table.add_row(
+        f"{result['submissions_per_s']:.1f}",
+        f"{result['p50_ms']:.1f}",
+        f"{result['p99_ms']:.1f}",
+        f"{result['max_ms']:.1f}",
+        str(result["errors"]),
+        str(result["acknowledged"]),
+        str(result["listed"]),
+    )
+    console.print(table)
+    states = ", ".join(f"{state} {n}" for state, n in result["states"].items())
+    console.print(f"job states at the end: {states or 'none'}", markup=False)
+    for kind, count in result["error_kinds"].items():
+        console.print(f"error x{count}: {kind}", markup=False)
+
+
+def database_kind(url: str) -> str:
+    return "postgresql" if url.startswith(("postgres", "postgresql")) else "sqlite"
+
+
+@bench_app.command("api")
+def bench_api(
+    clients: Annotated[int, typer.Option("--clients", min=1, max=1000)] = 32,
+    jobs: Annotated[int, typer.Option("--jobs", min=1)] = 20_000,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="An EMPTY database (postgresql://...); default: a fresh SQLite in a temp dir.",
+        ),
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option("--nodes", min=1, max=1000, help="Simulated 8-GPU nodes.")
+    ] = 4,
+    reconcile: Annotated[
+        bool,
+        typer.Option("--reconcile/--no-reconcile", help="Run admission while submitting."),
+    ] = True,
+    duration: Annotated[
+        float, typer.Option("--duration", min=1, help="Each job's simulated run time (s).")
+    ] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Submissions per second and latency of `POST /v1/tenants/{t}/jobs` on a real server."""
+    err = Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="gpuaas-bench-api-") as tmp:
+        workdir = Path(tmp)
+        db_url = db or f"sqlite:///{workdir / 'bench.db'}"
+        try:
+            if db is not None:
+                require_empty_database(db)
+            server = Server(db_url, workdir, write_fleet(workdir, nodes), reconcile)
+            err.print(
+                f"starting gpuaas serve on {server.url} ({database_kind(db_url)}, reconciler "
+                f"{'ON' if reconcile else 'off'}, {nodes} nodes x {GPUS_PER_NODE} GPUs)",
+                markup=False,
+            )
+            server.start()
+            try:
+                with Client(server.url, server.admin_token) as admin:
+                    token = set_up_tenant(admin, nodes * GPUS_PER_NODE)
+                progress = Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=err,
+                    transient=True,
+                )
+                with progress:
+                    outcome = asyncio.run(
+                        submit_all(server.url, token, clients, jobs, duration, progress)
+                    )
+                listed = list_every_job(server.url, token)
+            finally:
+                server.stop()
+        except ApiError as exc:
+            err.print(f"error: setting up through the API failed: {exc.detail}", markup=False)
+            raise typer.Exit(1) from None
+        except (BenchError, httpx.HTTPError) as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
+    result = summarise(
+        outcome,
+        listed,
+        clients=clients,
+        jobs=jobs,
+        database=database_kind(db_url),
+        reconcile=reconcile,
+        nodes=nodes,
+    )
+    if as_json:
+        typer.echo(json.dumps(result))
+    else:
+        show_result(result)
+    if result["errors"] or result["missing"] or result["acknowledged"] != jobs:
+        err.print(
+            f"error: {result['errors']} failed submissions, {result['missing']} acknowledged "
+            "jobs not listed",
+            markup=False,
+        )
+        raise typer.Exit(1)

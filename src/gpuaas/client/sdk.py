@@ -1,0 +1,661 @@
+"""A Python client for the gpuaas control plane's REST API.
+
+Every route of the API has a method; answers are the API's JSON (camelCase dicts). Lists come a
+page at a time (``list_*`` returns a :class:`Page`) or as a generator that follows the cursor
+(``iter_*``). Any error answer raises :class:`ApiError` carrying the problem document's detail
+and the fields at fault, so a caller can show exactly what the server said.
+
+    from gpuaas.client import Client
+
+    with Client("http://127.0.0.1:8080", token) as gpu:
+        job = gpu.submit_job("acme", {"name": "train", "queue": "default", ...})
+        for event in gpu.job_events("acme", job["id"]):
+            print(event)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+DEFAULT_TIMEOUT = 30.0
+JSON = Any
+
+
+class ApiError(Exception):
+    """An error answer: its HTTP status, the problem's detail and the per-field errors."""
+
+    def __init__(self, status: int, detail: str, errors: list[dict[str, str]] | None = None):
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.errors: list[dict[str, str]] = errors or []
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> ApiError:
+        """Read an RFC 9457 problem document; fall back to the raw text for anything else
+        (a proxy's HTML page, an empty body)."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            detail = body.get("detail") or body.get("title") or response.reason_phrase
+            raw_errors = body.get("errors") or []
+            errors = [
+                {"field": str(e.get("field", "")), "message": str(e.get("message", ""))}
+                for e in raw_errors
+                if isinstance(e, dict)
+            ]
+            return cls(response.status_code, str(detail), errors)
+        text = response.text.strip()[:500] or response.reason_phrase or "error"
+        return cls(response.status_code, text)
+
+
+@dataclass(slots=True)
+class Page:
+    """One page of a list; pass ``next`` as ``after`` to fetch the following one."""
+
+    items: list[JSON] = field(default_factory=list)
+    next: str | None = None
+
+
+def _seg(value: object) -> str:
+    """One path segment, escaped (names are DNS labels, but a typo must not change the route)."""
+    return quote(str(value), safe="")
+
+
+def _query(**params: object) -> dict[str, Any]:
+    """Query parameters without the ones left unset; booleans as the API spells them."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else value
+    return out
+
+
+def _body(**fields: object) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _decode(response: httpx.Response) -> JSON:
+    if response.is_error:
+        raise ApiError.from_response(response)
+    if response.status_code == 204 or not response.content:
+        return None
+    if "json" in response.headers.get("content-type", ""):
+        return response.json()
+    return response.text
+
+
+def _page(data: JSON) -> Page:
+    if not isinstance(data, dict) or "items" not in data:
+        raise ApiError(502, f"expected a page {{items, next}} from the server, got {data!r:.200}")
+    return Page(items=list(data["items"]), next=data.get("next"))
+
+
+class Client:
+    """A synchronous client; one keep-alive connection pool, safe to reuse across calls.
+
+    ``transport`` lets tests or proxies plug in an httpx transport; :meth:`from_httpx` wraps an
+    existing ``httpx.Client`` (for instance FastAPI's ``TestClient``) instead.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, transport=transport, timeout=timeout)
+        self._owns_http = True
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    @classmethod
+    def from_httpx(cls, http: httpx.Client, token: str) -> Client:
+        """Speak through ``http`` (its base URL and transport); closing this client leaves it
+        open, since its owner decides its lifetime."""
+        client = cls.__new__(cls)
+        client.url = str(http.base_url).rstrip("/")
+        client._http = http
+        client._owns_http = False
+        client._headers = {"Authorization": f"Bearer {token}"}
+        return client
+
+    @classmethod
+    def from_config(cls, *, timeout: float = DEFAULT_TIMEOUT) -> Client:
+        """The server and token of ``gpuaas login`` (or $GPUAAS_URL / $GPUAAS_TOKEN)."""
+        from gpuaas.client.config import load_credentials
+
+        credentials = load_credentials()
+        return cls(credentials.url, credentials.token, timeout=timeout)
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: JSON = None,
+        content: str | bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> JSON:
+        """Send one request; the decoded answer, or :class:`ApiError` for any 4xx/5xx."""
+        response = self._http.request(
+            method,
+            path,
+            params=params,
+            json=json,
+            content=content,
+            headers={**self._headers, **(headers or {})},
+        )
+        return _decode(response)
+
+    def _list(self, path: str, limit: int | None, after: str | None, **filters: object) -> Page:
+        return _page(self.request("GET", path, params=_query(limit=limit, after=after, **filters)))
+
+    def _iter(self, path: str, page_size: int = 500, **filters: object) -> Iterator[JSON]:
+        after: str | None = None
+        while True:
+            page = self._list(path, page_size, after, **filters)
+            yield from page.items
+            if not page.next:
+                return
+            after = page.next
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def whoami(self) -> JSON:
+        """``{user, platformRole, tenants: [{tenant, role}]}`` of the token in use."""
+        return self.request("GET", "/v1/whoami")
+
+    def list_tenants(self, limit: int | None = None, after: str | None = None) -> Page:
+        return self._list("/v1/tenants", limit, after)
+
+    def iter_tenants(self) -> Iterator[JSON]:
+        return self._iter("/v1/tenants")
+
+    def get_tenant(self, tenant: str) -> JSON:
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}")
+
+    def create_tenant(
+        self,
+        name: str,
+        *,
+        display_name: str | None = None,
+        capacity: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> JSON:
+        """``capacity``: ``{flavor: {resource: quantity}}`` the tenant's own queues may use."""
+        body = _body(name=name, displayName=display_name, capacity=capacity)
+        return self.request("POST", "/v1/tenants", json=body)
+
+    def update_tenant(
+        self,
+        tenant: str,
+        *,
+        display_name: str | None = None,
+        capacity: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> JSON:
+        body = _body(displayName=display_name, capacity=capacity)
+        return self.request("PATCH", f"/v1/tenants/{_seg(tenant)}", json=body)
+
+    def delete_tenant(self, tenant: str) -> None:
+        self.request("DELETE", f"/v1/tenants/{_seg(tenant)}")
+
+    def list_users(self, limit: int | None = None, after: str | None = None) -> Page:
+        return self._list("/v1/users", limit, after)
+
+    def iter_users(self) -> Iterator[JSON]:
+        return self._iter("/v1/users")
+
+    def get_user(self, user: str) -> JSON:
+        return self.request("GET", f"/v1/users/{_seg(user)}")
+
+    def create_user(
+        self, name: str, *, display_name: str | None = None, platform_role: str | None = None
+    ) -> JSON:
+        """``platform_role``: ``provider-admin`` or ``viewer`` (None: tenant roles only)."""
+        body = _body(name=name, displayName=display_name, platformRole=platform_role)
+        return self.request("POST", "/v1/users", json=body)
+
+    def update_user(self, user: str, **fields: Any) -> JSON:
+        """Fields as the API spells them (``displayName``, ``platformRole``, ``disabled``)."""
+        return self.request("PATCH", f"/v1/users/{_seg(user)}", json=fields)
+
+    def delete_user(self, user: str) -> None:
+        self.request("DELETE", f"/v1/users/{_seg(user)}")
+
+    def list_members(self, tenant: str, limit: int | None = None, after: str | None = None) -> Page:
+        return self._list(f"/v1/tenants/{_seg(tenant)}/members", limit, after)
+
+    def iter_members(self, tenant: str) -> Iterator[JSON]:
+        return self._iter(f"/v1/tenants/{_seg(tenant)}/members")
+
+    def set_member(self, tenant: str, user: str, role: str) -> JSON:
+        """Give ``user`` (created when missing) ``role`` in the tenant: tenant-admin,
+        tenant-user or viewer."""
+        path = f"/v1/tenants/{_seg(tenant)}/members/{_seg(user)}"
+        return self.request("PUT", path, json={"role": role})
+
+    def remove_member(self, tenant: str, user: str) -> None:
+        self.request("DELETE", f"/v1/tenants/{_seg(tenant)}/members/{_seg(user)}")
+
+    def create_member_token(
+        self, tenant: str, user: str, name: str, *, expires_in: int | None = None
+    ) -> JSON:
+        """A token for a member of the tenant (tenant-admin); its secret is in ``token``, once."""
+        path = f"/v1/tenants/{_seg(tenant)}/members/{_seg(user)}/tokens"
+        return self.request("POST", path, json=_body(name=name, expiresIn=expires_in))
+
+    def list_tokens(self, limit: int | None = None, after: str | None = None) -> Page:
+        return self._list("/v1/tokens", limit, after)
+
+    def iter_tokens(self) -> Iterator[JSON]:
+        return self._iter("/v1/tokens")
+
+    def create_token(self, name: str, *, expires_in: int | None = None) -> JSON:
+        """A new token of the caller; its secret is in ``token`` and is never shown again."""
+        return self.request("POST", "/v1/tokens", json=_body(name=name, expiresIn=expires_in))
+
+    def revoke_token(self, token_id: int | str) -> None:
+        self.request("DELETE", f"/v1/tokens/{_seg(token_id)}")
+
+    # -- fleet ------------------------------------------------------------------------------
+
+    def list_nodes(
+        self,
+        limit: int | None = None,
+        after: str | None = None,
+        *,
+        model: str | None = None,
+        cordoned: bool | None = None,
+        pool: str | None = None,
+    ) -> Page:
+        return self._list("/v1/nodes", limit, after, model=model, cordoned=cordoned, pool=pool)
+
+    def iter_nodes(
+        self, *, model: str | None = None, cordoned: bool | None = None, pool: str | None = None
+    ) -> Iterator[JSON]:
+        return self._iter("/v1/nodes", model=model, cordoned=cordoned, pool=pool)
+
+    def get_node(self, node: str) -> JSON:
+        return self.request("GET", f"/v1/nodes/{_seg(node)}")
+
+    def register_nodes(self, entry: Mapping[str, Any]) -> JSON:
+        """One inventory ``nodes:`` entry (it may use ``count`` and name patterns); returns the
+        nodes created."""
+        return self.request("POST", "/v1/nodes", json=dict(entry))
+
+    def cordon_node(self, node: str) -> JSON:
+        return self.request("POST", f"/v1/nodes/{_seg(node)}/cordon")
+
+    def uncordon_node(self, node: str) -> JSON:
+        return self.request("POST", f"/v1/nodes/{_seg(node)}/uncordon")
+
+    def drain_node(self, node: str) -> JSON:
+        """Cordon, and have the reconciler requeue the jobs running there."""
+        return self.request("POST", f"/v1/nodes/{_seg(node)}/drain")
+
+    def partition_node(self, node: str, partitioning: Mapping[str, Any]) -> JSON:
+        return self.request("PUT", f"/v1/nodes/{_seg(node)}/partition", json=dict(partitioning))
+
+    def delete_node(self, node: str) -> None:
+        self.request("DELETE", f"/v1/nodes/{_seg(node)}")
+
+    # -- governance -------------------------------------------------------------------------
+
+    def _governance(self, path: str, name: str | None) -> str:
+        return f"{path}/{_seg(name)}" if name is not None else path
+
+    def list_flavors(self, limit: int | None = None, after: str | None = None) -> Page:
+        return self._list("/v1/flavors", limit, after)
+
+    def iter_flavors(self) -> Iterator[JSON]:
+        return self._iter("/v1/flavors")
+
+    def get_flavor(self, name: str) -> JSON:
+        return self.request("GET", self._governance("/v1/flavors", name))
+
+    def create_flavor(self, name: str, spec: Mapping[str, Any]) -> JSON:
+        return self.request("POST", "/v1/flavors", json={"name": name, "spec": dict(spec)})
+
+    def put_flavor(self, name: str, spec: Mapping[str, Any]) -> JSON:
+        path = self._governance("/v1/flavors", name)
+        return self.request("PUT", path, json={"name": name, "spec": dict(spec)})
+
+    def delete_flavor(self, name: str) -> None:
+        self.request("DELETE", self._governance("/v1/flavors", name))
+
+    def list_cohorts(self, limit: int | None = None, after: str | None = None) -> Page:
+        return self._list("/v1/cohorts", limit, after)
+
+    def iter_cohorts(self) -> Iterator[JSON]:
+        return self._iter("/v1/cohorts")
+
+    def get_cohort(self, name: str) -> JSON:
+        return self.request("GET", self._governance("/v1/cohorts", name))
+
+    def create_cohort(self, name: str, spec: Mapping[str, Any]) -> JSON:
+        return self.request("POST", "/v1/cohorts", json={"name": name, "spec": dict(spec)})
+
+    def put_cohort(self, name: str, spec: Mapping[str, Any]) -> JSON:
+        path = self._governance("/v1/cohorts", name)
+        return self.request("PUT", path, json={"name": name, "spec": dict(spec)})
+
+    def delete_cohort(self, name: str) -> None:
+        self.request("DELETE", self._governance("/v1/cohorts", name))
+
+    @staticmethod
+    def _cq_path(tenant: str | None) -> str:
+        """Provider route, or the tenant's own cluster queues (tenant-admin)."""
+        return f"/v1/tenants/{_seg(tenant)}/cluster-queues" if tenant else "/v1/cluster-queues"
+
+    def list_cluster_queues(
+        self, limit: int | None = None, after: str | None = None, *, tenant: str | None = None
+    ) -> Page:
+        return self._list(self._cq_path(tenant), limit, after)
+
+    def iter_cluster_queues(self, *, tenant: str | None = None) -> Iterator[JSON]:
+        return self._iter(self._cq_path(tenant))
+
+    def get_cluster_queue(self, name: str, *, tenant: str | None = None) -> JSON:
+        return self.request("GET", self._governance(self._cq_path(tenant), name))
+
+    def create_cluster_queue(
+        self,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        tenant: str | None = None,
+        owner: str | None = None,
+    ) -> JSON:
+        """``tenant``: create it through the tenant's route (tenant-admin, within the tenant's
+        capacity); ``owner``: the provider creates it on behalf of that tenant."""
+        body = _body(name=name, spec=dict(spec), tenant=owner)
+        return self.request("POST", self._cq_path(tenant), json=body)
+
+    def put_cluster_queue(
+        self,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        tenant: str | None = None,
+        owner: str | None = None,
+    ) -> JSON:
+        body = _body(name=name, spec=dict(spec), tenant=owner)
+        return self.request("PUT", self._governance(self._cq_path(tenant), name), json=body)
+
+    def delete_cluster_queue(self, name: str, *, tenant: str | None = None) -> None:
+        self.request("DELETE", self._governance(self._cq_path(tenant), name))
+
+    def list_local_queues(
+        self, tenant: str, limit: int | None = None, after: str | None = None
+    ) -> Page:
+        return self._list(f"/v1/tenants/{_seg(tenant)}/local-queues", limit, after)
+
+    def iter_local_queues(self, tenant: str) -> Iterator[JSON]:
+        return self._iter(f"/v1/tenants/{_seg(tenant)}/local-queues")
+
+    def get_local_queue(self, tenant: str, name: str) -> JSON:
+        """Includes the counts of the queue's pending, admitted and running jobs."""
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/local-queues/{_seg(name)}")
+
+    def create_local_queue(
+        self, tenant: str, name: str, cluster_queue: str, *, user_limit: int | None = None
+    ) -> JSON:
+        body = _body(name=name, clusterQueue=cluster_queue, userLimit=user_limit)
+        return self.request("POST", f"/v1/tenants/{_seg(tenant)}/local-queues", json=body)
+
+    def put_local_queue(
+        self, tenant: str, name: str, cluster_queue: str, *, user_limit: int | None = None
+    ) -> JSON:
+        body = _body(name=name, clusterQueue=cluster_queue, userLimit=user_limit)
+        path = f"/v1/tenants/{_seg(tenant)}/local-queues/{_seg(name)}"
+        return self.request("PUT", path, json=body)
+
+    def delete_local_queue(self, tenant: str, name: str) -> None:
+        self.request("DELETE", f"/v1/tenants/{_seg(tenant)}/local-queues/{_seg(name)}")
+
+    @staticmethod
+    def _scoped(kind: str, tenant: str | None) -> str:
+        return f"/v1/tenants/{_seg(tenant)}/{kind}" if tenant else f"/v1/{kind}"
+
+    def list_priority_classes(
+        self, limit: int | None = None, after: str | None = None, *, tenant: str | None = None
+    ) -> Page:
+        """Global classes, or (with ``tenant``) the tenant's own plus the global ones."""
+        return self._list(self._scoped("priority-classes", tenant), limit, after)
+
+    def iter_priority_classes(self, *, tenant: str | None = None) -> Iterator[JSON]:
+        return self._iter(self._scoped("priority-classes", tenant))
+
+    def get_priority_class(self, name: str, *, tenant: str | None = None) -> JSON:
+        return self.request("GET", f"{self._scoped('priority-classes', tenant)}/{_seg(name)}")
+
+    def create_priority_class(
+        self, name: str, value: int, *, description: str = "", tenant: str | None = None
+    ) -> JSON:
+        """A WorkloadPriorityClass: global (provider) or the tenant's own (tenant admin)."""
+        body = {"name": name, "value": value, "description": description}
+        return self.request("POST", self._scoped("priority-classes", tenant), json=body)
+
+    def put_priority_class(
+        self, name: str, value: int, *, description: str = "", tenant: str | None = None
+    ) -> JSON:
+        body = {"name": name, "value": value, "description": description}
+        path = f"{self._scoped('priority-classes', tenant)}/{_seg(name)}"
+        return self.request("PUT", path, json=body)
+
+    def delete_priority_class(self, name: str, *, tenant: str | None = None) -> None:
+        self.request("DELETE", f"{self._scoped('priority-classes', tenant)}/{_seg(name)}")
+
+    def list_hardware_profiles(
+        self, limit: int | None = None, after: str | None = None, *, tenant: str | None = None
+    ) -> Page:
+        """All profiles (provider), or those the tenant may use."""
+        return self._list(self._scoped("hardware-profiles", tenant), limit, after)
+
+    def iter_hardware_profiles(self, *, tenant: str | None = None) -> Iterator[JSON]:
+        return self._iter(self._scoped("hardware-profiles", tenant))
+
+    def get_hardware_profile(self, name: str, *, tenant: str | None = None) -> JSON:
+        return self.request("GET", f"{self._scoped('hardware-profiles', tenant)}/{_seg(name)}")
+
+    def create_hardware_profile(
+        self, name: str, spec: Mapping[str, Any], *, tenant: str | None = None
+    ) -> JSON:
+        body = {"name": name, "spec": dict(spec)}
+        return self.request("POST", self._scoped("hardware-profiles", tenant), json=body)
+
+    def put_hardware_profile(
+        self, name: str, spec: Mapping[str, Any], *, tenant: str | None = None
+    ) -> JSON:
+        body = {"name": name, "spec": dict(spec)}
+        path = f"{self._scoped('hardware-profiles', tenant)}/{_seg(name)}"
+        return self.request("PUT", path, json=body)
+
+    def delete_hardware_profile(self, name: str, *, tenant: str | None = None) -> None:
+        self.request("DELETE", f"{self._scoped('hardware-profiles', tenant)}/{_seg(name)}")
+
+    def import_kueue(self, yaml_text: str, *, dry_run: bool = False) -> JSON:
+        """Kueue objects as multi-document YAML, unchanged; ``dry_run`` validates only."""
+        return self.request(
+            "POST",
+            "/v1/kueue/import",
+            params=_query(dryRun=dry_run or None),
+            content=yaml_text.encode("utf-8"),
+            headers={"Content-Type": "application/yaml"},
+        )
+
+    def export_kueue(self) -> str:
+        """Every governance object as Kueue YAML (multi-document)."""
+        return str(self.request("GET", "/v1/kueue/export") or "")
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def submit_job(self, tenant: str, spec: Mapping[str, Any]) -> JSON:
+        """Submit a job spec; resubmitting the same ``idempotencyKey`` returns the same job."""
+        return self.request("POST", f"/v1/tenants/{_seg(tenant)}/jobs", json=dict(spec))
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int | None = None,
+        after: str | None = None,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        kind: str | None = None,
+        user: str | None = None,
+    ) -> Page:
+        path = f"/v1/tenants/{_seg(tenant)}/jobs"
+        return self._list(path, limit, after, state=state, queue=queue, kind=kind, user=user)
+
+    def iter_jobs(
+        self,
+        tenant: str,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        kind: str | None = None,
+        user: str | None = None,
+        page_size: int = 500,
+    ) -> Iterator[JSON]:
+        """Every matching job of the tenant, fetched ``page_size`` at a time."""
+        path = f"/v1/tenants/{_seg(tenant)}/jobs"
+        return self._iter(path, page_size, state=state, queue=queue, kind=kind, user=user)
+
+    def list_all_jobs(
+        self,
+        limit: int | None = None,
+        after: str | None = None,
+        *,
+        tenant: str | None = None,
+        state: str | None = None,
+    ) -> Page:
+        """Jobs of every tenant (platform roles)."""
+        return self._list("/v1/jobs", limit, after, tenant=tenant, state=state)
+
+    def iter_all_jobs(
+        self, *, tenant: str | None = None, state: str | None = None
+    ) -> Iterator[JSON]:
+        return self._iter("/v1/jobs", tenant=tenant, state=state)
+
+    def get_job(self, tenant: str, job_id: int | str) -> JSON:
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}")
+
+    def cancel_job(self, tenant: str, job_id: int | str) -> JSON:
+        return self.request("POST", f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/cancel")
+
+    def job_events(self, tenant: str, job_id: int | str) -> list[JSON]:
+        """The job's history (submitted, admitted, running, evicted ...), oldest first."""
+        data = self.request("GET", f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/events")
+        if isinstance(data, dict) and "items" in data:
+            path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/events"
+            items = list(data["items"])
+            after = data.get("next")
+            while after:
+                page = self._list(path, None, after)
+                items.extend(page.items)
+                after = page.next
+            return items
+        return list(data or [])
+
+    def list_workloads(
+        self, tenant: str, limit: int | None = None, after: str | None = None
+    ) -> Page:
+        """The admission view: queue, cluster queue, state, why pending, flavors assigned."""
+        return self._list(f"/v1/tenants/{_seg(tenant)}/workloads", limit, after)
+
+    def iter_workloads(self, tenant: str) -> Iterator[JSON]:
+        return self._iter(f"/v1/tenants/{_seg(tenant)}/workloads")
+
+
+class AsyncClient:
+    """The asynchronous counterpart for high-concurrency callers (``gpuaas bench api``): the
+    job routes and ``whoami``, over one keep-alive pool."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_connections: int = 100,
+    ) -> None:
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.url, transport=transport, timeout=timeout, limits=limits
+        )
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: JSON = None,
+    ) -> JSON:
+        response = await self._http.request(
+            method, path, params=params, json=json, headers=self._headers
+        )
+        return _decode(response)
+
+    async def whoami(self) -> JSON:
+        return await self.request("GET", "/v1/whoami")
+
+    async def submit_job(self, tenant: str, spec: Mapping[str, Any]) -> JSON:
+        return await self.request("POST", f"/v1/tenants/{_seg(tenant)}/jobs", json=dict(spec))
+
+    async def list_jobs(
+        self,
+        tenant: str,
+        limit: int | None = None,
+        after: str | None = None,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+    ) -> Page:
+        params = _query(limit=limit, after=after, state=state, queue=queue)
+        return _page(await self.request("GET", f"/v1/tenants/{_seg(tenant)}/jobs", params=params))
+
+    async def get_job(self, tenant: str, job_id: int | str) -> JSON:
+        return await self.request("GET", f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}")
+
+    async def cancel_job(self, tenant: str, job_id: int | str) -> JSON:
+        path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/cancel"
+        return await self.request("POST", path)

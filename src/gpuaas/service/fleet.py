@@ -1,0 +1,299 @@
+"""The fleet as the service stores it: one fully resolved inventory entry per node.
+
+Registration takes entries in the inventory format (docs/inventory.md), groups and patterns
+included, validates them with the inventory loader, and stores one entry per node with the
+file's defaults merged in and every pattern expanded. So a stored node reads the same as a
+one-node inventory, and :func:`load_nodes` builds the engine's nodes with the same loader.
+Every change bumps ``fleet.version`` in Meta: the reconciler rebuilds its snapshot when it moves.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import zlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.node import Node, Taint, TaintEffect
+from gpuaas.service.errors import conflict, not_found
+from gpuaas.service.settings import Settings
+from gpuaas.store.db import Database
+from gpuaas.store.tables import Job, Meta, NodeRow
+from gpuaas.supply.loaders._common import read_text
+from gpuaas.supply.loaders._yaml import parse_json, parse_yaml
+from gpuaas.supply.loaders.errors import FleetFileError
+from gpuaas.supply.loaders.inventory import API_VERSION, KIND, inventory_from_document
+
+FLEET_VERSION = "fleet.version"
+#: What Kubernetes puts on a cordoned node; the engine then places nothing new there.
+UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
+#: Job states that hold devices on their nodes (gpuaas.service.jobs.JobState values).
+ACTIVE_STATES = ("Admitted", "Running")
+#: Keys merged key by key with the defaults (the node's value wins); others are replaced whole.
+_MERGED_KEYS = ("labels", "topology", "resources")
+_TOPOLOGY_FIELDS = {
+    "zone": "zone",
+    "block": "block",
+    "rack": "rack",
+    "nvlinkDomain": "nvlink_domain",
+}
+
+
+def serialize_writes(session: Session, key: str) -> None:
+    """Make writers of ``key``'s state (the fleet, governance) take turns until they commit,
+    so a write validates against what the previous one committed and no version bump is lost.
+
+    PostgreSQL: a transaction-scoped advisory lock. SQLite: a no-op write, which takes the
+    database's write lock now (pysqlite begins the transaction at the first write), before
+    the reads that the validation makes.
+    """
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        lock = zlib.crc32(key.encode())
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock})
+    elif dialect == "sqlite":
+        session.execute(text("UPDATE meta SET value = value WHERE key = :key"), {"key": key})
+
+
+def bump_version(session: Session, key: str) -> int:
+    """Increment the integer kept as text under ``key`` in Meta; returns the new value."""
+    serialize_writes(session, key)
+    row = session.scalars(
+        select(Meta).where(Meta.key == key).execution_options(populate_existing=True)
+    ).first()
+    if row is None:
+        row = Meta(key=key, value="0")
+        session.add(row)
+    value = int(row.value or "0") + 1
+    row.value = str(value)
+    return value
+
+
+def text_cursor(after: str | None) -> str | None:
+    """An ``?after=`` name cursor PostgreSQL can compare: names hold no NUL byte, so the names
+    after ``a<NUL>b`` are exactly those after ``a``."""
+    return None if after is None else after.split("\x00", 1)[0]
+
+
+def _document(entries: list[Any], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    document: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "nodes": entries}
+    if defaults:
+        document["defaults"] = defaults
+    return document
+
+
+def _invalid(exc: FleetFileError) -> InvalidValue:
+    """The loader's error as an InvalidValue naming the field, the entry in the message."""
+    problem = f"{exc.entry}: {exc.problem}" if exc.entry else exc.problem
+    return InvalidValue(exc.field or "nodes", problem)
+
+
+def _validated(document: dict[str, Any], source: str) -> list[Node]:
+    try:
+        return inventory_from_document(document, source).nodes
+    except FleetFileError as exc:
+        raise _invalid(exc) from None
+    except GpuaasError as exc:  # the loader only raises FleetFileError; be safe anyway
+        raise InvalidValue("nodes", str(exc)) from None
+
+
+def merge_defaults(entry: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``entry`` with ``defaults`` applied the way the inventory format does (see the docs)."""
+    merged: dict[str, Any] = copy.deepcopy(dict(defaults or {}))
+    for key, value in entry.items():
+        mergeable = key in (*_MERGED_KEYS, "gpus")
+        if mergeable and isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = {**merged[key], **copy.deepcopy(dict(value))}
+        else:
+            merged[key] = copy.deepcopy(value)
+    if merged.get("gpus") == "none":
+        merged.pop("gpus")
+    return merged
+
+
+def _resolved(merged: Mapping[str, Any], node: Node) -> dict[str, Any]:
+    """The one-node entry for ``node`` of the (possibly grouped) entry ``merged``."""
+    entry: dict[str, Any] = {"name": node.name}
+    entry.update(
+        (k, copy.deepcopy(v)) for k, v in merged.items() if k not in ("name", "count", "start")
+    )
+    if "topology" in merged:
+        entry["topology"] = {
+            key: getattr(node.topology, _TOPOLOGY_FIELDS[key]) for key in merged["topology"]
+        }
+    if "labels" in merged:
+        entry["labels"] = {key: node.labels[key] for key in merged["labels"]}
+    return entry
+
+
+def resolve_entries(
+    entries: list[dict[str, Any]], defaults: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One validated, self-contained entry per node (defaults merged, groups expanded)."""
+    if not isinstance(entries, list) or not entries:
+        raise InvalidValue("nodes", "expected a non-empty list of node entries")
+    if defaults is not None and not isinstance(defaults, Mapping):
+        raise InvalidValue("defaults", "expected a mapping")
+    _validated(_document(list(entries), defaults), "request")
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        merged = merge_defaults(entry, defaults)
+        nodes = _validated(_document([merged]), "request")
+        out.extend(_resolved(merged, node) for node in nodes)
+    _validated(_document(out), "request")  # the resolved entries mean the same nodes
+    return out
+
+
+def register_nodes(
+    session: Session,
+    entries: list[dict[str, Any]],
+    now: float,
+    defaults: dict[str, Any] | None = None,
+) -> list[NodeRow]:
+    """Validate and store the nodes of ``entries``; 409 when a name is already registered."""
+    resolved = resolve_entries(entries, defaults)
+    serialize_writes(session, FLEET_VERSION)
+    names = [entry["name"] for entry in resolved]
+    taken: set[str] = set()
+    for start in range(0, len(names), 1000):  # bounded IN lists (SQLite caps parameters)
+        chunk = names[start : start + 1000]
+        taken.update(session.scalars(select(NodeRow.name).where(NodeRow.name.in_(chunk))))
+    if taken:
+        shown = ", ".join(sorted(taken)[:5]) + (" ..." if len(taken) > 5 else "")
+        raise conflict(f"node already registered: {shown}", "name")
+    rows = [NodeRow(name=e["name"], spec=e, created_at=now, updated_at=now) for e in resolved]
+    session.add_all(rows)
+    bump_version(session, FLEET_VERSION)
+    session.flush()
+    return rows
+
+
+def register_initial_fleet(db: Database, settings: Settings) -> None:
+    """Register the inventory ``settings.fleet`` once, when no node is registered yet.
+
+    Without ``--fleet`` nothing is registered here: ``--demo`` seeding
+    (:mod:`gpuaas.service.demo`) registers the demo's own fleet, which its flavors select.
+    Only the gpuaas inventory format can be stored entry by entry; other fleet formats are
+    refused with a message saying so.
+    """
+    if settings.fleet is None:
+        return
+    path = Path(settings.fleet)
+    parse = parse_json if path.suffix.lower() == ".json" else parse_yaml
+    document = parse(read_text(path), path)
+    source = str(path)
+    with db.session() as session:
+        if session.scalar(select(NodeRow.id).limit(1)) is not None:
+            return
+        if not isinstance(document, Mapping) or document.get("kind") != KIND:
+            raise FleetFileError(
+                source, f"the server registers gpuaas inventories only (kind: {KIND})"
+            )
+        inventory_from_document(document, source)  # errors name the file, entry and field
+        try:
+            nodes = list(document["nodes"])
+            register_nodes(session, nodes, time.time(), document.get("defaults"))
+        except InvalidValue as exc:
+            raise FleetFileError(source, exc.problem, field=exc.field) from None
+
+
+def nodes_from_rows(rows: Iterable[NodeRow]) -> list[Node]:
+    """Engine nodes for stored rows; cordoned or draining ones carry the unschedulable taint."""
+    rows = list(rows)
+    if not rows:
+        return []
+    nodes = _validated(_document([row.spec for row in rows]), "nodes")
+    for row, node in zip(rows, nodes, strict=True):
+        if (row.cordoned or row.draining) and UNSCHEDULABLE not in node.taints:
+            node.taints.append(UNSCHEDULABLE)
+    return nodes
+
+
+def load_nodes(session: Session) -> list[Node]:
+    """Every registered node, in registration order (cordoned ones too: their jobs stay)."""
+    return nodes_from_rows(session.scalars(select(NodeRow).order_by(NodeRow.id)))
+
+
+def get_node(session: Session, name: str) -> NodeRow:
+    row = None if "\x00" in name else session.scalar(select(NodeRow).where(NodeRow.name == name))
+    if row is None:
+        raise not_found(f"node {name}")
+    return row
+
+
+def placements_on(session: Session, node: str) -> list[tuple[Job, dict[str, Any]]]:
+    """Pods of admitted or running jobs placed on ``node``: (job, placement entry)."""
+    out: list[tuple[Job, dict[str, Any]]] = []
+    for job in session.scalars(select(Job).where(Job.state.in_(ACTIVE_STATES)).order_by(Job.id)):
+        for pod in job.placement or []:
+            if isinstance(pod, Mapping) and pod.get("node") == node:
+                out.append((job, dict(pod)))
+    return out
+
+
+def _refuse_while_used(session: Session, row: NodeRow, action: str) -> None:
+    used = placements_on(session, row.name)
+    if used:
+        jobs = sorted({job.id for job, _ in used})
+        shown = ", ".join(str(j) for j in jobs[:10]) + (" ..." if len(jobs) > 10 else "")
+        raise conflict(
+            f"cannot {action} node {row.name}: {len(jobs)} admitted or running job(s) use it "
+            f"(ids {shown}); drain it first and wait for them to leave"
+        )
+
+
+def set_schedulable(
+    session: Session, name: str, now: float, *, cordoned: bool, draining: bool = False
+) -> NodeRow:
+    """Cordon, drain (cordon + the reconciler requeues its jobs) or uncordon a node."""
+    row = get_node(session, name)
+    row.cordoned = cordoned
+    row.draining = draining
+    row.updated_at = now
+    bump_version(session, FLEET_VERSION)
+    return row
+
+
+def set_partitioning(
+    session: Session,
+    name: str,
+    partitioning: Any,
+    per_gpu: list[Any] | None,
+    now: float,
+) -> NodeRow:
+    """Change how the node's GPUs are offered; 409 while jobs hold devices there."""
+    serialize_writes(session, FLEET_VERSION)
+    row = get_node(session, name)
+    gpus = row.spec.get("gpus")
+    if not isinstance(gpus, Mapping):
+        raise InvalidValue("partitioning", f"node {name} has no GPUs to partition")
+    _refuse_while_used(session, row, "repartition")
+    spec = copy.deepcopy(row.spec)
+    spec["gpus"] = {k: v for k, v in gpus.items() if k not in ("partitioning", "perGpu")}
+    spec["gpus"]["partitioning"] = partitioning
+    if per_gpu:
+        spec["gpus"]["perGpu"] = per_gpu
+    try:
+        inventory_from_document(_document([spec]), name)
+    except FleetFileError as exc:
+        field = exc.field.removeprefix("gpus.") if exc.field else "partitioning"
+        raise InvalidValue(field, exc.problem) from None
+    row.spec = spec
+    row.updated_at = now
+    bump_version(session, FLEET_VERSION)
+    return row
+
+
+def delete_node(session: Session, name: str) -> None:
+    """Remove a node from the fleet; 409 while jobs hold devices there."""
+    serialize_writes(session, FLEET_VERSION)
+    row = get_node(session, name)
+    _refuse_while_used(session, row, "delete")
+    session.delete(row)
+    bump_version(session, FLEET_VERSION)

@@ -1,0 +1,75 @@
+"""Request and response bodies of the fleet routes (camelCase JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from gpuaas.service.models.identity import CamelIn, CamelOut
+
+
+class PartitionIn(CamelIn):
+    """How every GPU of the node is offered, and per-GPU exceptions (docs/inventory.md):
+    ``partitioning: whole | all-1g.10gb | {mig: {...}} | {timeSlicing: {replicas: N}}``."""
+
+    partitioning: Any = "whole"
+    per_gpu: list[dict[str, Any]] | None = None
+
+
+class MigInstanceOut(CamelOut):
+    profile: str
+    start: int
+    size: int
+
+
+class PartitionOut(CamelOut):
+    mode: str
+    config: str
+    replicas: int
+    instances: list[MigInstanceOut]
+
+
+class GpuOut(CamelOut):
+    index: int
+    uuid: str
+    model: str
+    memory_mib: int
+    numa_node: int
+    partition: PartitionOut
+
+
+class TaintOut(CamelOut):
+    key: str
+    value: str
+    effect: str
+
+
+class PodOnNode(CamelOut):
+    """One admitted or running pod on the node, with the devices it holds."""
+
+    job_id: int
+    tenant: str
+    state: str
+    pod_set: str | None
+    index: int | None
+    assignment: Any = None
+
+
+class NodeOut(CamelOut):
+    name: str
+    cordoned: bool
+    draining: bool
+    gpu_model: str
+    gpu_count: int
+    allocatable: dict[str, str]
+    topology: dict[str, str]
+    labels: dict[str, str]
+    taints: list[TaintOut]
+    gpus: list[GpuOut]
+    spec: dict[str, Any] = Field(description="the stored inventory entry")
+    allocated: list[PodOnNode] | None = Field(
+        default=None, description="pods placed here (only when one node is read)"
+    )
+    created_at: float
+    updated_at: float

@@ -1,0 +1,77 @@
+"""Request and response bodies of governance objects (camelCase JSON).
+
+Objects carry their Kueue ``spec`` unchanged (``kueue.x-k8s.io/v1beta2``; a HardwareProfile's is
+``gpuaas.io/v1``), so what a Kueue user knows applies as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from gpuaas.service.models.identity import CamelIn, CamelOut, Text
+
+
+class ObjectIn(CamelIn):
+    """A flavor, cohort or hardware profile: its name and Kueue spec (on PUT the name may be
+    left out; it comes from the path)."""
+
+    name: str | None = None
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
+class ClusterQueueIn(ObjectIn):
+    """``tenant``: the owning tenant (provider routes only); its capacity bounds the quota."""
+
+    tenant: str | None = None
+
+
+class ObjectOut(CamelOut):
+    kind: str
+    name: str
+    tenant: str | None = Field(default=None, description="the owning tenant; null: the provider")
+    spec: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+class LocalQueueIn(CamelIn):
+    name: str | None = None
+    cluster_queue: str
+    user_limit: int | None = Field(
+        default=None, ge=1, description="most workloads of one user holding quota at once"
+    )
+
+
+class LocalQueueOut(CamelOut):
+    name: str
+    tenant: str
+    cluster_queue: str
+    user_limit: int | None
+    pending: int | None = None
+    admitted: int | None = None
+    running: int | None = None
+    created_at: float
+    updated_at: float
+
+
+class PriorityClassIn(CamelIn):
+    name: str | None = None
+    value: int = Field(ge=-(2**31), le=2**31 - 1)
+    description: Text = Field(default="", max_length=2000)
+
+
+class PriorityClassOut(CamelOut):
+    name: str
+    value: int
+    description: str
+    tenant: str | None = Field(default=None, description="null: a global class")
+    created_at: float
+    updated_at: float
+
+
+class ImportResult(CamelOut):
+    dry_run: bool
+    created: list[str]
+    updated: list[str]

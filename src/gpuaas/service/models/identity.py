@@ -1,0 +1,151 @@
+"""Request and response bodies of tenants, users, memberships and tokens (camelCase JSON)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from gpuaas.service.governance import name_problem
+from gpuaas.service.models.common import Strict
+
+#: Longest token lifetime a caller may ask for: ten years, in seconds.
+MAX_TOKEN_LIFETIME = 10 * 365 * 24 * 3600
+
+
+def _printable(text: str) -> str:
+    """Refuse control characters (a NUL byte cannot even be stored by PostgreSQL)."""
+    if any(ord(c) < 32 and c not in "\t\n" for c in text):
+        raise ValueError("must not contain control characters")
+    return text
+
+
+#: Free text a person reads (display names, token names, descriptions).
+Text = Annotated[str, AfterValidator(_printable)]
+
+
+def _tenant_name(name: str) -> str:
+    """A tenant's name is the Kubernetes namespace of its LocalQueues: a DNS-1123 label."""
+    problem = name_problem(name, label=True)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+TenantName = Annotated[str, AfterValidator(_tenant_name)]
+
+_USER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9._@]*[a-z0-9])?$")
+
+
+def user_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a user name (1-100 of ``a-z 0-9 - . _ @``), or None."""
+    if len(name) > 100 or not _USER_NAME.match(name):
+        return (
+            f"{name!r} is not a valid user name (1-100 lowercase letters, digits, '-', '.', '_' "
+            "or '@', starting and ending with a letter or digit)"
+        )
+    return None
+
+
+def _user_name(name: str) -> str:
+    problem = user_name_problem(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+UserName = Annotated[str, AfterValidator(_user_name)]
+
+#: ``{flavor: {resource: quantity}}``, e.g. ``{"h100": {"nvidia.com/gpu": "64"}}``.
+Capacity = dict[str, dict[str, str | int]]
+
+
+class CamelIn(Strict):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+class CamelOut(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, alias_generator=to_camel)
+
+
+class TenantRole(CamelOut):
+    tenant: str
+    role: str
+
+
+class WhoAmI(CamelOut):
+    user: str
+    platform_role: str | None
+    tenants: list[TenantRole]
+
+
+class TenantIn(CamelIn):
+    name: TenantName
+    display_name: Text = Field(default="", max_length=200)
+    capacity: Capacity = Field(default_factory=dict)
+
+
+class TenantPatch(CamelIn):
+    display_name: Text | None = Field(default=None, max_length=200)
+    capacity: Capacity | None = None
+
+
+class TenantOut(CamelOut):
+    name: str
+    display_name: str
+    capacity: dict[str, dict[str, str]]
+    created_at: float
+
+
+class UserIn(CamelIn):
+    name: UserName
+    display_name: Text = Field(default="", max_length=200)
+    platform_role: str | None = None
+
+
+class UserPatch(CamelIn):
+    """``platformRole: null`` removes the platform role; leave it out to keep it."""
+
+    display_name: Text | None = Field(default=None, max_length=200)
+    platform_role: str | None = None
+    disabled: bool | None = None
+
+
+class UserOut(CamelOut):
+    name: str
+    display_name: str
+    platform_role: str | None
+    disabled: bool
+    created_at: float
+
+
+class MemberIn(CamelIn):
+    role: str
+
+
+class MemberOut(CamelOut):
+    user: str
+    role: str
+    created_at: float
+
+
+class TokenIn(CamelIn):
+    name: Text = Field(min_length=1, max_length=100)
+    expires_in: int | None = Field(default=None, ge=1, le=MAX_TOKEN_LIFETIME)
+
+
+class TokenOut(CamelOut):
+    id: int
+    name: str
+    user: str
+    prefix: str
+    created_at: float
+    expires_at: float | None
+
+
+class TokenCreated(TokenOut):
+    """Carries the secret: shown once, never stored (only its SHA-256 is kept)."""
+
+    token: str

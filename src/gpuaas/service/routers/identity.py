@@ -1,0 +1,546 @@
+"""Who is who: tenants, users, tenant memberships and API tokens.
+
+Provider admins manage tenants and users; a tenant admin manages the tenant's members and can
+hand a member a token. Every write to memberships or tokens clears the token cache, so a removed
+member or a revoked token stops working at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from fastapi import APIRouter, Query, Request, Response
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.resources import canonical_amount, format_amount
+from gpuaas.service.auth import (
+    PLATFORM_ROLES,
+    TENANT_ROLES,
+    Need,
+    Principal,
+    Role,
+    hash_token,
+    new_token,
+    require_platform,
+    tenant_for,
+)
+from gpuaas.service.deps import PrincipalDep, SessionDep
+from gpuaas.service.errors import conflict, forbidden, invalid, not_found
+from gpuaas.service.fleet import bump_version, serialize_writes, text_cursor
+from gpuaas.service.governance import (
+    GOVERNANCE_VERSION,
+    LOCAL_QUEUE,
+    PRIORITY_CLASS,
+    UNFINISHED_STATES,
+    all_objects,
+    build_governance,
+    check_capacity,
+    check_name,
+    tenant_queue_documents,
+)
+from gpuaas.service.models.common import Page, paginate
+from gpuaas.service.models.identity import (
+    Capacity,
+    MemberIn,
+    MemberOut,
+    TenantIn,
+    TenantOut,
+    TenantPatch,
+    TenantRole,
+    TokenCreated,
+    TokenIn,
+    TokenOut,
+    UserIn,
+    UserOut,
+    UserPatch,
+    WhoAmI,
+    user_name_problem,
+)
+from gpuaas.store.tables import Job, Membership, Tenant, Token, User
+
+router = APIRouter(prefix="/v1", tags=["identity"])
+
+LimitQ = Query(100, description="page size, 1-1000")
+AfterQ = Query(None, description="the `next` cursor of the previous page")
+
+
+def _forget_tokens(request: Request) -> None:
+    request.app.state.tokens.clear()
+
+
+# --- who am I ------------------------------------------------------------------------------
+
+
+@router.get("/whoami", response_model=WhoAmI)
+def whoami(session: SessionDep, p: PrincipalDep) -> WhoAmI:
+    """The caller's user name, platform role and tenant roles."""
+    names = dict(
+        session.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(p.tenant_roles))).all()
+    )
+    tenants = [
+        TenantRole(tenant=names[tid], role=str(role))
+        for tid, role in sorted(p.tenant_roles.items())
+        if tid in names
+    ]
+    role = None if p.platform_role is None else str(p.platform_role)
+    return WhoAmI(user=p.user, platform_role=role, tenants=tenants)
+
+
+# --- tenants -------------------------------------------------------------------------------
+
+
+def tenant_out(tenant: Tenant) -> TenantOut:
+    return TenantOut(
+        name=tenant.name,
+        display_name=tenant.display_name,
+        capacity=tenant.capacity or {},
+        created_at=tenant.created_at,
+    )
+
+
+def parse_capacity(raw: Capacity) -> dict[str, dict[str, str]]:
+    """Capacity with every quantity checked and written canonically (``"64"``, ``"2Ti"``)."""
+    out: dict[str, dict[str, str]] = {}
+    for flavor, resources in raw.items():
+        check_name(f"capacity.{flavor}", flavor)
+        out[flavor] = {}
+        for resource, value in resources.items():
+            field = f"capacity.{flavor}.{resource}"
+            try:
+                amount = canonical_amount(resource, value, field)
+            except InvalidValue as exc:
+                raise invalid(field, exc.problem) from None
+            out[flavor][resource] = format_amount(resource, amount)
+    return out
+
+
+MAX_ID = 2**63 - 1
+
+
+def id_cursor(after: str | None) -> str | None:
+    """An ``?after=`` id cursor that fits the database's 64-bit ids (else 422 naming it)."""
+    if after is not None and after.strip().lstrip("+-").isdigit() and abs(int(after)) > MAX_ID:
+        raise invalid("after", f"not a cursor this list returned: {after!r}")
+    return after
+
+
+def _find_user(session: Session, name: str) -> User | None:
+    if "\x00" in name:
+        return None  # no stored name has one, and PostgreSQL refuses it in a query
+    return session.scalar(select(User).where(User.name == name))
+
+
+def _tenant_by_name(session: Session, name: str) -> Tenant:
+    tenant = None
+    if "\x00" not in name:
+        tenant = session.scalar(select(Tenant).where(Tenant.name == name))
+    if tenant is None:
+        raise not_found(f"tenant {name}")
+    return tenant
+
+
+@router.get("/tenants", response_model=Page[TenantOut])
+def list_tenants(
+    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
+) -> Page[TenantOut]:
+    """Every tenant for platform roles; a tenant member sees its own tenants."""
+    stmt = select(Tenant)
+    if not p.sees_everything:
+        stmt = stmt.where(Tenant.id.in_(list(p.tenant_roles)))
+    rows, cursor = paginate(session, stmt, Tenant.name, limit, text_cursor(after))
+    return Page(items=[tenant_out(t) for t in rows], next=cursor)
+
+
+@router.post("/tenants", response_model=TenantOut, status_code=201)
+def create_tenant(body: TenantIn, session: SessionDep, p: PrincipalDep) -> TenantOut:
+    require_platform(p, write=True)
+    if session.scalar(select(Tenant.id).where(Tenant.name == body.name)) is not None:
+        raise conflict(f"tenant {body.name} already exists", "name")
+    tenant = Tenant(
+        name=body.name,
+        display_name=body.display_name,
+        capacity=parse_capacity(body.capacity),
+        created_at=time.time(),
+    )
+    session.add(tenant)
+    session.flush()
+    return tenant_out(tenant)
+
+
+@router.get("/tenants/{tenant}", response_model=TenantOut)
+def get_tenant(tenant: str, session: SessionDep, p: PrincipalDep) -> TenantOut:
+    return tenant_out(tenant_for(session, p, tenant, Need.READ))
+
+
+@router.patch("/tenants/{tenant}", response_model=TenantOut)
+def update_tenant(
+    tenant: str, body: TenantPatch, session: SessionDep, p: PrincipalDep
+) -> TenantOut:
+    """Rename for display or change capacity; capacity cannot drop below the tenant's own
+    ClusterQueues' nominal quota (422 naming the flavor and resource)."""
+    require_platform(p, write=True)
+    row = _tenant_by_name(session, tenant)
+    if body.display_name is not None:
+        row.display_name = body.display_name
+    if body.capacity is not None:
+        capacity = parse_capacity(body.capacity)
+        serialize_writes(session, GOVERNANCE_VERSION)
+        check_capacity(row, tenant_queue_documents(session, row.id), capacity, "capacity")
+        row.capacity = capacity
+    session.flush()
+    return tenant_out(row)
+
+
+@router.delete("/tenants/{tenant}", status_code=204)
+def delete_tenant(tenant: str, request: Request, session: SessionDep, p: PrincipalDep) -> Response:
+    """Delete a tenant with its queues, memberships and finished jobs; 409 while it has
+    unfinished jobs or a provider object still needs one of its queues."""
+    require_platform(p, write=True)
+    serialize_writes(session, GOVERNANCE_VERSION)
+    row = _tenant_by_name(session, tenant)
+    busy = session.scalar(
+        select(func.count(Job.id)).where(Job.tenant_id == row.id, Job.state.in_(UNFINISHED_STATES))
+    )
+    if busy:
+        raise conflict(f"tenant {tenant} has {busy} unfinished job(s); cancel them first")
+    rows = all_objects(session)
+    rest = [
+        r.document
+        for r in rows
+        if r.tenant_id != row.id
+        and not (r.kind == LOCAL_QUEUE and r.namespace == row.name)
+        and not (r.kind == PRIORITY_CLASS and r.namespace)
+    ]
+    try:
+        build_governance(rest, "governance")
+    except InvalidValue as exc:
+        raise conflict(f"tenant {tenant} is still referred to: {exc}") from None
+    owned = any(r.tenant_id == row.id for r in rows)
+    session.delete(row)
+    if owned:
+        bump_version(session, GOVERNANCE_VERSION)
+    session.flush()
+    _forget_tokens(request)
+    return Response(status_code=204)
+
+
+# --- users ---------------------------------------------------------------------------------
+
+
+def _check_user_name(field: str, name: str) -> str:
+    problem = user_name_problem(name)
+    if problem:
+        raise invalid(field, problem)
+    return name
+
+
+def _platform_roles(session: Session, user_ids: Iterable[int]) -> dict[int, str]:
+    rows = session.execute(
+        select(Membership.user_id, Membership.role).where(
+            Membership.user_id.in_(list(user_ids)), Membership.tenant_id.is_(None)
+        )
+    )
+    return dict(rows.all())
+
+
+def _user_out(user: User, roles: Mapping[int, str]) -> UserOut:
+    return UserOut(
+        name=user.name,
+        display_name=user.display_name,
+        platform_role=roles.get(user.id),
+        disabled=user.disabled,
+        created_at=user.created_at,
+    )
+
+
+def _platform_role(value: str | None) -> Role | None:
+    if value is None:
+        return None
+    allowed = [str(r) for r in PLATFORM_ROLES]
+    if value not in allowed:
+        raise invalid("platformRole", f"must be one of {', '.join(allowed)}, got {value!r}")
+    return Role(value)
+
+
+def _user_by_name(session: Session, name: str) -> User:
+    user = _find_user(session, name)
+    if user is None:
+        raise not_found(f"user {name}")
+    return user
+
+
+def _set_platform_role(session: Session, user: User, role: Role | None, now: float) -> None:
+    current = session.scalar(
+        select(Membership).where(Membership.user_id == user.id, Membership.tenant_id.is_(None))
+    )
+    if current is not None and current.role == Role.PROVIDER_ADMIN and role != current.role:
+        _keep_a_provider_admin(session, user)
+    if role is None:
+        if current is not None:
+            session.delete(current)
+    elif current is None:
+        session.add(Membership(user_id=user.id, tenant_id=None, role=str(role), created_at=now))
+    else:
+        current.role = str(role)
+
+
+def _keep_a_provider_admin(session: Session, leaving: User) -> None:
+    """409 when ``leaving`` is the last enabled provider admin: nobody could administer."""
+    others = session.scalar(
+        select(func.count(Membership.id))
+        .join(User, User.id == Membership.user_id)
+        .where(
+            Membership.tenant_id.is_(None),
+            Membership.role == str(Role.PROVIDER_ADMIN),
+            Membership.user_id != leaving.id,
+            User.disabled.is_(False),
+        )
+    )
+    if not others:
+        raise conflict(f"{leaving.name} is the last provider-admin; make another one first")
+
+
+@router.get("/users", response_model=Page[UserOut])
+def list_users(
+    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
+) -> Page[UserOut]:
+    require_platform(p, write=False)
+    rows, cursor = paginate(session, select(User), User.name, limit, text_cursor(after))
+    roles = _platform_roles(session, [u.id for u in rows])
+    return Page(items=[_user_out(u, roles) for u in rows], next=cursor)
+
+
+@router.post("/users", response_model=UserOut, status_code=201)
+def create_user(body: UserIn, request: Request, session: SessionDep, p: PrincipalDep) -> UserOut:
+    require_platform(p, write=True)
+    role = _platform_role(body.platform_role)
+    if session.scalar(select(User.id).where(User.name == body.name)) is not None:
+        raise conflict(f"user {body.name} already exists", "name")
+    now = time.time()
+    user = User(name=body.name, display_name=body.display_name, created_at=now)
+    session.add(user)
+    session.flush()
+    _set_platform_role(session, user, role, now)
+    session.flush()
+    _forget_tokens(request)
+    return _user_out(user, _platform_roles(session, [user.id]))
+
+
+@router.get("/users/{user}", response_model=UserOut)
+def get_user(user: str, session: SessionDep, p: PrincipalDep) -> UserOut:
+    """Platform roles read any user; everyone reads itself."""
+    if user != p.user:
+        require_platform(p, write=False)
+    row = _user_by_name(session, user)
+    return _user_out(row, _platform_roles(session, [row.id]))
+
+
+@router.patch("/users/{user}", response_model=UserOut)
+def update_user(
+    user: str, body: UserPatch, request: Request, session: SessionDep, p: PrincipalDep
+) -> UserOut:
+    require_platform(p, write=True)
+    row = _user_by_name(session, user)
+    if body.display_name is not None:
+        row.display_name = body.display_name
+    if "platform_role" in body.model_fields_set:
+        _set_platform_role(session, row, _platform_role(body.platform_role), time.time())
+    if body.disabled is not None:
+        if body.disabled and not row.disabled:
+            roles = _platform_roles(session, [row.id])
+            if roles.get(row.id) == Role.PROVIDER_ADMIN:
+                _keep_a_provider_admin(session, row)
+        row.disabled = body.disabled
+    session.flush()
+    _forget_tokens(request)
+    return _user_out(row, _platform_roles(session, [row.id]))
+
+
+@router.delete("/users/{user}", status_code=204)
+def delete_user(user: str, request: Request, session: SessionDep, p: PrincipalDep) -> Response:
+    """Delete a user with its tokens and memberships; 409 when it has jobs (their history
+    would go with it: disable the user instead)."""
+    require_platform(p, write=True)
+    row = _user_by_name(session, user)
+    if _platform_roles(session, [row.id]).get(row.id) == Role.PROVIDER_ADMIN:
+        _keep_a_provider_admin(session, row)
+    if session.scalar(select(Job.id).where(Job.user_id == row.id).limit(1)) is not None:
+        raise conflict(f"user {user} has jobs; disable it instead (PATCH disabled: true)")
+    session.delete(row)
+    session.flush()
+    _forget_tokens(request)
+    return Response(status_code=204)
+
+
+# --- memberships ---------------------------------------------------------------------------
+
+
+@router.get("/tenants/{tenant}/members", response_model=Page[MemberOut])
+def list_members(
+    tenant: str,
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: int = LimitQ,
+    after: str | None = AfterQ,
+) -> Page[MemberOut]:
+    row = tenant_for(session, p, tenant, Need.READ)
+    stmt = select(Membership).where(Membership.tenant_id == row.id)
+    members, cursor = paginate(session, stmt, Membership.id, limit, id_cursor(after))
+    names = dict(
+        session.execute(
+            select(User.id, User.name).where(User.id.in_([m.user_id for m in members]))
+        ).all()
+    )
+    items = [
+        MemberOut(user=names[m.user_id], role=m.role, created_at=m.created_at) for m in members
+    ]
+    return Page(items=items, next=cursor)
+
+
+def _tenant_role(value: str) -> Role:
+    allowed = [str(r) for r in TENANT_ROLES]
+    if value not in allowed:
+        raise invalid("role", f"must be one of {', '.join(allowed)}, got {value!r}")
+    return Role(value)
+
+
+def _membership(session: Session, tenant: Tenant, user: User) -> Membership | None:
+    return session.scalar(
+        select(Membership).where(Membership.tenant_id == tenant.id, Membership.user_id == user.id)
+    )
+
+
+@router.put("/tenants/{tenant}/members/{user}", response_model=MemberOut)
+def put_member(
+    tenant: str, user: str, body: MemberIn, request: Request, session: SessionDep, p: PrincipalDep
+) -> MemberOut:
+    """Give ``user`` a role in the tenant, creating the user if it does not exist yet."""
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    role = _tenant_role(body.role)
+    now = time.time()
+    account = _find_user(session, user)
+    if account is None:
+        account = User(name=_check_user_name("user", user), created_at=now)
+        session.add(account)
+        session.flush()
+    member = _membership(session, row, account)
+    if member is None:
+        member = Membership(user_id=account.id, tenant_id=row.id, role=str(role), created_at=now)
+        session.add(member)
+    else:
+        member.role = str(role)
+    session.flush()
+    _forget_tokens(request)
+    return MemberOut(user=account.name, role=member.role, created_at=member.created_at)
+
+
+@router.delete("/tenants/{tenant}/members/{user}", status_code=204)
+def delete_member(
+    tenant: str, user: str, request: Request, session: SessionDep, p: PrincipalDep
+) -> Response:
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    account = _find_user(session, user)
+    member = None if account is None else _membership(session, row, account)
+    if member is None:
+        raise not_found(f"member {user} of tenant {tenant}")
+    session.delete(member)
+    session.flush()
+    _forget_tokens(request)
+    return Response(status_code=204)
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+
+def _token_out(token: Token, user: str) -> TokenOut:
+    return TokenOut(
+        id=token.id,
+        name=token.name,
+        user=user,
+        prefix=token.prefix,
+        created_at=token.created_at,
+        expires_at=token.expires_at,
+    )
+
+
+def _issue(session: Session, user: User, body: TokenIn) -> TokenCreated:
+    now = time.time()
+    secret = new_token()
+    token = Token(
+        user_id=user.id,
+        name=body.name,
+        prefix=secret[:8],
+        token_hash=hash_token(secret),
+        created_at=now,
+        expires_at=None if body.expires_in is None else now + body.expires_in,
+    )
+    session.add(token)
+    session.flush()
+    return TokenCreated(**_token_out(token, user.name).model_dump(), token=secret)
+
+
+def _may_speak_for(session: Session, p: Principal, user: User) -> None:
+    """A tenant admin may mint tokens only for users it fully administers: no platform role
+    and no tenant where the admin is not tenant-admin (a token carries every role)."""
+    if p.is_provider_admin:
+        return
+    for m in session.scalars(select(Membership).where(Membership.user_id == user.id)):
+        if m.tenant_id is None or p.role_in(m.tenant_id) is not Role.TENANT_ADMIN:
+            raise forbidden(
+                f"user {user.name} has roles outside the tenants you administer; "
+                "ask a provider-admin for its token"
+            )
+
+
+@router.post(
+    "/tenants/{tenant}/members/{user}/tokens", response_model=TokenCreated, status_code=201
+)
+def create_member_token(
+    tenant: str, user: str, body: TokenIn, request: Request, session: SessionDep, p: PrincipalDep
+) -> TokenCreated:
+    """A token for a member of the tenant; the secret is in this answer only."""
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    account = _find_user(session, user)
+    if account is None or _membership(session, row, account) is None:
+        raise not_found(f"member {user} of tenant {tenant}")
+    _may_speak_for(session, p, account)
+    created = _issue(session, account, body)
+    _forget_tokens(request)
+    return created
+
+
+@router.get("/tokens", response_model=Page[TokenOut])
+def list_tokens(
+    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
+) -> Page[TokenOut]:
+    """The caller's own live tokens (never their secrets)."""
+    stmt = select(Token).where(Token.user_id == p.user_id, Token.revoked.is_(False))
+    rows, cursor = paginate(session, stmt, Token.id, limit, id_cursor(after))
+    return Page(items=[_token_out(t, p.user) for t in rows], next=cursor)
+
+
+@router.post("/tokens", response_model=TokenCreated, status_code=201)
+def create_token(
+    body: TokenIn, request: Request, session: SessionDep, p: PrincipalDep
+) -> TokenCreated:
+    user = session.get(User, p.user_id)
+    if user is None:
+        raise not_found(f"user {p.user}")
+    created = _issue(session, user, body)
+    _forget_tokens(request)
+    return created
+
+
+@router.delete("/tokens/{token_id}", status_code=204)
+def revoke_token(token_id: int, request: Request, session: SessionDep, p: PrincipalDep) -> Response:
+    """Revoke one of the caller's tokens (a provider-admin may revoke any)."""
+    token = None if not 0 < token_id <= MAX_ID else session.get(Token, token_id)
+    if token is None or token.revoked or (token.user_id != p.user_id and not p.is_provider_admin):
+        raise not_found(f"token {token_id}")
+    token.revoked = True
+    session.flush()
+    _forget_tokens(request)
+    return Response(status_code=204)

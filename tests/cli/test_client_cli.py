@@ -1,0 +1,241 @@
+"""The client commands end to end: the real CLI app talking to the real API app in process."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner, Result
+
+import gpuaas.cli.client as cli_client
+from gpuaas.cli.main import app
+from gpuaas.client import Client
+from gpuaas.service.app import create_app
+from gpuaas.service.settings import Settings
+
+ADMIN = "gpa_cli-admin-token-0123456789abcdef"
+URL = "http://testserver"
+runner = CliRunner()
+
+FLEET = {
+    "apiVersion": "gpuaas.io/v1",
+    "kind": "Fleet",
+    "nodes": [
+        {
+            "name": "n-{i}",
+            "count": 2,
+            "cpu": "64",
+            "memory": "512Gi",
+            "gpus": {"model": "H100-80GB", "count": 8},
+            "labels": {"gpuaas.io/pool": "cli"},
+        }
+    ],
+}
+CLUSTER_QUEUE = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ClusterQueue",
+    "metadata": {"name": "acme-cq"},
+    "spec": {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [
+                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16}]}
+                ],
+            }
+        ],
+    },
+}
+JOB = {
+    "name": "train",
+    "kind": "training",
+    "queue": "default",
+    "command": ["python", "train.py"],
+    "podSets": [{"name": "workers", "count": 2, "resources": {"nvidia.com/gpu": 1}}],
+}
+
+
+@pytest.fixture
+def http(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    """The API in process; every command's client goes through it; config in tmp_path."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(FLEET), encoding="utf-8")
+    settings = Settings(
+        db_url=sqlite_url, data_dir=tmp_path, reconcile=False, admin_token=ADMIN, fleet=fleet
+    )
+    monkeypatch.setenv("GPUAAS_CONFIG", str(tmp_path / "config" / "config.json"))
+    for name in ("GPUAAS_URL", "GPUAAS_TOKEN", "GPUAAS_TENANT"):
+        monkeypatch.delenv(name, raising=False)
+    with TestClient(create_app(settings), base_url=URL) as client:
+        monkeypatch.setattr(
+            cli_client, "make_client", lambda url, token: Client.from_httpx(client, token)
+        )
+        yield client
+
+
+def gpuaas(*args: str) -> Result:
+    return runner.invoke(app, list(args))
+
+
+def ok_json(*args: str) -> object:
+    result = gpuaas(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # JSON only on stdout
+
+
+def failed(*args: str) -> str:
+    """Run a command that must fail cleanly: exit 1, `error:` on stderr, no traceback."""
+    result = gpuaas(*args)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return result.stderr
+
+
+def set_up_acme(tmp_path: Path) -> str:
+    """As the admin: a flavor, tenant acme with a queue and the tenant-user alice; returns
+    alice's token."""
+    flavor = tmp_path / "flavor.yaml"
+    flavor.write_text(
+        yaml.safe_dump({"name": "h100", "spec": {"nodeLabels": {"gpuaas.io/pool": "cli"}}})
+    )
+    assert gpuaas("flavors", "create", "-f", str(flavor)).exit_code == 0
+    ok_json("tenants", "create", "acme", "--capacity", "h100:nvidia.com/gpu=16")
+    cq = tmp_path / "cq.yaml"
+    cq.write_text(yaml.safe_dump(CLUSTER_QUEUE))
+    ok_json("cluster-queues", "create", "-f", str(cq), "--owner", "acme")
+    ok_json("queues", "create", "default", "--cluster-queue", "acme-cq", "--tenant", "acme")
+    ok_json("members", "set", "alice", "tenant-user", "--tenant", "acme")
+    issued = ok_json("members", "token", "alice", "--name", "laptop", "--tenant", "acme")
+    assert isinstance(issued, dict)
+    return str(issued["token"])
+
+
+def test_login_saves_a_private_config_and_whoami_reads_it(http: TestClient, tmp_path: Path) -> None:
+    result = gpuaas("login", URL, ADMIN)
+    assert result.exit_code == 0, result.output
+    assert "logged in" in result.stdout
+    config = tmp_path / "config" / "config.json"
+    assert json.loads(config.read_text()) == {"url": URL, "token": ADMIN}
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    who = ok_json("whoami")
+    assert isinstance(who, dict) and who["platformRole"] == "provider-admin"
+
+
+def test_login_with_a_bad_token_saves_nothing(http: TestClient, tmp_path: Path) -> None:
+    assert "error: " in failed("login", URL, "gpa_wrong")
+    assert not (tmp_path / "config" / "config.json").exists()
+    assert "gpuaas login" in failed("whoami")
+
+
+def test_tenants_commands_and_clear_errors(http: TestClient) -> None:
+    gpuaas("login", URL, ADMIN)
+    made = ok_json(
+        "tenants", "create", "acme", "--display-name", "Acme", "--capacity", "h100:cpu=8"
+    )
+    assert made == {**made, "name": "acme", "displayName": "Acme"}
+    table = gpuaas("tenants", "list")
+    assert table.exit_code == 0 and "acme" in table.stdout and "Acme" in table.stdout
+    page = ok_json("tenants", "list", "--limit", "1")
+    assert isinstance(page, dict) and [t["name"] for t in page["items"]] == ["acme"]
+    assert ok_json("tenants", "update", "acme", "--display-name", "ACME")["displayName"] == "ACME"
+    assert "not found" in failed("tenants", "get", "nope")
+    assert "--capacity" in failed("tenants", "create", "x", "--capacity", "nonsense")
+    err = failed("tenants", "create", "Bad Name!")
+    assert "name" in err
+    assert "--yes" in failed("tenants", "delete", "acme")
+    assert ok_json("tenants", "delete", "acme", "--yes") == {"deleted": "acme"}
+
+
+def test_a_tenant_user_submits_follows_and_cancels_jobs(http: TestClient, tmp_path: Path) -> None:
+    gpuaas("login", URL, ADMIN)
+    alice = set_up_acme(tmp_path)
+    assert "give --tenant" in failed("jobs", "list")  # the admin is a member of no tenant
+    gpuaas("login", URL, alice)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(JOB))
+    job = ok_json("jobs", "submit", "-f", str(spec), "--idempotency-key", "k1")
+    assert isinstance(job, dict) and job["name"] == "train" and job["tenant"] == "acme"
+    again = ok_json("jobs", "submit", "-f", str(spec), "--idempotency-key", "k1")
+    assert again["id"] == job["id"]  # type: ignore[index]
+    listed = ok_json("jobs", "list")
+    assert [j["id"] for j in listed["items"]] == [job["id"]]  # type: ignore[index]
+    table = gpuaas("jobs", "list")
+    assert table.exit_code == 0 and "train" in table.stdout
+    assert ok_json("jobs", "get", str(job["id"]))["spec"]["kind"] == "training"  # type: ignore[index]
+    ok_json("jobs", "cancel", str(job["id"]))
+    events = ok_json("jobs", "events", str(job["id"]))
+    assert isinstance(events, list) and events
+    assert "not found" in failed("jobs", "get", "999999")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**JOB, "queue": "nope"}))
+    assert "queue" in failed("jobs", "submit", "-f", str(bad))
+    assert "cannot read" in failed("jobs", "submit", "-f", str(tmp_path / "missing.yaml"))
+    waiting = ok_json("jobs", "submit", "-f", str(spec))
+    workloads = ok_json("workloads", "list")
+    assert [w["id"] for w in workloads["items"]] == [waiting["id"]]  # type: ignore[index]
+
+
+def test_members_tokens_queues_and_profiles(http: TestClient, tmp_path: Path) -> None:
+    gpuaas("login", URL, ADMIN)
+    set_up_acme(tmp_path)
+    members = ok_json("members", "list", "--tenant", "acme")
+    assert [(m["user"], m["role"]) for m in members["items"]] == [("alice", "tenant-user")]  # type: ignore[index]
+    queues = ok_json("queues", "list", "--tenant", "acme")
+    assert [q["name"] for q in queues["items"]] == ["default"]  # type: ignore[index]
+    assert ok_json("queues", "get", "default", "--tenant", "acme")["clusterQueue"] == "acme-cq"  # type: ignore[index]
+    made = ok_json("priority-classes", "create", "urgent", "--value", "900", "--tenant", "acme")
+    assert isinstance(made, dict) and made["value"] == 900
+    classes = ok_json("priority-classes", "list", "--tenant", "acme")
+    assert [c["name"] for c in classes["items"]] == ["urgent"]  # type: ignore[index]
+    profiles = ok_json("profiles", "list", "--tenant", "acme")
+    assert profiles["items"] == []  # type: ignore[index]
+    token = ok_json("tokens", "create", "ci")
+    assert isinstance(token, dict) and token["token"].startswith("gpa_")
+    assert "ci" in {t["name"] for t in ok_json("tokens", "list", "--all")["items"]}  # type: ignore[index]
+    assert ok_json("tokens", "revoke", str(token["id"])) == {"revoked": str(token["id"])}
+    ok_json("members", "remove", "alice", "--tenant", "acme")
+    assert ok_json("members", "list", "--tenant", "acme")["items"] == []  # type: ignore[index]
+
+
+def test_nodes_and_kueue(http: TestClient, tmp_path: Path) -> None:
+    gpuaas("login", URL, ADMIN)
+    nodes = ok_json("nodes", "list")
+    assert [n["name"] for n in nodes["items"]] == ["n-1", "n-2"]  # type: ignore[index]
+    table = gpuaas("nodes", "list")
+    assert table.exit_code == 0 and "n-1" in table.stdout
+    assert ok_json("nodes", "cordon", "n-1")["cordoned"] is True  # type: ignore[index]
+    assert ok_json("nodes", "uncordon", "n-1")["cordoned"] is False  # type: ignore[index]
+    assert ok_json("nodes", "drain", "n-2")["draining"] is True  # type: ignore[index]
+    assert "not found" in failed("nodes", "get", "n-9")
+    set_up_acme(tmp_path)
+    exported = gpuaas("kueue", "export")
+    assert exported.exit_code == 0
+    kinds = {d["kind"] for d in yaml.safe_load_all(exported.stdout) if d}
+    assert {"ResourceFlavor", "ClusterQueue", "LocalQueue"} <= kinds
+    out = tmp_path / "kueue.yaml"
+    out.write_text(exported.stdout)
+    assert gpuaas("kueue", "import", str(out), "--dry-run").exit_code == 0
+
+
+def test_several_documents_and_every_field_error_once(http: TestClient, tmp_path: Path) -> None:
+    gpuaas("login", URL, ADMIN)
+    gpuaas("login", URL, set_up_acme(tmp_path))
+    two = tmp_path / "two.yaml"
+    two.write_text(yaml.safe_dump_all([JOB, {**JOB, "name": "eval"}]))
+    jobs = ok_json("jobs", "submit", "-f", str(two))
+    assert isinstance(jobs, list) and [j["name"] for j in jobs] == ["train", "eval"]
+    assert "exactly one job" in failed("jobs", "submit", "-f", str(two), "--idempotency-key", "k")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**JOB, "name": "Bad_Name", "podSets": [{"count": 0}]}))
+    err = failed("jobs", "submit", "-f", str(bad))
+    assert err.count("Bad_Name") == 1 and err.count("podSets.0.count") == 1
+    lines = err.splitlines()
+    assert lines[0].startswith("error: ") and any(line.startswith("  ") for line in lines[1:])
