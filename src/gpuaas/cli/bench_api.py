@@ -282,46 +282,61 @@ async def submit_all(
     progress: Progress,
 ) -> Outcome:
     """``clients`` workers, each with its own keep-alive connection, take job numbers from one
-    counter until ``jobs`` are sent."""
+    counter until ``jobs`` are sent.
+
+    The load generator shares the machine's cores with the server, so it uses aiohttp, whose
+    client costs a fraction of httpx's CPU per request (measured 3.3 ms for httpx): with httpx
+    the benchmark measured its own client, not the server.
+    """
+    import aiohttp
+
     run = secrets.token_hex(6)
     outcome = Outcome()
     numbers = itertools.count()
     task = progress.add_task("submitting", total=jobs)
-    path = f"/v1/tenants/{TENANT}/jobs"
-    headers = {"Authorization": f"Bearer {token}"}
+    path = f"{url}/v1/tenants/{TENANT}/jobs"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    timeout = aiohttp.ClientTimeout(total=60.0)
+    connector = aiohttp.TCPConnector(limit=clients, force_close=False)
 
-    async def worker() -> None:
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        async with httpx.AsyncClient(
-            base_url=url, headers=headers, limits=limits, timeout=60.0
-        ) as http:
+    async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as http:
+
+        async def worker() -> None:
             while (index := next(numbers)) < jobs:
+                body = json.dumps(job_spec(run, index, duration))
                 started = time.perf_counter()
                 try:
-                    response = await http.post(path, json=job_spec(run, index, duration))
-                except httpx.HTTPError as exc:
+                    async with http.post(path, data=body) as response:
+                        status = response.status
+                        payload = await response.read()
+                except (aiohttp.ClientError, TimeoutError) as exc:
                     outcome.errors[f"{type(exc).__name__}"] += 1
                 else:
                     outcome.latencies.append(time.perf_counter() - started)
-                    record(outcome, response)
-                progress.advance(task)
+                    record(outcome, status, payload)
+                if index % 50 == 0:
+                    progress.update(task, completed=min(index, jobs))
 
-    began = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(clients)))
-    outcome.elapsed = time.perf_counter() - began
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        outcome.elapsed = time.perf_counter() - began
+    progress.update(task, completed=jobs)
     return outcome
 
 
-def record(outcome: Outcome, response: httpx.Response) -> None:
-    if response.status_code in (200, 201):
-        outcome.job_ids.add(int(response.json()["id"]))
-        if response.status_code == 201:
+def record(outcome: Outcome, status: int, payload: bytes) -> None:
+    if status in (200, 201):
+        outcome.job_ids.add(int(json.loads(payload)["id"]))
+        if status == 201:
             outcome.created += 1
         else:
             outcome.replayed += 1
         return
-    detail = ApiError.from_response(response).detail
-    outcome.errors[f"{response.status_code}: {detail[:120]}"] += 1
+    try:
+        detail = str(json.loads(payload).get("detail", ""))
+    except (ValueError, AttributeError):
+        detail = payload[:120].decode(errors="replace")
+    outcome.errors[f"{status}: {detail[:120]}"] += 1
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -90,6 +90,7 @@ def serve(
 
     _migrate_or_exit(settings.url)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" is noise
     application = create_app(settings, on_admin_token=None if demo else show_token)
     print(f"gpuaas control plane on {url} (API docs: {url}/docs)", flush=True)
     if demo:

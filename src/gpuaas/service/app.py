@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from gpuaas import __version__
 from gpuaas.service import errors
-from gpuaas.service.auth import TokenCache, bootstrap_admin
+from gpuaas.service.auth import TenantCache, TokenCache, bootstrap_admin
 from gpuaas.service.limits import BodyLimit
 from gpuaas.service.routers import ROUTERS
 from gpuaas.service.settings import Settings
@@ -48,6 +48,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.tokens = TokenCache()
+    app.state.tenant_ids = TenantCache()
     app.state.reconciler = None
     app.state.demo = None
     app.state.telemetry = Telemetry()

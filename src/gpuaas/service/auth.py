@@ -145,18 +145,50 @@ def tenant_for(session: Session, p: Principal, name: str, need: Need) -> Tenant:
     tenant = session.scalar(select(Tenant).where(Tenant.name == name))
     if tenant is None:
         raise not_found(f"tenant {name}")
+    authorize(p, tenant.id, name, need)
+    return tenant
+
+
+def authorize(p: Principal, tenant_id: int, name: str, need: Need) -> None:
+    """Raise 404 (not a member) or 403 (a member without the role) unless ``p`` may ``need``
+    tenant ``name``."""
     if p.is_provider_admin:
-        return tenant
-    role = p.role_in(tenant.id)
+        return
+    role = p.role_in(tenant_id)
     if role is None:
         if p.platform_role is Role.VIEWER:
             if need is Need.READ:
-                return tenant
+                return
             raise forbidden("the viewer role is read-only")
         raise not_found(f"tenant {name}")
     if need not in _ALLOWED[role]:
         raise forbidden(f"the {role} role may not {_VERB[need]} in tenant {name}")
-    return tenant
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRef:
+    id: int
+    name: str
+
+
+class TenantCache:
+    """Tenant name -> id for a couple of seconds, for the submission hot path (a tenant's id
+    never changes; a tenant deleted meanwhile makes the insert fail on its foreign key)."""
+
+    def __init__(self, ttl: float = 2.0) -> None:
+        self.ttl = ttl
+        self._ids: dict[str, tuple[float, int]] = {}
+
+    def ref_for(self, session: Session, p: Principal, name: str, need: Need) -> TenantRef:
+        found = self._ids.get(name)
+        if found is not None and found[0] > time.monotonic():
+            authorize(p, found[1], name, need)
+            return TenantRef(found[1], name)
+        tenant = tenant_for(session, p, name, need)
+        if len(self._ids) > 10_000:
+            self._ids.clear()
+        self._ids[name] = (time.monotonic() + self.ttl, tenant.id)
+        return TenantRef(tenant.id, tenant.name)
 
 
 _VERB = {Need.READ: "read", Need.SUBMIT: "submit work", Need.ADMIN: "administer"}

@@ -12,11 +12,11 @@ from __future__ import annotations
 import copy
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
@@ -61,9 +61,20 @@ def serialize_writes(session: Session, key: str) -> None:
         session.execute(text("UPDATE meta SET value = value WHERE key = :key"), {"key": key})
 
 
+#: Called with the key after a transaction that bumped a version commits (in this process):
+#: caches of governance or fleet drop what they hold at once instead of at their next check.
+VERSION_LISTENERS: list[Callable[[str], None]] = []
+
+
 def bump_version(session: Session, key: str) -> int:
     """Increment the integer kept as text under ``key`` in Meta; returns the new value."""
     serialize_writes(session, key)
+
+    def committed(_: Session) -> None:
+        for listener in VERSION_LISTENERS:
+            listener(key)
+
+    event.listen(session, "after_commit", committed, once=True)
     row = session.scalars(
         select(Meta).where(Meta.key == key).execution_options(populate_existing=True)
     ).first()

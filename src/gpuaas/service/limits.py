@@ -12,6 +12,10 @@ class BodyLimit:
         self.app = app
         self.max_bytes = max_bytes
 
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem(413, f"request body is larger than the limit of {self.max_bytes} bytes")
+        await response(scope, receive, send)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)

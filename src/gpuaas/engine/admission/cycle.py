@@ -196,9 +196,17 @@ class AdmissionEngine:
         self._known.add(wl.name)
 
     def admit_existing(
-        self, wl: AdmissionWorkload, flavors: Mapping[str, Mapping[str, str]], at: float
+        self,
+        wl: AdmissionWorkload,
+        flavors: Mapping[str, Mapping[str, str]],
+        at: float,
+        placement: NodePlacement | None = None,
     ) -> None:
-        """Record a workload already holding quota on ``flavors`` (pod set/resource/flavor)."""
+        """Record a workload already holding quota on ``flavors`` (pod set/resource/flavor).
+
+        ``placement``: the pods' devices, already reserved in :attr:`pool` by the caller (see
+        :mod:`gpuaas.engine.admission.restore`); without it the pool places the pods anew.
+        """
         cq_name = self.cluster_queue_of(wl)
         cq = self.gov.cluster_queues[cq_name]
         usage: dict[FlavorResource, int] = {}
@@ -230,8 +238,19 @@ class AdmissionEngine:
         if wl.name in self._known:
             raise InvalidValue(f"workload {wl.name}", "name is used twice")
         self._known.add(wl.name)
-        placement = self.pool.place(wl, chosen) if self.pool is not None else None
+        if placement is None and self.pool is not None:
+            placement = self.pool.place(wl, chosen)
         self._record(wl, cq_name, chosen, usage, at, placement)
+
+    def withdraw(self, name: str) -> bool:
+        """Forget the pending workload ``name`` (cancelled before admission); False when it is
+        not pending. Quota is unchanged: a pending workload holds none."""
+        for pending in self.pending.values():
+            if pending.pop(name, None) is not None:
+                self.reasons.pop(name, None)
+                self._inadmissible.pop(name, None)
+                return True
+        return False
 
     def quota_requests(self, ps: AdmissionPodSet, cq_name: str | None = None) -> dict[str, int]:
         """What ``ps`` is charged in quota: its requests times its count, transformed.
@@ -304,7 +323,7 @@ class AdmissionEngine:
             items = queues[cq]
             while position[cq] < len(items):
                 wl = items[position[cq]]
-                if self._inadmissible.get(wl.name) == (self._state(cq), self.now):
+                if self._inadmissible.get(wl.name) == (self._state(cq), self._clock()):
                     # nothing in its cohort tree changed since it last failed: it still fails
                     if strict[cq]:
                         block(cq, wl)
@@ -352,13 +371,18 @@ class AdmissionEngine:
             if self._try_admit(wl, cq, a):
                 changed = True
             else:
-                self._inadmissible[wl.name] = (self._state(cq), self.now)
+                self._inadmissible[wl.name] = (self._state(cq), self._clock())
                 if strict[cq]:
                     block(cq, wl)
                     continue
             position[cq] += 1
             push_next(cq)
         return changed
+
+    def _clock(self) -> float:
+        """The time a decision depends on: only a minimum run time makes it matter (who may be
+        preempted); without one an unchanged queue stays inadmissible from run to run."""
+        return self.now if self.config.min_run_time > 0 else 0.0
 
     def _state(self, cq: str) -> tuple[int, int]:
         """What a decision for ``cq`` depends on: its cohort tree, and the nodes if known."""

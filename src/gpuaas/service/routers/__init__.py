@@ -1,12 +1,13 @@
-"""Every router of the API, in the order they appear in the OpenAPI document."""
+"""Every router of the API. Jobs come first: requests are matched against routes in order, and
+job submission is the hot path."""
 
 from gpuaas.service.routers import fleet, governance, health, identity, jobs, metrics
 
 ROUTERS = [
+    jobs.router,
     health.router,
     identity.router,
     fleet.router,
     governance.router,
-    jobs.router,
     metrics.router,
 ]

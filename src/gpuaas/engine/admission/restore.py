@@ -1,0 +1,162 @@
+"""Re-admitting workloads on exactly the devices they hold, after a restart or a rebuild.
+
+A service that restarts (or rebuilds its engine because the fleet or the governance changed)
+must not place its admitted workloads anew: their pods are running on particular GPUs, MIG
+instances and replicas. :func:`record` turns a :class:`NodePlacement` into plain data (nodes by
+name, so node order may change between builds) and :func:`readmit` reserves exactly that again
+in a fresh engine, all or nothing, then records the workload as admitted on its flavors.
+
+Recorded form, one entry per pod::
+
+    {"podSet": "workers", "index": 0, "node": "h100-001",
+     "assignment": {"cpu": 4000, "memory": 17179869184, "gpus": [[0, 1000], [1, 1000]],
+                    "mig": [[2, 0]], "replicas": [[3, 1]], "devices": ["gpu-0", ...]}}
+
+``gpus`` are (GPU slot, milli-GPU) on whole-mode GPUs, ``mig`` (GPU slot, instance index) and
+``replicas`` (GPU slot, count), as in :class:`~gpuaas.engine.snapshot.Assignment`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuaas.engine.admission.cycle import AdmissionEngine
+from gpuaas.engine.admission.nodes import NodePlacement, NodePool
+from gpuaas.engine.gang import GangPlacement, PodPlacement
+from gpuaas.engine.place import Placement, reserve, unreserve
+from gpuaas.engine.snapshot import Assignment, OvercommitError
+from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.governance import AdmissionWorkload
+
+
+class PlacementLost(GpuaasError):
+    """A recorded placement cannot be reserved again (node gone, devices changed or taken)."""
+
+
+def record(placement: NodePlacement) -> list[dict[str, Any]]:
+    """The pods of ``placement`` as plain data (see the module docstring)."""
+    out: list[dict[str, Any]] = []
+    for pod in placement.gang.pods:
+        a = pod.assignment
+        out.append(
+            {
+                "podSet": pod.pod_set,
+                "index": pod.index,
+                "node": pod.placement.node_name,
+                "assignment": {
+                    "cpu": a.cpu_milli,
+                    "memory": a.memory_bytes,
+                    "gpus": [list(x) for x in a.gpu_milli],
+                    "mig": [list(x) for x in a.mig],
+                    "replicas": [list(x) for x in a.replicas],
+                    "devices": list(a.devices),
+                },
+            }
+        )
+    return out
+
+
+def _pairs(value: object, where: str) -> tuple[tuple[int, int], ...]:
+    if not isinstance(value, list):
+        raise PlacementLost(f"{where}: expected a list of pairs, got {value!r}")
+    out = []
+    for item in value:
+        if not (isinstance(item, list | tuple) and len(item) == 2):
+            raise PlacementLost(f"{where}: expected [slot, amount] pairs, got {item!r}")
+        out.append((int(item[0]), int(item[1])))
+    return tuple(out)
+
+
+def _assignment(node: int, raw: Mapping[str, Any], where: str) -> Assignment:
+    return Assignment(
+        node=node,
+        cpu_milli=int(raw.get("cpu", 0)),
+        memory_bytes=int(raw.get("memory", 0)),
+        gpu_milli=_pairs(raw.get("gpus", []), f"{where}.gpus"),
+        mig=_pairs(raw.get("mig", []), f"{where}.mig"),
+        replicas=_pairs(raw.get("replicas", []), f"{where}.replicas"),
+        devices=tuple(str(d) for d in raw.get("devices", [])),
+    )
+
+
+def restore(
+    pool: NodePool,
+    wl: AdmissionWorkload,
+    flavors: Mapping[str, Mapping[str, str]],
+    recorded: Sequence[Mapping[str, Any]],
+) -> NodePlacement:
+    """Reserve exactly ``recorded`` in ``pool``, all or nothing; PlacementLost says why not."""
+    gang_wl, extended = pool._workload(wl, flavors)
+    pods_of = {ps.name: ps for ps in gang_wl.pod_sets}
+    expected = {ps.name: ps.count for ps in gang_wl.pod_sets}
+    snapshot = pool.snapshot
+    done: list[PodPlacement] = []
+    taken: list[tuple[int, str, int]] = []
+    try:
+        for i, raw in enumerate(recorded):
+            where = f"workload {wl.name}: placement[{i}]"
+            pod_set = pods_of.get(str(raw.get("podSet")))
+            if pod_set is None:
+                raise PlacementLost(f"{where}: no pod set {raw.get('podSet')!r}")
+            name = str(raw.get("node"))
+            try:
+                node = snapshot.index_of(name)
+            except KeyError:
+                raise PlacementLost(f"{where}: node {name} is no longer in the fleet") from None
+            a = _assignment(node, raw.get("assignment") or {}, f"{where}.assignment")
+            placement = Placement(node, name, a, 0.0)
+            try:
+                reserve(snapshot, pod_set.pod, placement, pool.policy)
+            except (OvercommitError, IndexError, ValueError) as exc:
+                raise PlacementLost(f"{where}: node {name}: {exc}") from None
+            index = int(raw.get("index", 0))
+            done.append(PodPlacement(pod_set.name, index, pod_set.pod, placement))
+            expected[pod_set.name] -= 1
+        missing = {ps: n for ps, n in expected.items() if n}
+        if missing:
+            raise PlacementLost(f"workload {wl.name}: recorded pods do not match: {missing}")
+        need: dict[tuple[int, str], int] = {}
+        for pod in done:
+            for r, amount in extended.get(pod.pod_set, {}).items():
+                key = (pod.placement.node, r)
+                need[key] = need.get(key, 0) + amount
+        for (node, r), amount in need.items():
+            if pool.extra_free[node].get(r, 0) < amount:
+                raise PlacementLost(f"node {snapshot.names[node]} has too little {r} free")
+        for (node, r), amount in need.items():
+            pool.extra_free[node][r] -= amount
+            taken.append((node, r, amount))
+    except PlacementLost:
+        for pod in reversed(done):
+            unreserve(snapshot, pod.pod, pod.placement, pool.policy)
+        raise
+    names: dict[str, list[str]] = {ps.name: [] for ps in wl.pod_sets}
+    for pod in done:
+        names[pod.pod_set].append(pod.placement.node_name)
+    return NodePlacement(GangPlacement(wl.name, tuple(done)), tuple(taken), names)
+
+
+def readmit(
+    engine: AdmissionEngine,
+    wl: AdmissionWorkload,
+    flavors: Mapping[str, Mapping[str, str]],
+    at: float,
+    recorded: Sequence[Mapping[str, Any]] | None,
+) -> None:
+    """Admit ``wl`` again on ``flavors`` and exactly the ``recorded`` devices.
+
+    Raises PlacementLost when the devices cannot be had again, InvalidValue when the flavors no
+    longer fit the governance; either way the engine is left as it was.
+    """
+    placement = None
+    if engine.pool is not None:
+        if not recorded:
+            raise PlacementLost(f"workload {wl.name}: no recorded placement")
+        placement = restore(engine.pool, wl, flavors, recorded)
+    try:
+        engine.admit_existing(wl, flavors, at, placement)
+    except InvalidValue:
+        if placement is not None and engine.pool is not None:
+            engine.pool.release(wl, placement)
+        raise

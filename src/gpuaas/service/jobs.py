@@ -1,0 +1,448 @@
+"""Jobs: submission, cancellation, and the state transitions every other part records.
+
+Submission is the API's hot path (the issue asks for 1,000 submissions/s with p99 under 50 ms on
+SQLite), so it is one short transaction: the governance it checks against (LocalQueues, priority
+classes, hardware profiles) is cached per process and keyed by ``governance.version``, and the
+job and its first event are two inserts. The same idempotency key (per tenant and user) never
+makes two jobs, even when two requests race: the database's unique constraint decides and the
+loser reads the winner's job.
+
+Every state change goes through :func:`transition`, a conditional update (``WHERE state IN
+...``) plus a :class:`JobEvent`, so the API and the reconciler never overwrite each other's
+decisions and every job's events form a path to its current state.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Engine, bindparam, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gpuaas.engine.admission.gpu_size import gpu_milli
+from gpuaas.engine.admission.nodes import pod_request
+from gpuaas.engine.admission.profiles import profile_requests
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.governance import (
+    AdmissionPodSet,
+    AdmissionWorkload,
+    Governance,
+    HardwareProfile,
+)
+from gpuaas.model.resources import ResourceList, format_amount, parse_resource_list
+from gpuaas.model.topology import Level
+from gpuaas.model.workload import TopologyMode, TopologyRequest
+from gpuaas.service.auth import TenantRef
+from gpuaas.service.errors import conflict, not_found
+from gpuaas.service.fleet import VERSION_LISTENERS
+from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
+from gpuaas.service.models.jobs import JobEventView, JobSpec, JobView, WorkloadView
+from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
+
+
+class JobState(StrEnum):
+    PENDING = "Pending"
+    ADMITTED = "Admitted"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    PREEMPTED = "Preempted"
+
+
+#: States in which a job holds quota and devices.
+ACTIVE = (JobState.ADMITTED, JobState.RUNNING)
+#: States a job never leaves.
+FINAL = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+#: Every transition a job may make (Preempted is transient: the job is requeued at once).
+TRANSITIONS: dict[JobState | None, frozenset[JobState]] = {
+    None: frozenset({JobState.PENDING}),
+    JobState.PENDING: frozenset({JobState.ADMITTED, JobState.CANCELLED, JobState.FAILED}),
+    JobState.ADMITTED: frozenset(
+        {
+            JobState.RUNNING,
+            JobState.PREEMPTED,
+            JobState.CANCELLED,
+            JobState.FAILED,
+            JobState.SUCCEEDED,
+        }
+    ),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
+    ),
+    JobState.PREEMPTED: frozenset({JobState.PENDING}),
+}
+
+# --- governance as submission sees it, cached per database and governance.version ---------
+
+_lock = threading.Lock()
+_write_locks: dict[str, threading.Lock] = {}
+_JOBS = Job.__table__
+# statements built once: building one costs more than running it on SQLite
+_INSERT_JOB = insert(_JOBS).returning(_JOBS.c.id)
+_INSERT_EVENT = insert(JobEvent.__table__)
+_META_VALUE = select(Meta.value).where(Meta.key == bindparam("key"))
+_governance: dict[str, tuple[str, Governance, float]] = {}
+#: How long submissions trust the governance they loaded before asking for its version again:
+#: writes in this process are seen at once (VERSION_LISTENERS), other replicas' within this.
+GOVERNANCE_RECHECK = 1.0
+_priorities: dict[tuple[str, str, int, str], int] = {}
+
+
+def _version(session: Session, key: str) -> str:
+    return session.scalar(_META_VALUE, {"key": key}) or "0"
+
+
+def cached_governance(session: Session) -> tuple[str, Governance]:
+    """``(version, Governance)``, reloaded only when ``governance.version`` moved."""
+    where = str(session.get_bind().url)
+    found = _governance.get(where)
+    clock = time.monotonic()
+    if found is not None and clock - found[2] < GOVERNANCE_RECHECK:
+        return found[0], found[1]
+    version = _version(session, GOVERNANCE_VERSION)
+    if found is not None and found[0] == version:
+        gov = found[1]
+    else:
+        gov, _ = load_governance(session)
+    with _lock:
+        _governance[where] = (version, gov, clock)
+    return version, gov
+
+
+def forget_governance(key: str) -> None:
+    if key == GOVERNANCE_VERSION:
+        with _lock:
+            _governance.clear()
+
+
+VERSION_LISTENERS.append(forget_governance)
+
+
+def cached_priority(session: Session, version: str, tenant_id: int, name: str) -> int:
+    key = (str(session.get_bind().url), version, tenant_id, name)
+    value = _priorities.get(key)
+    if value is None:
+        value = priority_value(session, tenant_id, name)
+        with _lock:
+            if len(_priorities) > 10_000:
+                _priorities.clear()
+            _priorities[key] = value
+    return value
+
+
+# --- submission ---------------------------------------------------------------------------
+
+
+def _resolve_pod_sets(
+    spec: JobSpec, tenant: Tenant | TenantRef, gov: Governance
+) -> tuple[str, list[dict[str, Any]]]:
+    """The LocalQueue name and per pod set canonical requests; InvalidValue names the field."""
+    queue = spec.queue
+    resolved: list[dict[str, Any]] = []
+    for i, ps in enumerate(spec.podSets):
+        where = f"podSets[{i}]"
+        if ps.hardwareProfile is not None:
+            field = f"{where}.hardwareProfile"
+            profile = _usable_profile(gov, ps.hardwareProfile, tenant.name, field)
+            if queue is None:
+                queue = profile.local_queue
+            elif queue != profile.local_queue:
+                raise InvalidValue(
+                    field,
+                    f"hardware profile {profile.name} submits to LocalQueue "
+                    f"{profile.local_queue}, not {queue}",
+                )
+            try:
+                requests = profile_requests(profile, ps.resources)
+            except InvalidValue as exc:
+                raise InvalidValue(f"{where}.resources", str(exc)) from None
+        else:
+            requests = parse_resource_list(ps.resources or {}, f"{where}.resources")
+        _check_gpu_form(requests, f"{where}.resources")
+        entry: dict[str, Any] = {"name": ps.name, "count": ps.count, "requests": requests}
+        if ps.topology is not None:
+            entry["topology"] = {"level": ps.topology.level, "mode": ps.topology.mode}
+        resolved.append(entry)
+    if queue is None:
+        raise InvalidValue("queue", "is required (or use a hardwareProfile, which names one)")
+    if f"{tenant.name}/{queue}" not in gov.local_queues:
+        known = sorted(lq.name for lq in gov.local_queues.values() if lq.namespace == tenant.name)
+        raise InvalidValue(
+            "queue",
+            f"LocalQueue {queue!r} does not exist in tenant {tenant.name} "
+            f"(known: {', '.join(known) or 'none'})",
+        )
+    return queue, resolved
+
+
+def _usable_profile(gov: Governance, name: str, tenant: str, field: str) -> HardwareProfile:
+    """The profile ``name`` if ``tenant`` may use it; the error lists only what the tenant may
+    use (never other tenants' profiles or who else may use this one)."""
+    profile = gov.hardware_profiles.get(name)
+    usable = sorted(
+        p.name
+        for p in gov.hardware_profiles.values()
+        if (not p.allowed_tenants or tenant in p.allowed_tenants)
+        and p.queue_for(tenant) in gov.local_queues
+    )
+    if profile is None or profile.name not in usable:
+        raise InvalidValue(
+            field,
+            f"hardware profile {name!r} is not available to tenant {tenant} "
+            f"(available: {', '.join(usable) or 'none'})",
+        )
+    return profile
+
+
+def _check_gpu_form(requests: ResourceList, where: str) -> None:
+    """Refuse now what the engine would refuse later: two GPU forms, bad shares, MIG names."""
+    try:
+        pod_request(requests, {}, (), "pod")
+        gpu_milli(requests, "pod")
+    except InvalidValue as exc:
+        raise InvalidValue(where, exc.problem) from None
+    if not any(amount > 0 for amount in requests.values()):
+        raise InvalidValue(where, "asks for nothing (every amount is zero)")
+
+
+def _find_by_key(session: Session, tenant_id: int, user_id: int, key: str) -> Job | None:
+    return session.scalar(
+        select(Job).where(
+            Job.tenant_id == tenant_id, Job.user_id == user_id, Job.idempotency_key == key
+        )
+    )
+
+
+def submit_job(
+    session: Session, tenant: Tenant | TenantRef, user_id: int, spec: JobSpec, now: float
+) -> tuple[Job, bool]:
+    """Queue ``spec`` for ``tenant``; returns (job, created). The caller commits.
+
+    A repeated idempotency key is found by the insert itself (the unique constraint), not by a
+    query before it: the first submission, the common case, costs no extra round trip.
+    """
+    tenant_id, tenant_name = tenant.id, tenant.name
+    key = spec.idempotencyKey
+    version, gov = cached_governance(session)
+    queue, pod_sets = _resolve_pod_sets(spec, tenant, gov)
+    priority = 0
+    if spec.priorityClass is not None:
+        priority = cached_priority(session, version, tenant_id, spec.priorityClass)
+    document = spec.model_dump(mode="json", exclude_none=True)
+    document["resolved"] = {"queue": f"{tenant_name}/{queue}", "podSets": pod_sets}
+    values: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "user_id": user_id,
+        "name": spec.name,
+        "kind": spec.kind.value,
+        "idempotency_key": key,
+        "local_queue": queue,
+        "priority_class": spec.priorityClass,
+        "priority": priority,
+        "spec": document,
+        "state": JobState.PENDING.value,
+        "reason": "waiting for admission",
+        "gpus": 0,
+        "attempts": 0,
+        "cancel_requested": False,
+        "created_at": now,
+        "updated_at": now,
+    }
+    # Core inserts: the ORM's unit of work costs more than the two statements themselves
+    try:
+        job_id = session.execute(_INSERT_JOB, values).scalar_one()
+    except IntegrityError:
+        session.rollback()
+        existing = _find_by_key(session, tenant_id, user_id, key) if key is not None else None
+        if existing is None:  # not the key: the tenant or the user was deleted meanwhile
+            raise not_found(f"tenant {tenant_name}") from None
+        return existing, False
+    event = {"job_id": job_id, "at": now, "from_state": None, "to_state": JobState.PENDING.value}
+    session.execute(_INSERT_EVENT, {**event, "reason": "submitted"})
+    return Job(id=job_id, **values), True
+
+
+@contextmanager
+def serialized_writes(target: Session | Engine) -> Iterator[None]:
+    """On SQLite, one writing transaction at a time per process.
+
+    SQLite has one writer; threads that collide wait in its busy handler, which sleeps 1, 2, 5,
+    10 ... ms between retries, and 32 concurrent submitters then see seconds of latency. A
+    process lock hands the write lock over without sleeping. Hold it from the first write to
+    the commit. On PostgreSQL (row locks) it does nothing.
+    """
+    bind = target.get_bind() if isinstance(target, Session) else target
+    if bind.dialect.name != "sqlite":
+        yield
+        return
+    key = str(bind.url)
+    lock = _write_locks.get(key)
+    if lock is None:
+        with _lock:
+            lock = _write_locks.setdefault(key, threading.Lock())
+    with lock:
+        yield
+
+
+# --- transitions --------------------------------------------------------------------------
+
+
+def transition(
+    session: Session,
+    job_id: int,
+    from_states: Iterable[str],
+    to_state: JobState,
+    now: float,
+    reason: str,
+    **values: Any,
+) -> str | None:
+    """Move job ``job_id`` to ``to_state`` if it is in one of ``from_states``; record the event.
+
+    Returns the state it left, or None when it was in none of them (someone else moved it).
+    Extra ``values`` are columns to set in the same update.
+    """
+    sources = [str(s) for s in from_states]
+    for source in sources:
+        result = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.state == source)
+            .values(state=to_state.value, reason=reason, updated_at=now, **values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount == 1:  # type: ignore[attr-defined]
+            session.execute(
+                insert(JobEvent).values(
+                    job_id=job_id, at=now, from_state=source, to_state=to_state.value, reason=reason
+                )
+            )
+            return source
+    return None
+
+
+def cancel_job(session: Session, job: Job, now: float) -> Job:
+    """Cancel ``job``: a pending one at once, an admitted or running one by asking the
+    reconciler (it stops the job on its backend and records Cancelled); 409 when finished."""
+    if job.state in FINAL:
+        raise conflict(f"job {job.id} has already finished ({job.state})")
+    if transition(
+        session, job.id, (JobState.PENDING,), JobState.CANCELLED, now, "cancelled by the user",
+        cancel_requested=True, finished_at=now,
+    ):  # fmt: skip
+        session.refresh(job)
+        return job
+    session.refresh(job)
+    if job.state in FINAL:
+        raise conflict(f"job {job.id} has already finished ({job.state})")
+    session.execute(
+        update(Job)
+        .where(Job.id == job.id)
+        .values(cancel_requested=True, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.refresh(job)
+    return job
+
+
+# --- from a row to what the engine and the API see ----------------------------------------
+
+
+def workload_of(job: Job) -> AdmissionWorkload:
+    """The job as the admission engine sees it (named by its id)."""
+    resolved: Mapping[str, Any] = job.spec["resolved"]
+    pod_sets = []
+    for ps in resolved["podSets"]:
+        topology = None
+        if ps.get("topology"):
+            topology = TopologyRequest(
+                Level.from_name(ps["topology"]["level"]), TopologyMode(ps["topology"]["mode"])
+            )
+        pod_sets.append(
+            AdmissionPodSet(
+                ps["name"], int(ps["count"]), {r: int(v) for r, v in ps["requests"].items()},
+                topology=topology,
+            )
+        )  # fmt: skip
+    return AdmissionWorkload(
+        name=str(job.id),
+        queue=resolved["queue"],
+        pod_sets=tuple(pod_sets),
+        priority=job.priority,
+        created=job.created_at,
+        user=str(job.user_id),
+    )
+
+
+def user_spec(job: Job) -> dict[str, Any]:
+    """The spec as the user wrote it, with the per-pod requests it resolved to (quantities)."""
+    spec = {k: v for k, v in job.spec.items() if k != "resolved"}
+    resolved = job.spec.get("resolved") or {}
+    spec["requests"] = {
+        ps["name"]: {r: format_amount(r, int(v)) for r, v in ps["requests"].items()}
+        for ps in resolved.get("podSets", [])
+    }
+    return spec
+
+
+def _nodes(job: Job) -> list[str]:
+    seen: list[str] = []
+    for pod in job.placement or []:
+        node = pod.get("node") if isinstance(pod, Mapping) else None
+        if node and node not in seen:
+            seen.append(node)
+    return seen
+
+
+def job_view(job: Job, tenant: str, user: str) -> JobView:
+    return JobView(
+        id=job.id,
+        tenant=tenant,
+        user=user,
+        name=job.name,
+        kind=job.kind,
+        queue=job.local_queue,
+        priorityClass=job.priority_class,
+        priority=job.priority,
+        state=job.state,
+        reason=job.reason,
+        clusterQueue=job.cluster_queue,
+        flavors=job.flavors,
+        nodes=_nodes(job),
+        gpus=job.gpus / 1000,
+        attempts=job.attempts,
+        cancelRequested=job.cancel_requested,
+        createdAt=job.created_at,
+        admittedAt=job.admitted_at,
+        startedAt=job.started_at,
+        finishedAt=job.finished_at,
+        spec=user_spec(job),
+    )
+
+
+def workload_view(job: Job, user: str) -> WorkloadView:
+    return WorkloadView(
+        id=job.id,
+        name=job.name,
+        user=user,
+        queue=job.local_queue,
+        clusterQueue=job.cluster_queue,
+        priority=job.priority,
+        state=job.state,
+        reason=job.reason,
+        flavors=job.flavors,
+        gpus=job.gpus / 1000,
+        createdAt=job.created_at,
+        admittedAt=job.admitted_at,
+    )
+
+
+def event_view(event: JobEvent) -> JobEventView:
+    return JobEventView(
+        at=event.at, fromState=event.from_state, toState=event.to_state, reason=event.reason
+    )

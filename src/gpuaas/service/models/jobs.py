@@ -1,0 +1,204 @@
+"""The Job spec users submit and the views the API returns, camelCase as in the YAML they write.
+
+A spec is checked here for its shape (names, kinds, exactly one way to run, counts); what needs
+the database (the LocalQueue, the priority class, a hardware profile the tenant may use) is
+checked by :func:`gpuaas.service.jobs.submit_job`, naming the same fields.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
+
+from gpuaas.model.topology import Level
+from gpuaas.service.models.common import Strict
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+#: The most pods one pod set may ask for (a bound on what one request can make the engine do).
+MAX_PODS = 10_000
+
+
+def _dns_label(value: str, what: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{what} {value!r} is not a DNS-1123 label (at most 63 lowercase letters, digits "
+            "and '-', starting and ending with a letter or digit)"
+        )
+    return value
+
+
+def _no_nul(value: str) -> str:
+    """PostgreSQL cannot store a NUL character in text; refuse it on every database alike."""
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+#: Text without NUL characters.
+Text = Annotated[str, AfterValidator(_no_nul)]
+
+
+class JobKind(StrEnum):
+    TRAINING = "training"
+    INFERENCE = "inference"
+    BATCH = "batch"
+    MPI = "mpi"
+    NOTEBOOK = "notebook"
+
+
+class Container(Strict):
+    """A containerized job: the image and how to start it."""
+
+    image: Text = Field(min_length=1, max_length=1000)
+    command: list[Text] = Field(default_factory=list, max_length=1000)
+    args: list[Text] = Field(default_factory=list, max_length=1000)
+    env: dict[Text, Text] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+        return env
+
+
+class Topology(Strict):
+    """All pods of the pod set in one domain of ``level`` (required) or preferably so."""
+
+    level: str
+    mode: str = "required"
+
+    @field_validator("level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        return Level.from_name(value).short  # ValueError names the known levels
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        if value not in ("required", "preferred"):
+            raise ValueError(f"must be required or preferred, got {value!r}")
+        return value
+
+
+Quantity = Text | int | float
+
+
+class PodSetSpec(Strict):
+    """``count`` identical pods: per-pod ``resources``, or a ``hardwareProfile`` (whose defaults
+    ``resources`` may then override)."""
+
+    name: str = "main"
+    count: int = Field(default=1, ge=1, le=MAX_PODS, strict=True)
+    resources: dict[Text, Quantity] | None = None
+    hardwareProfile: Text | None = Field(default=None, min_length=1, max_length=253)
+    topology: Topology | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _dns_label(value, "pod set name")
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, value: dict[str, Quantity] | None) -> dict[str, Quantity] | None:
+        for name, amount in (value or {}).items():
+            if isinstance(amount, bool):
+                raise ValueError(f"{name}: expected a quantity, got {amount!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _asks_for_something(self) -> PodSetSpec:
+        if self.hardwareProfile is None and not self.resources:
+            raise ValueError("give resources or a hardwareProfile")
+        return self
+
+
+class JobSpec(Strict):
+    """What a user submits; see the contract's example."""
+
+    name: str
+    kind: JobKind = JobKind.BATCH
+    queue: Text | None = Field(default=None, min_length=1, max_length=63)
+    priorityClass: Text | None = Field(default=None, min_length=1, max_length=253)
+    idempotencyKey: Text | None = Field(default=None, min_length=1, max_length=200)
+    maxRunTime: float | None = Field(default=None, gt=0, le=365 * 86400)
+    container: Container | None = None
+    command: list[Text] | None = Field(default=None, min_length=1, max_length=1000)
+    script: Text | None = Field(default=None, min_length=1, max_length=100_000)
+    podSets: list[PodSetSpec] = Field(min_length=1, max_length=16)
+    duration: float | None = Field(default=None, gt=0, le=365 * 86400)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _dns_label(value, "job name")
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> JobSpec:
+        ways = [w for w in ("container", "command", "script") if getattr(self, w) is not None]
+        if len(ways) != 1:
+            raise ValueError(
+                "give exactly one of container, command or script"
+                + (f" (got {', '.join(ways)})" if ways else "")
+            )
+        names = [ps.name for ps in self.podSets]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ValueError(f"podSets[{i}].name: pod set name {name!r} is repeated")
+        return self
+
+
+class JobEventView(BaseModel):
+    at: float
+    fromState: str | None
+    toState: str
+    reason: str
+
+
+class JobView(BaseModel):
+    """A job as the API shows it: its spec, state and, once admitted, where it runs."""
+
+    id: int
+    tenant: str
+    user: str
+    name: str
+    kind: str
+    queue: str
+    priorityClass: str | None
+    priority: int
+    state: str
+    reason: str
+    clusterQueue: str | None
+    flavors: dict[str, Any] | None
+    nodes: list[str]
+    gpus: float  # GPUs held while admitted (a MIG instance or share counts its size)
+    attempts: int
+    cancelRequested: bool
+    createdAt: float
+    admittedAt: float | None
+    startedAt: float | None
+    finishedAt: float | None
+    spec: dict[str, Any]
+
+
+class WorkloadView(BaseModel):
+    """A job as admission sees it: where it queues, and why it waits."""
+
+    id: int
+    name: str
+    user: str
+    queue: str
+    clusterQueue: str | None
+    priority: int
+    state: str
+    reason: str
+    flavors: dict[str, Any] | None
+    gpus: float
+    createdAt: float
+    admittedAt: float | None

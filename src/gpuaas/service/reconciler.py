@@ -1,0 +1,649 @@
+"""The reconciler: runs the admission engine on the live state and follows jobs to their end.
+
+One process leads (PostgreSQL: an advisory lock held on a dedicated connection; SQLite: an
+exclusive file lock next to the database, so a second server on the same file serves the API
+but does not reconcile). The leader keeps an in-memory
+:class:`~gpuaas.engine.admission.AdmissionEngine` and, every ``reconcile_interval`` seconds,
+runs one :meth:`Reconciler.step`:
+
+1. sync the database into the engine: on the first step, and whenever ``governance.version`` or
+   ``fleet.version`` moved, rebuild the engine, re-admitting every admitted or running job on
+   exactly the devices it holds (jobs on draining nodes, or whose devices are gone, are requeued);
+   otherwise pick up new pending jobs and cancellations;
+2. run admission; write admissions (ClusterQueue, flavors, per-pod devices) and evictions
+   (Preempted, then Pending again with one more attempt), each with its event;
+3. hand admitted jobs to the backend, poll it, and write Running / Succeeded / Failed; a job
+   past its ``maxRunTime`` is stopped and Failed.
+
+Writes are conditional on the state the reconciler expects (see
+:func:`gpuaas.service.jobs.transition`): a job cancelled by the API while it was being admitted
+stays cancelled and its quota is given back. If a step fails, the engine is dropped and rebuilt
+from the database on the next one, so memory never drifts from what is stored.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
+from gpuaas.backends.sim import SimBackend
+from gpuaas.engine.admission import AdmissionEngine
+from gpuaas.engine.admission.gpu_size import gpu_milli
+from gpuaas.engine.admission.restore import PlacementLost, readmit, record
+from gpuaas.engine.admission.state import AdmittedWorkload
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.governance import AdmissionWorkload
+from gpuaas.service.fleet import FLEET_VERSION, load_nodes
+from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
+from gpuaas.service.jobs import ACTIVE, JobState, serialized_writes, transition, workload_of
+from gpuaas.service.settings import Settings
+from gpuaas.service.telemetry import Telemetry
+from gpuaas.store.db import LEADER_LOCK_KEY, Database
+from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
+
+log = logging.getLogger("gpuaas.reconciler")
+
+WAITING = "waiting for admission"
+_CHUNK = 500
+#: Seconds between writes of pending jobs' reasons.
+REASONS_EVERY = 2.0
+REASONS_BATCH = 200
+#: Seconds between full comparisons of the pending jobs in the database and in the engine;
+#: between them a step reads only jobs submitted since the last one.
+SWEEP_EVERY = 2.0
+_JOBS = Job.__table__
+_CANCELLABLE = (JobState.PENDING.value, JobState.ADMITTED.value, JobState.RUNNING.value)
+
+
+# --- leadership ---------------------------------------------------------------------------
+
+
+class Leadership:
+    """Whether this process may reconcile: a PostgreSQL advisory lock or a SQLite file lock."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.held = False
+        self._file: int | None = None
+        self._conn: Connection | None = None
+
+    def _lock_path(self) -> Path | None:
+        database = make_url(self.db.url).database
+        if not database or database == ":memory:":
+            return None
+        return Path(database).expanduser().with_name(Path(database).name + ".leader")
+
+    def hold(self) -> bool:
+        """True while this process leads; tries to become leader when it does not."""
+        if self.held:
+            if self._conn is not None and not self._still_connected():
+                self.release()
+            return self.held
+        if self.db.is_sqlite:
+            self.held = self._lock_file()
+        else:
+            self.held = self._lock_postgres()
+        return self.held
+
+    def _lock_file(self) -> bool:
+        path = self._lock_path()
+        if path is None:
+            return True
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._file = fd
+        return True
+
+    def _lock_postgres(self) -> bool:
+        conn = self.db.engine.connect()
+        try:
+            got = bool(
+                conn.execute(
+                    text("SELECT pg_try_advisory_lock(:k)"), {"k": LEADER_LOCK_KEY}
+                ).scalar()
+            )
+            conn.commit()
+        except Exception:
+            conn.close()
+            raise
+        if not got:
+            conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def _still_connected(self) -> bool:
+        assert self._conn is not None
+        try:
+            self._conn.execute(text("SELECT 1"))
+            self._conn.commit()
+            return True
+        except Exception:
+            log.warning("lost the leader connection; stepping down")
+            return False
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            os.close(self._file)
+            self._file = None
+        if self._conn is not None:
+            try:
+                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LEADER_LOCK_KEY})
+                self._conn.commit()
+            except Exception:
+                pass  # the connection is gone: so is the lock
+            finally:
+                self._conn.close()
+                self._conn = None
+        self.held = False
+
+
+# --- what the reconciler remembers of each job it follows ---------------------------------
+
+
+@dataclass(slots=True)
+class Tracked:
+    id: int
+    tenant: str
+    queue: str
+    workload: AdmissionWorkload
+    spec: dict[str, Any]
+    state: JobState
+    queued_since: float
+    reason: str = ""
+    cluster_queue: str | None = None
+    started_at: float | None = None
+    placement: list[dict[str, Any]] | None = None
+
+    @property
+    def max_run_time(self) -> float | None:
+        value = self.spec.get("maxRunTime")
+        return None if value is None else float(value)
+
+
+def _held_milli(wl: AdmissionWorkload) -> int:
+    return sum(gpu_milli(ps.requests) * ps.count for ps in wl.pod_sets)
+
+
+def _flavor_text(flavors: dict[str, dict[str, str]]) -> str:
+    names = sorted({f for resources in flavors.values() for f in resources.values()})
+    return ", ".join(names) or "no flavor"
+
+
+class Reconciler:
+    """See the module docstring. ``backend`` defaults to the simulated fleet."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        telemetry: Telemetry | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.telemetry = telemetry or Telemetry()
+        self.backend: Backend = backend or SimBackend(settings.speed)
+        self.engine: AdmissionEngine | None = None
+        self.jobs: dict[int, Tracked] = {}
+        self._versions: tuple[str, str] | None = None
+        self._reasons_at = -math.inf
+        self._tenants: dict[int, str] = {}
+        self._seen_id = 0  # the highest job id taken into the engine
+        self._swept_at = -math.inf
+        self._leadership = Leadership(db)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leadership.held
+
+    def start(self) -> None:
+        """Reconcile in a background thread every ``settings.reconcile_interval`` seconds."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="gpuaas-reconciler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        self._leadership.release()
+        self.engine = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step(time.time())
+            except Exception:
+                log.exception("reconcile step failed; the engine is rebuilt on the next step")
+            self._stop.wait(self.settings.reconcile_interval)
+
+    def step(self, now: float) -> bool:
+        """One pass (see the module docstring); False when another process leads."""
+        was_leader = self._leadership.held
+        if not self._leadership.hold():
+            self.engine = None
+            return False
+        if not was_leader:
+            self.engine = None  # whatever happened while another process led: start afresh
+        started = time.perf_counter()
+        try:
+            self._step(now)
+        except BaseException:
+            self.engine = None
+            raise
+        finally:
+            self.telemetry.cycle_seconds.observe(time.perf_counter() - started)
+        return True
+
+    # --- one step -------------------------------------------------------------------------
+
+    def _step(self, now: float) -> None:
+        with self.db.sessions() as session:
+            versions = (_meta(session, GOVERNANCE_VERSION), _meta(session, FLEET_VERSION))
+            if self.engine is None or versions != self._versions:
+                writes = self._rebuild(session, versions, now)
+            else:
+                writes = self._sync(session, now)
+        assert self.engine is not None
+        engine = self.engine
+        # what finished since the last step frees quota for this step's admission
+        self._backend_events(self.backend.poll(now), writes)
+        self._enforce_max_run_time(now, writes)
+        engine.evictions.clear()
+        engine.run(now)
+        stops: list[int] = []
+        with serialized_writes(self.db.engine), self.db.session() as session:
+            for write in writes:
+                write(session, stops)
+            self._write_evictions(session, now, stops)
+            launches = self._write_admissions(session, now)
+        self._write_reasons(now)
+        for job_id in stops:
+            self.backend.cancel(job_id)
+        for job in launches:
+            self.backend.launch(job)  # it starts at the backend's next poll
+
+    # --- sync: database -> engine ---------------------------------------------------------
+
+    def _rebuild(self, session: Session, versions: tuple[str, str], now: float) -> list[Any]:
+        """A fresh engine from the database; returns writes for jobs it could not keep."""
+        gov, config = load_governance(session)
+        nodes = load_nodes(session)
+        draining = set(session.scalars(select(NodeRow.name).where(NodeRow.draining.is_(True))))
+        engine = AdmissionEngine(gov, config, nodes)
+        self.jobs = {}
+        self._tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
+        writes: list[Any] = []
+        active = session.scalars(
+            select(Job).where(Job.state.in_([s.value for s in ACTIVE])).order_by(Job.admitted_at)
+        )
+        for job in active:
+            tracked = self._track(job)
+            if tracked is None:
+                writes.append(self._fail_write(job.id, (job.state,), now, "its spec is unreadable"))
+                continue
+            on = sorted({p.get("node") for p in job.placement or [] if p.get("node") in draining})
+            reason = ""
+            if job.cancel_requested:
+                writes.append(self._cancel_write(job.id, (job.state,), now))
+                continue
+            if on:
+                reason = f"node {', '.join(on)} is draining"
+            else:
+                try:
+                    readmit(engine, tracked.workload, job.flavors or {}, job.admitted_at or now,
+                            job.placement)  # fmt: skip
+                except (PlacementLost, InvalidValue) as exc:
+                    reason = f"its devices are no longer available: {exc}"
+            if reason:
+                requeue = self._requeue_write(job.id, job.state, job.cluster_queue, now, reason)
+                writes.append(requeue)
+                tracked.state = JobState.PENDING
+                tracked.queued_since = now
+                if not self._queue(engine, tracked, writes, now):
+                    continue
+            else:
+                tracked.state = JobState(job.state)
+                tracked.cluster_queue = job.cluster_queue
+                tracked.started_at = job.started_at
+                tracked.placement = job.placement
+            self.jobs[job.id] = tracked
+        self._seen_id = session.scalar(select(func.max(Job.id))) or 0
+        self._swept_at = now
+        pending = session.execute(
+            select(_JOBS).where(_JOBS.c.state == JobState.PENDING.value).order_by(_JOBS.c.id)
+        )
+        for job in pending:
+            self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]
+        self.engine = engine
+        self._versions = versions
+        self._resume_backend()
+        return writes
+
+    def _resume_backend(self) -> None:
+        """Make the backend follow exactly the admitted and running jobs (after a restart too)."""
+        following = self.backend.running()
+        for job_id in following - {i for i, t in self.jobs.items() if t.state in ACTIVE}:
+            self.backend.cancel(job_id)
+        for job_id, tracked in self.jobs.items():
+            if tracked.state in ACTIVE and job_id not in following:
+                self.backend.launch(self._backend_job(tracked))
+
+    def _sync(self, session: Session, now: float) -> list[Any]:
+        """New pending jobs, pending jobs cancelled by the API, and cancel requests."""
+        assert self.engine is not None
+        engine = self.engine
+        writes: list[Any] = []
+        if now - self._swept_at >= SWEEP_EVERY:
+            new = self._sweep(session, engine, now)
+        else:  # only what was submitted since the last step: ids grow
+            new = list(
+                session.scalars(
+                    select(Job.id).where(
+                        Job.id > self._seen_id, Job.state == JobState.PENDING.value
+                    )
+                )
+            )
+        if new:
+            self._seen_id = max(self._seen_id, *new)
+        new.sort()
+        for i in range(0, len(new), _CHUNK):
+            chunk = new[i : i + _CHUNK]
+            # core rows, not ORM objects: a busy queue brings hundreds of jobs per step
+            for job in session.execute(
+                select(_JOBS).where(_JOBS.c.id.in_(chunk)).order_by(_JOBS.c.id)
+            ):
+                if job.state == JobState.PENDING.value and job.id not in self.jobs:
+                    self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]
+        cancelled = session.scalars(
+            select(Job.id).where(Job.cancel_requested.is_(True), Job.state.in_(_CANCELLABLE))
+        )
+        for job_id in cancelled:
+            tracked = self.jobs.pop(job_id, None)
+            if tracked is None:
+                continue
+            if tracked.state is JobState.PENDING:  # asked while admitted, then preempted
+                engine.withdraw(str(job_id))
+            else:
+                engine.finish(str(job_id))
+            writes.append(self._cancel_write(job_id, (tracked.state,), now))
+        return writes
+
+    def _sweep(self, session: Session, engine: AdmissionEngine, now: float) -> list[int]:
+        """Every pending job id against the engine's: drop the ones that left Pending (cancelled
+        through the API), return the ones the engine does not know (including a job whose
+        smaller id committed after a larger one was seen)."""
+        self._swept_at = now
+        pending_now = set(
+            session.scalars(select(Job.id).where(Job.state == JobState.PENDING.value))
+        )
+        for job_id, tracked in list(self.jobs.items()):
+            if tracked.state is JobState.PENDING and job_id not in pending_now:
+                engine.withdraw(str(job_id))  # cancelled (or failed) while pending
+                del self.jobs[job_id]
+        return list(pending_now - set(self.jobs))
+
+    def _track(self, job: Job) -> Tracked | None:
+        try:
+            workload = workload_of(job)
+        except (KeyError, TypeError, ValueError):
+            return None
+        tenant = self._tenants.get(job.tenant_id)
+        if tenant is None:
+            with self.db.sessions() as s:
+                self._tenants = dict(s.execute(select(Tenant.id, Tenant.name)).all())
+            tenant = self._tenants.get(job.tenant_id, str(job.tenant_id))
+        since = job.updated_at if job.attempts else job.created_at
+        return Tracked(
+            job.id, tenant, job.local_queue, workload, dict(job.spec), JobState(job.state),
+            since, reason=job.reason,
+        )  # fmt: skip
+
+    def _add_pending(
+        self, engine: AdmissionEngine, job: Job, writes: list[Any], now: float
+    ) -> None:
+        tracked = self._track(job)
+        if tracked is None:
+            writes.append(self._fail_write(job.id, (job.state,), now, "its spec is unreadable"))
+            return
+        if job.cancel_requested:
+            writes.append(self._cancel_write(job.id, (job.state,), now))
+            return
+        if self._queue(engine, tracked, writes, now):
+            self.jobs[job.id] = tracked
+
+    def _queue(
+        self, engine: AdmissionEngine, tracked: Tracked, writes: list[Any], now: float
+    ) -> bool:
+        """Queue ``tracked`` in the engine; a job the governance can no longer take fails."""
+        try:
+            engine.submit(tracked.workload)
+        except InvalidValue as exc:
+            writes.append(
+                self._fail_write(tracked.id, (JobState.PENDING,), now, f"cannot queue: {exc}")
+            )
+            return False
+        return True
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def _fail_write(self, job_id: int, states: Iterable[str], now: float, reason: str) -> Any:
+        def write(session: Session, stops: list[int]) -> None:
+            if transition(session, job_id, states, JobState.FAILED, now, reason, finished_at=now):
+                stops.append(job_id)
+
+        return write
+
+    def _cancel_write(self, job_id: int, states: Iterable[str], now: float) -> Any:
+        def write(session: Session, stops: list[int]) -> None:
+            transition(
+                session, job_id, states, JobState.CANCELLED, now, "cancelled by the user",
+                finished_at=now,
+            )  # fmt: skip
+            stops.append(job_id)
+
+        return write
+
+    def _requeue_write(
+        self, job_id: int, state: str, cluster_queue: str | None, now: float, reason: str
+    ) -> Any:
+        def write(session: Session, stops: list[int]) -> None:
+            self._requeue(session, job_id, state, now, reason)
+            stops.append(job_id)
+            self.telemetry.evictions.labels(cluster_queue or "", "NodeDrained").inc()
+
+        return write
+
+    @staticmethod
+    def _requeue(session: Session, job_id: int, state: str, now: float, reason: str) -> None:
+        """Active -> Preempted (why) -> Pending ("requeued"), one more attempt."""
+        if transition(session, job_id, (state,), JobState.PREEMPTED, now, reason):
+            transition(
+                session, job_id, (JobState.PREEMPTED,), JobState.PENDING, now, "requeued",
+                cluster_queue=None, flavors=None, placement=None, gpus=0, admitted_at=None,
+                started_at=None, attempts=Job.attempts + 1,
+            )  # fmt: skip
+
+    def _write_evictions(self, session: Session, now: float, stops: list[int]) -> None:
+        assert self.engine is not None
+        for eviction in self.engine.evictions:
+            job_id = int(eviction.workload)
+            tracked = self.jobs.get(job_id)
+            if tracked is None or tracked.state not in ACTIVE:
+                continue  # admitted and evicted within this step: never stored as admitted
+            reason = f"preempted ({eviction.reason})"
+            if eviction.preemptor:
+                reason += f" to admit job {eviction.preemptor}"
+            self._requeue(session, job_id, tracked.state, now, reason)
+            self.telemetry.evictions.labels(tracked.cluster_queue or "", eviction.reason).inc()
+            stops.append(job_id)
+            tracked.state = JobState.PENDING
+            tracked.queued_since = now
+            tracked.cluster_queue = None
+            tracked.started_at = None
+            tracked.placement = None
+            tracked.reason = "requeued"
+
+    def _write_admissions(self, session: Session, now: float) -> list[BackendJob]:
+        assert self.engine is not None
+        engine = self.engine
+        launches: list[BackendJob] = []
+        for name, aw in list(engine.admitted.items()):
+            job_id = int(name)
+            tracked = self.jobs.get(job_id)
+            if tracked is None or tracked.state is not JobState.PENDING:
+                continue
+            placement = record(aw.placement) if aw.placement is not None else []
+            if not transition(
+                session, job_id, (JobState.PENDING,), JobState.ADMITTED, now,
+                self._admission_text(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
+                placement=placement, gpus=_held_milli(aw.workload), admitted_at=now,
+            ):  # fmt: skip
+                engine.finish(name)  # cancelled meanwhile: give the quota and devices back
+                del self.jobs[job_id]
+                continue
+            tracked.state = JobState.ADMITTED
+            tracked.cluster_queue = aw.cluster_queue
+            tracked.placement = placement
+            self.telemetry.admissions.labels(aw.cluster_queue, tracked.queue, tracked.tenant).inc()
+            self.telemetry.admission_wait.labels(aw.cluster_queue).observe(
+                max(0.0, now - tracked.queued_since)
+            )
+            launches.append(self._backend_job(tracked))
+        return launches
+
+    @staticmethod
+    def _admission_text(aw: AdmittedWorkload) -> str:
+        text = f"admitted by ClusterQueue {aw.cluster_queue} on flavor {_flavor_text(aw.flavors)}"
+        if aw.placement is not None:
+            nodes = sorted({n for names in aw.placement.nodes.values() for n in names})
+            text += f"; nodes {', '.join(nodes)}"
+        return text
+
+    def _write_reasons(self, now: float) -> None:
+        """Store why pending jobs wait, where the reason changed, every REASONS_EVERY seconds
+        at most (a long queue's reasons change with every admission; the API can wait)."""
+        assert self.engine is not None
+        if now - self._reasons_at < REASONS_EVERY:
+            return
+        self._reasons_at = now
+        reasons = self.engine.reasons
+        changed = []
+        for job_id, tracked in self.jobs.items():
+            if tracked.state is not JobState.PENDING:
+                continue
+            reason = reasons.get(str(job_id), WAITING)
+            if reason != tracked.reason:
+                tracked.reason = reason
+                changed.append({"jid": job_id, "why": reason})
+        table = Job.__table__
+        statement = (
+            update(table)
+            .where(table.c.id == bindparam("jid"), table.c.state == JobState.PENDING.value)
+            .values(reason=bindparam("why"))
+        )
+        # in short transactions of their own: a burst of submissions changes thousands of
+        # reasons at once, and one long write would hold up every submission behind it
+        for i in range(0, len(changed), REASONS_BATCH):
+            with serialized_writes(self.db.engine), self.db.session() as session:
+                session.execute(statement, changed[i : i + REASONS_BATCH])
+
+    def _backend_job(self, tracked: Tracked) -> BackendJob:
+        return BackendJob(
+            tracked.id,
+            tracked.spec.get("name", str(tracked.id)),
+            tracked.spec,
+            tuple(tracked.placement or ()),
+            tracked.started_at,
+        )
+
+    def _backend_events(self, events: list[BackendEvent], writes: list[Any]) -> None:
+        """Starts and completions the backend reports, as writes; completions free quota."""
+        for event in events:
+            tracked = self.jobs.get(event.job_id)
+            if tracked is None or tracked.state not in ACTIVE:
+                continue
+            if event.kind is EventKind.STARTED:
+                if tracked.state is JobState.ADMITTED:
+                    writes.append(self._start_write(tracked.id, event.at))
+                    tracked.state = JobState.RUNNING
+                    tracked.started_at = event.at
+                continue
+            state = JobState.SUCCEEDED if event.kind is EventKind.SUCCEEDED else JobState.FAILED
+            reason = event.reason or state.value.lower()
+            at = event.at
+            limit = tracked.max_run_time
+            started = tracked.started_at
+            if limit is not None and started is not None:
+                deadline = started + limit / self.backend.time_scale
+                if at > deadline:
+                    state, at, reason = JobState.FAILED, deadline, _over_time(limit)
+            self._finish(tracked, state, at, reason, writes)
+
+    def _start_write(self, job_id: int, at: float) -> Any:
+        def write(session: Session, stops: list[int]) -> None:
+            transition(
+                session, job_id, (JobState.ADMITTED,), JobState.RUNNING, at,
+                f"started on the {self.backend.name} backend", started_at=at,
+            )  # fmt: skip
+
+        return write
+
+    def _finish(
+        self, tracked: Tracked, state: JobState, at: float, reason: str, writes: list[Any]
+    ) -> None:
+        assert self.engine is not None
+        self.engine.finish(str(tracked.id))
+        del self.jobs[tracked.id]
+        source = tracked.state
+
+        def write(session: Session, stops: list[int]) -> None:
+            transition(session, tracked.id, (source,), state, at, reason, finished_at=at)
+
+        writes.append(write)
+
+    def _enforce_max_run_time(self, now: float, writes: list[Any]) -> None:
+        """Stop and fail running jobs past their ``maxRunTime`` (in job time)."""
+        scale = self.backend.time_scale
+        for tracked in list(self.jobs.values()):
+            limit = tracked.max_run_time
+            if tracked.state is not JobState.RUNNING or limit is None:
+                continue
+            assert tracked.started_at is not None
+            if (now - tracked.started_at) * scale >= limit:
+                self.backend.cancel(tracked.id)
+                self._finish(tracked, JobState.FAILED, now, _over_time(limit), writes)
+
+
+def _over_time(limit: float) -> str:
+    return f"exceeded its maxRunTime of {limit:g}s"
+
+
+def _meta(session: Session, key: str) -> str:
+    return session.scalar(select(Meta.value).where(Meta.key == key)) or "0"

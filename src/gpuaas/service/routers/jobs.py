@@ -1,0 +1,256 @@
+"""Jobs of a tenant: submit, list, inspect, follow events, cancel; and the platform's list.
+
+A tenant-user sees and cancels only its own jobs (another user's job is "not found"); the
+tenant's admins and viewers, and platform roles, see them all.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from sqlalchemy import Select, false, select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from gpuaas.service.auth import (
+    Need,
+    Principal,
+    Role,
+    TenantCache,
+    require_platform,
+    tenant_for,
+)
+from gpuaas.service.deps import PrincipalDep, SessionDep, principal
+from gpuaas.service.errors import invalid, not_found
+from gpuaas.service.jobs import (
+    JobState,
+    cancel_job,
+    event_view,
+    job_view,
+    serialized_writes,
+    submit_job,
+    workload_view,
+)
+from gpuaas.service.models.common import Page, paginate
+from gpuaas.service.models.jobs import JobEventView, JobKind, JobSpec, JobView, WorkloadView
+from gpuaas.store.db import Database
+from gpuaas.store.tables import Job, JobEvent, Tenant, User
+
+router = APIRouter(tags=["jobs"])
+
+Limit = Annotated[int, Query(description="Page size (1..1000).")]
+After = Annotated[str | None, Query(description="Cursor: the `next` of the previous page.")]
+_UNFINISHED = (JobState.PENDING, JobState.ADMITTED, JobState.RUNNING)
+MAX_ID = 2**63 - 1  # ids are BIGINT
+
+
+def _own_only(p: Principal, tenant: Tenant) -> bool:
+    """Whether ``p`` may see only its own jobs in ``tenant`` (a tenant-user)."""
+    return not p.sees_everything and p.role_in(tenant.id) is Role.TENANT_USER
+
+
+def _job(session: Session, p: Principal, tenant: Tenant, job_id: int) -> Job:
+    if not 0 < job_id <= MAX_ID:  # beyond the column's range: no such job, not an overflow
+        raise not_found(f"job {job_id}")
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.tenant_id == tenant.id))
+    if job is None or (_own_only(p, tenant) and job.user_id != p.user_id):
+        raise not_found(f"job {job_id}")
+    return job
+
+
+def _user_names(session: Session, jobs: list[Job]) -> dict[int, str]:
+    ids = {job.user_id for job in jobs}
+    if not ids:
+        return {}
+    return dict(session.execute(select(User.id, User.name).where(User.id.in_(ids))).all())
+
+
+def _cursor(after: str | None) -> str | None:
+    """An id cursor beyond the id column's range is not one this API handed out."""
+    if after is not None and after.strip().lstrip("+-").isdigit() and abs(int(after)) > MAX_ID:
+        raise invalid("after", f"not a cursor this list returned: {after!r}")
+    return after
+
+
+def _matches_nothing(*values: str | None) -> bool:
+    """A filter with a NUL character matches no stored name (and PostgreSQL refuses it)."""
+    return any(v is not None and "\x00" in v for v in values)
+
+
+def _state(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return JobState(value).value
+    except ValueError:
+        known = ", ".join(s.value for s in JobState)
+        raise invalid("state", f"unknown state {value!r} (known: {known})") from None
+
+
+def _filtered(
+    stmt: Select[tuple[Job]],
+    session: Session,
+    state: str | None,
+    queue: str | None,
+    kind: str | None,
+    user: str | None,
+) -> Select[tuple[Job]]:
+    if (state := _state(state)) is not None:
+        stmt = stmt.where(Job.state == state)
+    if queue is not None:
+        stmt = stmt.where(Job.local_queue == queue)
+    if kind is not None:
+        if kind not in {k.value for k in JobKind}:
+            raise invalid("kind", f"unknown kind {kind!r}")
+        stmt = stmt.where(Job.kind == kind)
+    if _matches_nothing(queue, user):
+        return stmt.where(false())
+    if user is not None:
+        user_id = session.scalar(select(User.id).where(User.name == user))
+        stmt = stmt.where(Job.user_id == (user_id if user_id is not None else -1))
+    return stmt
+
+
+@router.post("/v1/tenants/{tenant}/jobs", status_code=201, response_model=JobView)
+async def submit(tenant: str, spec: JobSpec, request: Request, response: Response) -> JobView:
+    """Queue a job; the same idempotencyKey again returns the first job (200).
+
+    The API's hot path: authentication is a cache lookup, and on SQLite (one writer, a
+    sub-millisecond transaction) the transaction runs right on the event loop, which orders the
+    writers without a thread hand-off per request; on PostgreSQL it runs in the thread pool.
+    """
+    p = principal(request)
+    db: Database = request.app.state.db
+    tenants: TenantCache = request.app.state.tenant_ids
+    if db.is_sqlite:
+        view, created = _submit(db, tenants, p, tenant, spec)
+    else:
+        view, created = await run_in_threadpool(_submit, db, tenants, p, tenant, spec)
+    if not created:
+        response.status_code = 200
+    return view
+
+
+def _submit(
+    db: Database, tenants: TenantCache, p: Principal, tenant: str, spec: JobSpec
+) -> tuple[JobView, bool]:
+    with db.session() as session:
+        row = tenants.ref_for(session, p, tenant, Need.SUBMIT)
+        tenant_name = row.name
+        with serialized_writes(session):
+            job, created = submit_job(session, row, p.user_id, spec, time.time())
+            session.commit()  # acknowledged means stored: commit before answering
+    return job_view(job, tenant_name, p.user), created
+
+
+@router.get("/v1/tenants/{tenant}/jobs", response_model=Page[JobView])
+def list_jobs(
+    tenant: str,
+    session: SessionDep,
+    p: PrincipalDep,
+    state: str | None = None,
+    queue: str | None = None,
+    kind: str | None = None,
+    user: str | None = None,
+    limit: Limit = 100,
+    after: After = None,
+) -> Page[JobView]:
+    row = tenant_for(session, p, tenant, Need.READ)
+    stmt = _filtered(select(Job).where(Job.tenant_id == row.id), session, state, queue, kind, user)
+    if _own_only(p, row):
+        stmt = stmt.where(Job.user_id == p.user_id)
+    jobs, nxt = paginate(session, stmt, Job.id, limit, _cursor(after))
+    users = _user_names(session, jobs)
+    return Page(items=[job_view(j, row.name, users.get(j.user_id, "")) for j in jobs], next=nxt)
+
+
+@router.get("/v1/tenants/{tenant}/jobs/{job_id}", response_model=JobView)
+def get_job(tenant: str, job_id: int, session: SessionDep, p: PrincipalDep) -> JobView:
+    row = tenant_for(session, p, tenant, Need.READ)
+    job = _job(session, p, row, job_id)
+    return job_view(job, row.name, _user_names(session, [job]).get(job.user_id, ""))
+
+
+@router.get("/v1/tenants/{tenant}/jobs/{job_id}/events", response_model=Page[JobEventView])
+def job_events(
+    tenant: str,
+    job_id: int,
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: Limit = 100,
+    after: After = None,
+) -> Page[JobEventView]:
+    row = tenant_for(session, p, tenant, Need.READ)
+    job = _job(session, p, row, job_id)
+    events, nxt = paginate(
+        session,
+        select(JobEvent).where(JobEvent.job_id == job.id),
+        JobEvent.id,
+        limit,
+        _cursor(after),
+    )
+    return Page(items=[event_view(e) for e in events], next=nxt)
+
+
+@router.post("/v1/tenants/{tenant}/jobs/{job_id}/cancel", response_model=JobView)
+def cancel(tenant: str, job_id: int, session: SessionDep, p: PrincipalDep) -> JobView:
+    """Cancel a job: a pending one at once, a running one as soon as its backend stops it."""
+    row = tenant_for(session, p, tenant, Need.SUBMIT)
+    job = _job(session, p, row, job_id)
+    with serialized_writes(session):
+        job = cancel_job(session, job, time.time())
+        session.commit()
+    return job_view(job, row.name, _user_names(session, [job]).get(job.user_id, ""))
+
+
+@router.get("/v1/tenants/{tenant}/workloads", response_model=Page[WorkloadView])
+def workloads(
+    tenant: str,
+    session: SessionDep,
+    p: PrincipalDep,
+    queue: str | None = None,
+    state: str | None = None,
+    limit: Limit = 100,
+    after: After = None,
+) -> Page[WorkloadView]:
+    """Unfinished jobs as admission sees them: queue, ClusterQueue, flavors, why they wait."""
+    row = tenant_for(session, p, tenant, Need.READ)
+    stmt = select(Job).where(Job.tenant_id == row.id, Job.state.in_(_UNFINISHED))
+    stmt = _filtered(stmt, session, state, queue, None, None)
+    if _own_only(p, row):
+        stmt = stmt.where(Job.user_id == p.user_id)
+    jobs, nxt = paginate(session, stmt, Job.id, limit, _cursor(after))
+    users = _user_names(session, jobs)
+    return Page(items=[workload_view(j, users.get(j.user_id, "")) for j in jobs], next=nxt)
+
+
+@router.get("/v1/jobs", response_model=Page[JobView])
+def all_jobs(
+    session: SessionDep,
+    p: PrincipalDep,
+    tenant: str | None = None,
+    state: str | None = None,
+    limit: Limit = 100,
+    after: After = None,
+) -> Page[JobView]:
+    """Every tenant's jobs (platform roles)."""
+    require_platform(p, write=False)
+    stmt = _filtered(select(Job), session, state, None, None, None)
+    if _matches_nothing(tenant):
+        stmt = stmt.where(false())
+    elif tenant is not None:
+        tenant_id = session.scalar(select(Tenant.id).where(Tenant.name == tenant))
+        stmt = stmt.where(Job.tenant_id == (tenant_id if tenant_id is not None else -1))
+    jobs, nxt = paginate(session, stmt, Job.id, limit, _cursor(after))
+    users = _user_names(session, jobs)
+    tenant_ids = {j.tenant_id for j in jobs}
+    names: dict[int, str] = {}
+    if tenant_ids:
+        rows = session.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(tenant_ids)))
+        names = dict(rows.all())
+    return Page(
+        items=[job_view(j, names.get(j.tenant_id, ""), users.get(j.user_id, "")) for j in jobs],
+        next=nxt,
+    )
