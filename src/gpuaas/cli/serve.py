@@ -77,8 +77,11 @@ def serve(
         raise typer.BadParameter(f"--speed must be positive, got {speed}")
     settings = _settings(
         db, data_dir, fleet=fleet, demo=demo, host=host, port=port, speed=speed,
-        reconcile=not no_reconcile,
+        reconcile=not no_reconcile, reconciler_process=True,
     )  # fmt: skip
+    from gpuaas.service.leader import prepare_metrics_dir
+
+    prepare_metrics_dir(settings.data_dir)  # before anything imports prometheus_client
     url = f"http://{host}:{port}"
     if demo and settings.admin_token is None:
         settings.admin_token = demo_admin_token(settings.data_dir)

@@ -77,7 +77,12 @@ def start(app: FastAPI, settings: Settings, on_admin_token: Callable[[str], None
         seed_demo(db, settings)
         app.state.demo = JobStream(db, settings)
         app.state.demo.start()
-    if settings.reconcile:
+    if settings.reconcile and settings.reconciler_process:
+        from gpuaas.service.leader import ReconcilerProcess
+
+        app.state.reconciler = ReconcilerProcess(settings)
+        app.state.reconciler.start()
+    elif settings.reconcile:
         from gpuaas.service.reconciler import Reconciler
 
         reconciler = Reconciler(db, settings, app.state.telemetry)

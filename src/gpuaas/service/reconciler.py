@@ -61,6 +61,7 @@ _CHUNK = 500
 #: Seconds between writes of pending jobs' reasons.
 REASONS_EVERY = 2.0
 REASONS_BATCH = 200
+REASONS_PER_STEP = 1000
 #: Seconds between full comparisons of the pending jobs in the database and in the engine;
 #: between them a step reads only jobs submitted since the last one.
 SWEEP_EVERY = 2.0
@@ -560,8 +561,11 @@ class Reconciler:
                 continue
             reason = reasons.get(str(job_id), WAITING)
             if reason != tracked.reason:
-                tracked.reason = reason
                 changed.append({"jid": job_id, "why": reason})
+                if len(changed) > REASONS_PER_STEP:
+                    break
+        for row in changed[:REASONS_PER_STEP]:
+            self.jobs[row["jid"]].reason = row["why"]
         table = Job.__table__
         statement = (
             update(table)
@@ -570,7 +574,9 @@ class Reconciler:
         )
         # in short transactions of their own: a burst of submissions changes thousands of
         # reasons at once, and one long write would hold up every submission behind it
-        for i in range(0, len(changed), REASONS_BATCH):
+        # and at most REASONS_PER_STEP per step: the rest keep their reason until a later step
+        # (every write collides with submissions for the database's one write lock)
+        for i in range(0, min(len(changed), REASONS_PER_STEP), REASONS_BATCH):
             with serialized_writes(self.db.engine), self.db.session() as session:
                 session.execute(statement, changed[i : i + REASONS_BATCH])
 

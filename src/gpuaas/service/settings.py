@@ -29,6 +29,8 @@ class Settings:
     reconcile_interval: float = 0.5
     max_body_bytes: int = 1 << 20
     reconcile: bool = True
+    #: run the reconciler in a child process (``gpuaas serve``) rather than a thread
+    reconciler_process: bool = False
     admin_token: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_ADMIN_TOKEN"))
     demo_job_interval: float = 2.0
 

@@ -7,7 +7,10 @@ of the database (queue depth, jobs by state, GPUs allocated and available) are c
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.multiprocess import MultiProcessCollector
 
 #: Admission wait buckets in seconds: from an idle cluster to a day in the queue.
 WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 86400)
@@ -41,3 +44,13 @@ class Telemetry:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
             registry=self.registry,
         )
+
+    def source(self) -> CollectorRegistry:
+        """What ``/metrics`` shows: this registry, or in multiprocess mode (``gpuaas serve``, where
+        the reconciler is a process of its own) the sum over every process's metric files."""
+        path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if not path:
+            return self.registry
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=path)
+        return registry

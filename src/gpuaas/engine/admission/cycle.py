@@ -50,6 +50,11 @@ from gpuaas.model.resources import NVIDIA_GPU, format_amount
 _VICTIM_ORDER = attrgetter("victim_order")
 
 
+def _queue_order(wl: AdmissionWorkload) -> tuple[int, float, str]:
+    """A ClusterQueue's order: higher priority first, then earlier creation, then name."""
+    return (-wl.priority, wl.created, wl.name)
+
+
 @dataclass(slots=True)
 class Assignment:
     """Flavors chosen for one workload and how it could get them."""
@@ -153,6 +158,11 @@ class AdmissionEngine:
         self._root_of = {name: node.root().name for name, node in self.tree.cqs.items()}
         self._versions: dict[str, int] = dict.fromkeys(self._root_of.values(), 0)
         self._inadmissible: dict[str, tuple[tuple[int, int], float]] = {}
+        # each ClusterQueue's pending workloads in queue order, kept sorted as they come and go,
+        # and how many of the first ones are known to be inadmissible in a given state: a long
+        # backlog that cannot move costs a pass nothing but its new arrivals
+        self._order: dict[str, list[AdmissionWorkload]] = {name: [] for name in gov.cluster_queues}
+        self._frontier: dict[str, tuple[tuple[tuple[int, int], float], int]] = {}
         self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode]] = {}
         self._known: set[str] = set()
         self._user_admitted: dict[tuple[str, str], int] = {}
@@ -192,7 +202,7 @@ class AdmissionEngine:
                 pod_request(
                     ps.requests, {}, (), f"workload {wl.name}: podSets.{ps.name}"
                 )  # a malformed GPU form is an error now, not a pending reason later
-        self.pending[cq_name][wl.name] = wl
+        self._enqueue(cq_name, wl)
         self._known.add(wl.name)
 
     def admit_existing(
@@ -245,12 +255,43 @@ class AdmissionEngine:
     def withdraw(self, name: str) -> bool:
         """Forget the pending workload ``name`` (cancelled before admission); False when it is
         not pending. Quota is unchanged: a pending workload holds none."""
-        for pending in self.pending.values():
-            if pending.pop(name, None) is not None:
+        for cq, pending in self.pending.items():
+            if name in pending:
+                self._dequeue(cq, name)
                 self.reasons.pop(name, None)
                 self._inadmissible.pop(name, None)
                 return True
         return False
+
+    def _enqueue(self, cq: str, wl: AdmissionWorkload) -> None:
+        self.pending[cq][wl.name] = wl
+        order = self._order[cq]
+        i = bisect.bisect_left(order, _queue_order(wl), key=_queue_order)
+        order.insert(i, wl)
+        known = self._frontier.get(cq)
+        if known is not None and i < known[1]:
+            self._frontier[cq] = (known[0], i)  # it sits among the known: they end before it
+
+    def _dequeue(self, cq: str, name: str) -> None:
+        wl = self.pending[cq].pop(name)
+        order = self._order[cq]
+        i = bisect.bisect_left(order, _queue_order(wl), key=_queue_order)
+        del order[i]
+        known = self._frontier.get(cq)
+        if known is not None and i < known[1]:
+            self._frontier[cq] = (known[0], known[1] - 1)
+
+    def _advance_frontier(self, cq: str) -> None:
+        """Move ``cq``'s frontier past the workloads now known to be inadmissible in its current
+        state (from the old frontier if that state has not changed, else from the start)."""
+        state = (self._state(cq), self._clock())
+        known = self._frontier.get(cq)
+        i = known[1] if known is not None and known[0] == state else 0
+        order = self._order[cq]
+        inadmissible = self._inadmissible
+        while i < len(order) and inadmissible.get(order[i].name) == state:
+            i += 1
+        self._frontier[cq] = (state, i)
 
     def quota_requests(self, ps: AdmissionPodSet, cq_name: str | None = None) -> dict[str, int]:
         """What ``ps`` is charged in quota: its requests times its count, transformed.
@@ -353,10 +394,15 @@ class AdmissionEngine:
 
         for cq, pending in self.pending.items():
             if pending:
-                queues[cq] = sorted(
-                    pending.values(), key=lambda w: (-w.priority, w.created, w.name)
-                )
+                queues[cq] = list(self._order[cq])  # admissions change the list during the pass
                 position[cq] = 0
+                known = self._frontier.get(cq)
+                if (
+                    not strict[cq]
+                    and known is not None
+                    and known[0] == (self._state(cq), self._clock())
+                ):
+                    position[cq] = known[1]
                 push_next(cq)
         while heap:
             key, version, cq, wl, a = heapq.heappop(heap)
@@ -377,6 +423,9 @@ class AdmissionEngine:
                     continue
             position[cq] += 1
             push_next(cq)
+        for cq in queues:
+            if not strict[cq]:
+                self._advance_frontier(cq)
         return changed
 
     def _clock(self) -> float:
@@ -474,7 +523,7 @@ class AdmissionEngine:
                     f"flavors ({self._flavor_text(a)}): {self.pool.last_reason}"
                 )
                 return False
-        del self.pending[cq][wl.name]
+        self._dequeue(cq, wl.name)
         self._record(wl, cq, a.flavors, a.usage, self.now, placement)
         return True
 
@@ -530,7 +579,7 @@ class AdmissionEngine:
     def evict(self, name: str, reason: EvictionReason, preemptor: str = "") -> None:
         """Take quota back from ``name`` and queue it again with its original creation time."""
         aw = self._take_back(name)
-        self.pending[aw.cluster_queue][name] = aw.workload
+        self._enqueue(aw.cluster_queue, aw.workload)
         self.evictions.append(Eviction(name, EvictionReason(reason), preemptor))
         self.reasons[name] = (
             f"evicted ({reason}) to admit {preemptor}" if preemptor else f"evicted ({reason})"

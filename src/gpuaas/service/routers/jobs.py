@@ -113,13 +113,19 @@ def _filtered(
     return stmt
 
 
-@router.post("/v1/tenants/{tenant}/jobs", status_code=201, response_model=JobView)
-async def submit(tenant: str, spec: JobSpec, request: Request, response: Response) -> JobView:
+@router.post(
+    "/v1/tenants/{tenant}/jobs",
+    status_code=201,
+    response_model=JobView,
+    responses={200: {"model": JobView, "description": "the job this idempotencyKey made"}},
+)
+async def submit(tenant: str, spec: JobSpec, request: Request) -> Response:
     """Queue a job; the same idempotencyKey again returns the first job (200).
 
     The API's hot path: authentication is a cache lookup, and on SQLite (one writer, a
     sub-millisecond transaction) the transaction runs right on the event loop, which orders the
     writers without a thread hand-off per request; on PostgreSQL it runs in the thread pool.
+    The view is serialized once, here (a returned model would be validated again).
     """
     p = principal(request)
     db: Database = request.app.state.db
@@ -128,9 +134,9 @@ async def submit(tenant: str, spec: JobSpec, request: Request, response: Respons
         view, created = _submit(db, tenants, p, tenant, spec)
     else:
         view, created = await run_in_threadpool(_submit, db, tenants, p, tenant, spec)
-    if not created:
-        response.status_code = 200
-    return view
+    return Response(
+        view.model_dump_json(), status_code=201 if created else 200, media_type="application/json"
+    )
 
 
 def _submit(

@@ -332,7 +332,7 @@ def metrics(request: Request) -> Response:
     with db.sessions() as session:
         scrape = Scrape(
             [
-                request.app.state.telemetry.registry,
+                request.app.state.telemetry.source(),
                 DatabaseCollector(session, capacity_cache(request)),
             ]
         )

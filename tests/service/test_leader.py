@@ -1,0 +1,66 @@
+"""The reconciler as a process of its own (what ``gpuaas serve`` runs)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from job_world import build_world, job_spec
+
+from gpuaas.service.jobs import JobState, submit_job
+from gpuaas.service.leader import ReconcilerProcess, prepare_metrics_dir
+from gpuaas.service.models.jobs import JobSpec
+from gpuaas.service.settings import Settings
+from gpuaas.store.db import Database
+from gpuaas.store.tables import Job, Tenant
+
+
+def test_the_child_leads_admits_and_stops(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gpuaas.db'}"
+    db = Database(url)
+    world = build_world(db, quota_gpus=8, nodes=2)
+    with db.session() as s:
+        tenant = s.get(Tenant, world["tenant"])
+        assert tenant is not None
+        job, _ = submit_job(
+            s, tenant, world["alice"], JobSpec.model_validate(job_spec("one", 2)), time.time()
+        )
+        job_id = job.id
+    settings = Settings(db_url=url, data_dir=tmp_path, reconcile_interval=0.1, speed=1.0)
+    child = ReconcilerProcess(settings)
+    child.start()
+    try:
+        deadline = time.monotonic() + 30
+        state = JobState.PENDING.value
+        while time.monotonic() < deadline and state == JobState.PENDING.value:
+            time.sleep(0.1)
+            with db.sessions() as s:
+                state = s.get(Job, job_id).state  # type: ignore[union-attr]
+        assert state in (JobState.ADMITTED.value, JobState.RUNNING.value)
+        assert child.is_leader
+    finally:
+        child.stop()
+        db.dispose()
+    assert not child.is_leader
+    # the leader lock is free again: a new reconciler can lead at once
+    second = ReconcilerProcess(settings)
+    second.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not second.is_leader:
+            time.sleep(0.1)
+        assert second.is_leader
+    finally:
+        second.stop()
+
+
+def test_metrics_dir_is_fresh_and_exported(tmp_path: Path, monkeypatch) -> None:
+    # recorded by monkeypatch, so the variable prepare_metrics_dir sets is undone afterwards
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "unset-after-the-test")
+    stale = tmp_path / "metrics-999999999"
+    stale.mkdir()
+    path = prepare_metrics_dir(tmp_path)
+    assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(path)
+    assert path.is_dir() and not any(path.iterdir())
+    assert not stale.exists()  # its server is gone
