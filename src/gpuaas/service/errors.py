@@ -6,12 +6,14 @@ and even then the body is a problem document, not a traceback.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError, StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
@@ -59,6 +61,16 @@ def invalid(field: str, detail: str) -> ApiError:
     return ApiError(422, f"{field}: {detail}", field)
 
 
+class ProblemResponse(JSONResponse):
+    """ASCII-escaped JSON: a detail that quotes a bad input (an unpaired UTF-16 surrogate) must
+    still encode."""
+
+    media_type = PROBLEM
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
 def problem(
     status: int,
     detail: str,
@@ -73,12 +85,29 @@ def problem(
     }
     if errors:
         body["errors"] = errors
-    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+    return ProblemResponse(body, status_code=status, headers=headers)
 
 
 def _location(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or "body"
+
+
+_UNPAIRED = "a string holds an unpaired UTF-16 surrogate (not valid Unicode text)"
+_DEEP = "the document is nested too deeply"
+_NUL = "a string holds a NUL (0x00) character"
+
+
+def _field_error(error: Any) -> dict[str, str]:
+    """A pydantic error as ``{field, message}``; malformed JSON is the body's fault, at a
+    character offset (the location pydantic gives is that offset)."""
+    loc = tuple(error.get("loc", ()))
+    message = str(error.get("msg", ""))
+    if error.get("type") == "json_invalid":
+        at = loc[-1] if loc and isinstance(loc[-1], int) else None
+        where = f" at character {at}" if at is not None else ""
+        return {"field": "body", "message": f"{message}{where}"}
+    return {"field": _location(loc), "message": message}
 
 
 def install(app: FastAPI) -> None:
@@ -98,12 +127,31 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"field": _location(tuple(e.get("loc", ()))), "message": str(e.get("msg", ""))}
-            for e in exc.errors()
-        ]
+        errors = [_field_error(e) for e in exc.errors()]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) or "invalid request"
         return problem(422, detail, errors)
+
+    @app.exception_handler(UnicodeError)
+    async def _unicode(_: Request, exc: UnicodeError) -> JSONResponse:
+        return problem(422, f"body: {_UNPAIRED}", [{"field": "body", "message": _UNPAIRED}])
+
+    @app.exception_handler(RecursionError)
+    async def _deep(_: Request, exc: RecursionError) -> JSONResponse:
+        return problem(422, f"body: {_DEEP}", [{"field": "body", "message": _DEEP}])
+
+    @app.exception_handler(StatementError)
+    async def _statement(request: Request, exc: StatementError) -> JSONResponse:
+        """A value the database driver refuses (a NUL byte, an unpaired surrogate) is the
+        request's fault; an unreachable database is a 503; anything else a bug."""
+        orig = exc.orig
+        if isinstance(orig, UnicodeError):
+            return problem(422, f"body: {_UNPAIRED}", [{"field": "body", "message": _UNPAIRED}])
+        if isinstance(orig, ValueError) and "NUL" in str(orig):
+            return problem(422, f"body: {_NUL}", [{"field": "body", "message": _NUL}])
+        if isinstance(exc, OperationalError):
+            log.error("database error: %s", orig)
+            return problem(503, "the database is unavailable; try again")
+        return await _bug(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

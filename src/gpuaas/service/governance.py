@@ -154,6 +154,12 @@ def get_object(session: Session, kind: str, name: str, namespace: str = "") -> G
     return row
 
 
+def check_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(kind, namespace, name)`` of a document, or a 422 naming the field (an unknown kind, a
+    name that is not DNS-1123: nothing else is looked up with them)."""
+    return _key(raw)
+
+
 def _key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
     meta = raw.get("metadata") or {}
     kind = raw.get("kind")
@@ -208,7 +214,16 @@ def put_object(
     the tenant's or the provider's; a tenant's priority class is namespaced to it; the nominal
     quota of a tenant's ClusterQueues must fit the tenant's capacity.
     """
-    return put_objects(session, [(document, tenant_id, options)], now)[0]
+    try:
+        return put_objects(session, [(document, tenant_id, options)], now)[0]
+    except InvalidValue as exc:
+        # a single object's own field is named as the request body names it ("spec.x")
+        metadata = document.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        prefix = f"governance: {document.get('kind')} {name}: "
+        if exc.field.startswith(prefix):
+            raise InvalidValue(exc.field.removeprefix(prefix), exc.problem) from None
+        raise
 
 
 def put_objects(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy import Select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
@@ -16,9 +16,33 @@ MAX_LIMIT = 1000
 
 
 class Strict(BaseModel):
-    """Request bodies: unknown fields are errors (a typo never goes unnoticed), camelCase."""
+    """Request bodies: unknown fields are errors (a typo never goes unnoticed), camelCase, and
+    text is valid Unicode (JSON can carry an unpaired UTF-16 surrogate no database can store)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_text(cls, value: Any) -> Any:
+        _check_text(value)
+        return value
+
+
+def _check_text(value: Any) -> None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                "holds an unpaired UTF-16 surrogate (not valid Unicode text)"
+            ) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_text(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_text(item)
 
 
 class Page(BaseModel, Generic[T]):

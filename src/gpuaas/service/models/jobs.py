@@ -35,10 +35,14 @@ def _no_nul(value: str) -> str:
     """PostgreSQL cannot store a NUL character in text; refuse it on every database alike."""
     if "\x00" in value:
         raise ValueError("must not contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds an unpaired UTF-16 surrogate (not Unicode text)") from None
     return value
 
 
-#: Text without NUL characters.
+#: Text without NUL characters or unpaired surrogates.
 Text = Annotated[str, AfterValidator(_no_nul)]
 
 

@@ -770,6 +770,7 @@ def _apply_import(session: Session, docs: list[Any], dry_run: bool) -> ImportRes
     updated: list[str] = []
     changes = []
     for doc in docs:
+        gv.check_key(doc)  # kind and names first: they are looked up below
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
         kind, name = doc.get("kind"), meta.get("name")
         namespace = meta.get("namespace") if kind == gv.LOCAL_QUEUE else None
