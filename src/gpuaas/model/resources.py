@@ -32,8 +32,25 @@ def mig_resource(profile: str) -> str:
     return f"{MIG_PREFIX}{profile.replace('+', '.')}"
 
 
+#: Amounts already parsed, by (resource, type, value): a cluster sees the same few quantities
+#: ("8", "32Gi", 1) over and over, and exact parsing is the costly part of reading a request.
+_PARSED: dict[tuple[str, type, object], int] = {}
+
+
 def canonical_amount(name: str, value: str | int | float | Quantity, field: str = "") -> int:
     """Integer amount of ``value`` for ``name``; rejects negatives and fractional devices."""
+    cacheable = type(value) is str or type(value) is int
+    if cacheable:
+        found = _PARSED.get((name, type(value), value))
+        if found is not None:
+            return found
+    amount = _canonical_amount(name, value, field)
+    if cacheable and len(_PARSED) < 100_000:
+        _PARSED[(name, type(value), value)] = amount
+    return amount
+
+
+def _canonical_amount(name: str, value: str | int | float | Quantity, field: str) -> int:
     where = field or name
     quantity = Quantity.parse(value, where)
     if quantity.is_negative():
@@ -57,11 +74,18 @@ def parse_resource_list(values: Mapping[str, object], field: str = "resources") 
     return out
 
 
+_FORMATTED: dict[tuple[str, int], str] = {}
+
+
 def format_amount(name: str, amount: int) -> str:
     """Human text for a canonical amount (``cpu`` 1500 -> ``1500m``, memory -> ``64Gi``)."""
-    if name == CPU:
-        return str(Quantity.from_milli(amount))
-    return str(Quantity.parse(amount))
+    found = _FORMATTED.get((name, amount))
+    if found is None:
+        quantity = Quantity.from_milli(amount) if name == CPU else Quantity.parse(amount)
+        found = str(quantity)
+        if len(_FORMATTED) < 100_000:
+            _FORMATTED[(name, amount)] = found
+    return found
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int]) -> ResourceList:

@@ -20,7 +20,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = problem(413, f"request body is larger than the limit of {self.max_bytes} bytes")
+        too_large = self._too_large  # built only when needed: most requests are small
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:

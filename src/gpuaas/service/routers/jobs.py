@@ -142,7 +142,7 @@ async def submit(tenant: str, spec: JobSpec, request: Request) -> Response:
 def _submit(
     db: Database, tenants: TenantCache, p: Principal, tenant: str, spec: JobSpec
 ) -> tuple[JobView, bool]:
-    with db.session() as session:
+    with db.sessions() as session:  # not db.session(): it would commit a second, empty time
         row = tenants.ref_for(session, p, tenant, Need.SUBMIT)
         tenant_name = row.name
         with serialized_writes(session):
