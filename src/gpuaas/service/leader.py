@@ -24,7 +24,6 @@ import shutil
 import signal
 import sys
 import time
-from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
 from gpuaas.service.settings import Settings
@@ -64,7 +63,8 @@ class ReconcilerProcess:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         context = multiprocessing.get_context("spawn")
-        self._leading: Synchronized[int] = context.Value("b", 0)  # type: ignore[assignment]
+        # a raw byte, no lock (and so no semaphore to leak): one writer, one reader
+        self._leading: ctypes.c_byte = context.Value("b", 0, lock=False)  # type: ignore[assignment]
         self._process = context.Process(
             target=run,
             args=(settings, os.getpid(), self._leading),
@@ -98,7 +98,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def run(settings: Settings, parent: int, leading: Synchronized[int]) -> None:
+def run(settings: Settings, parent: int, leading: ctypes.c_byte) -> None:
     """The child's main loop: one reconcile step every ``settings.reconcile_interval``."""
     _die_with_parent()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
