@@ -125,13 +125,14 @@ def demo_admin_token(data_dir: Path) -> str:
     """The demo's admin token, kept (mode 0600) in the data directory so that every demo start can
     show it: a demo is for trying things, and a newcomer restarts it often."""
     import os
-    import secrets
+
+    from gpuaas.service.auth import new_token
 
     path = data_dir / "demo-admin-token"
     if path.exists():
         return path.read_text().strip()
     data_dir.mkdir(parents=True, exist_ok=True)
-    token = "gpa_" + secrets.token_urlsafe(32)
+    token = new_token()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")

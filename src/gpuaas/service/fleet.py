@@ -45,7 +45,7 @@ _TOPOLOGY_FIELDS = {
 }
 
 
-def serialize_writes(session: Session, key: str) -> None:
+def take_turn_on(session: Session, key: str) -> None:
     """Make writers of ``key``'s state (the fleet, governance) take turns until they commit,
     so a write validates against what the previous one committed and no version bump is lost.
 
@@ -68,7 +68,7 @@ VERSION_LISTENERS: list[Callable[[str], None]] = []
 
 def bump_version(session: Session, key: str) -> int:
     """Increment the integer kept as text under ``key`` in Meta; returns the new value."""
-    serialize_writes(session, key)
+    take_turn_on(session, key)
 
     def committed(_: Session) -> None:
         for listener in VERSION_LISTENERS:
@@ -169,7 +169,7 @@ def register_nodes(
 ) -> list[NodeRow]:
     """Validate and store the nodes of ``entries``; 409 when a name is already registered."""
     resolved = resolve_entries(entries, defaults)
-    serialize_writes(session, FLEET_VERSION)
+    take_turn_on(session, FLEET_VERSION)
     names = [entry["name"] for entry in resolved]
     taken: set[str] = set()
     for start in range(0, len(names), 1000):  # bounded IN lists (SQLite caps parameters)
@@ -279,7 +279,7 @@ def set_partitioning(
     now: float,
 ) -> NodeRow:
     """Change how the node's GPUs are offered; 409 while jobs hold devices there."""
-    serialize_writes(session, FLEET_VERSION)
+    take_turn_on(session, FLEET_VERSION)
     row = get_node(session, name)
     gpus = row.spec.get("gpus")
     if not isinstance(gpus, Mapping):
@@ -303,7 +303,7 @@ def set_partitioning(
 
 def delete_node(session: Session, name: str) -> None:
     """Remove a node from the fleet; 409 while jobs hold devices there."""
-    serialize_writes(session, FLEET_VERSION)
+    take_turn_on(session, FLEET_VERSION)
     row = get_node(session, name)
     _refuse_while_used(session, row, "delete")
     session.delete(row)

@@ -25,7 +25,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import Governance, HardwareProfile
 from gpuaas.model.resources import canonical_amount, format_amount
 from gpuaas.service.errors import conflict, invalid, not_found
-from gpuaas.service.fleet import bump_version, serialize_writes
+from gpuaas.service.fleet import bump_version, take_turn_on
 from gpuaas.store.tables import GovernanceObject, Job, Tenant
 from gpuaas.supply.kueue import (
     API_VERSION,
@@ -235,7 +235,7 @@ def put_objects(
 ) -> list[GovernanceObject]:
     """:func:`put_object` for several objects at once, validated together (an import);
     ``write=False`` validates only (a dry run) and returns nothing."""
-    serialize_writes(session, GOVERNANCE_VERSION)
+    take_turn_on(session, GOVERNANCE_VERSION)
     rows = all_objects(session)
     by_key = {(r.kind, r.namespace, r.name): r for r in rows}
     staged: dict[tuple[str, str, str], tuple[dict[str, Any], int | None, dict[str, Any]]] = {}
@@ -376,7 +376,7 @@ def tenant_queue_documents(session: Session, tenant_id: int) -> list[Mapping[str
 
 def delete_object(session: Session, row: GovernanceObject) -> None:
     """Delete ``row``; 409 naming what still refers to it (validated like any change)."""
-    serialize_writes(session, GOVERNANCE_VERSION)
+    take_turn_on(session, GOVERNANCE_VERSION)
     if row.kind == LOCAL_QUEUE:
         waiting = session.scalar(
             select(Job.id)

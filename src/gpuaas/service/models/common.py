@@ -28,14 +28,18 @@ class Strict(BaseModel):
         return value
 
 
+def unicode_text(value: str) -> str:
+    """``value`` if it encodes as UTF-8; JSON's ``\\ud800`` decodes to a str that does not."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds an unpaired UTF-16 surrogate (not Unicode text)") from None
+    return value
+
+
 def _check_text(value: Any) -> None:
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(
-                "holds an unpaired UTF-16 surrogate (not valid Unicode text)"
-            ) from None
+        unicode_text(value)
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_text(key)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
 from gpuaas.model.topology import Level
-from gpuaas.service.models.common import Strict
+from gpuaas.service.models.common import Strict, unicode_text
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -35,11 +35,7 @@ def _no_nul(value: str) -> str:
     """PostgreSQL cannot store a NUL character in text; refuse it on every database alike."""
     if "\x00" in value:
         raise ValueError("must not contain a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("holds an unpaired UTF-16 surrogate (not Unicode text)") from None
-    return value
+    return unicode_text(value)  # here too, so that a list item's error names its index
 
 
 #: Text without NUL characters or unpaired surrogates.

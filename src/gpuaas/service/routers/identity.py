@@ -29,7 +29,7 @@ from gpuaas.service.auth import (
 )
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import conflict, forbidden, invalid, not_found
-from gpuaas.service.fleet import bump_version, serialize_writes, text_cursor
+from gpuaas.service.fleet import bump_version, take_turn_on, text_cursor
 from gpuaas.service.governance import (
     GOVERNANCE_VERSION,
     LOCAL_QUEUE,
@@ -187,7 +187,7 @@ def update_tenant(
         row.display_name = body.display_name
     if body.capacity is not None:
         capacity = parse_capacity(body.capacity)
-        serialize_writes(session, GOVERNANCE_VERSION)
+        take_turn_on(session, GOVERNANCE_VERSION)
         check_capacity(row, tenant_queue_documents(session, row.id), capacity, "capacity")
         row.capacity = capacity
     session.flush()
@@ -199,7 +199,7 @@ def delete_tenant(tenant: str, request: Request, session: SessionDep, p: Princip
     """Delete a tenant with its queues, memberships and finished jobs; 409 while it has
     unfinished jobs or a provider object still needs one of its queues."""
     require_platform(p, write=True)
-    serialize_writes(session, GOVERNANCE_VERSION)
+    take_turn_on(session, GOVERNANCE_VERSION)
     row = _tenant_by_name(session, tenant)
     busy = session.scalar(
         select(func.count(Job.id)).where(Job.tenant_id == row.id, Job.state.in_(UNFINISHED_STATES))
