@@ -166,6 +166,32 @@ def test_cancel_pending_and_running_jobs(db: Database, world: dict[str, int],
     check_consistent(db)
 
 
+def test_a_job_cancelled_while_pending_never_preempts(db: Database, world: dict[str, int],
+                                                     reconciler: Reconciler) -> None:  # fmt: skip
+    """The engine learns of a pending job's cancellation only at the next sweep; a step
+    before it that would evict others for that job must store nothing."""
+    peer = submit(db, world, gang("peer", 1, 4, duration=2, priorityClass="high"))
+    low = submit(db, world, gang("low", 1, 4, duration=1000, priorityClass="low"))
+    reconciler.step(T0 + 1)
+    reconciler.step(T0 + 2)  # both start; peer ends at T0 + 4
+    big = submit(db, world, gang("big", 2, 4, duration=100, priorityClass="high"), at=T0 + 2.5)
+    reconciler.step(T0 + 3.1)  # a sweep: big waits (peer has its priority, cannot be evicted)
+    assert state(db) == {peer: "Running", low: "Running", big: "Pending"}
+    with db.session() as s:
+        row = s.get(Job, big)
+        assert row is not None
+        assert cancel_job(s, row, T0 + 3.5).state == "Cancelled"
+    # no sweep yet (1.4 s since the last): peer's end would let big evict low
+    reconciler.step(T0 + 4.5)
+    assert state(db) == {peer: "Succeeded", low: "Running", big: "Cancelled"}
+    assert reconciler.engine is None  # the step's decisions were dropped
+    reconciler.step(T0 + 5.5)
+    assert state(db) == {peer: "Succeeded", low: "Running", big: "Cancelled"}
+    assert path(db, low) == [(None, "Pending"), ("Pending", "Admitted"), ("Admitted", "Running")]
+    assert low in reconciler.backend.running()
+    check_consistent(db)
+
+
 def test_preempted_jobs_are_requeued_with_events(db: Database, world: dict[str, int],
                                                  reconciler: Reconciler) -> None:  # fmt: skip
     low = submit(db, world, gang("low", 2, 4, duration=1000, priorityClass="low"))

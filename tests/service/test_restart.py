@@ -184,7 +184,19 @@ def test_kill_9_mid_stream_loses_nothing_acknowledged(
     stop = threading.Event()
     streamer = threading.Thread(target=_stream, args=(first.url, acked, stop))
     streamer.start()
-    time.sleep(1.5)  # jobs queue, get admitted, run and finish while the stream goes on
+    # jobs queue, get admitted, run and finish while the stream goes on; the reconciler's
+    # process may take seconds to start on a busy machine, so wait for its first admission
+    watcher = Database(db_url)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with watcher.sessions() as s:
+                if any(j.state != "Pending" for j in jobs(s).values()):
+                    break
+            time.sleep(0.1)
+    finally:
+        watcher.dispose()
+    time.sleep(0.5)
     first.kill()
     streamer.join(10)
     stop.set()

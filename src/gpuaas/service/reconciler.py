@@ -282,9 +282,16 @@ class Reconciler:
         with serialized_writes(self.db.engine), self.db.session() as session:
             for write in writes:
                 write(session, stops)
-            self._write_evictions(session, now, stops)
-            launches = self._write_admissions(session, now)
-        self._write_reasons(now)
+            if self._preemptors_left(session, engine):
+                # a job cancelled since the last sweep made room by evicting others: store
+                # none of this step's decisions and rebuild from the database next step
+                self.engine = None
+                launches = []
+            else:
+                self._write_evictions(session, now, stops)
+                launches = self._write_admissions(session, now)
+        if self.engine is not None:
+            self._write_reasons(now)
         for job_id in stops:
             self.backend.cancel(job_id)
         for job in launches:
@@ -490,6 +497,21 @@ class Reconciler:
                 cluster_queue=None, flavors=None, placement=None, gpus=0, admitted_at=None,
                 started_at=None, attempts=Job.attempts + 1,
             )  # fmt: skip
+
+    @staticmethod
+    def _preemptors_left(session: Session, engine: AdmissionEngine) -> bool:
+        """Whether a workload that evicted others this step is no longer pending in the
+        database: a pending job cancelled through the API stays in the engine until the next
+        sweep, and its admission write would fail after its victims were already evicted."""
+        preemptors = {int(e.preemptor) for e in engine.evictions if e.preemptor}
+        if not preemptors:
+            return False
+        left = session.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.id.in_(preemptors), Job.state != JobState.PENDING.value)
+        )
+        return bool(left)
 
     def _write_evictions(self, session: Session, now: float, stops: list[int]) -> None:
         assert self.engine is not None
