@@ -287,3 +287,29 @@ def test_metrics_after_the_reconciler_admits_the_demo(
     }
     assert m["gpuaas_flavor_gpus_capacity"][(("flavor", "l40s-shared"),)] == 192.0
     assert m["gpuaas_nodes"][(("state", "ready"),)] == 66
+
+
+def test_a_metrics_token_closes_the_scrape_to_everyone_else(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        db_url=sqlite_url, data_dir=tmp_path, reconcile=False, admin_token="x" * 20,
+        metrics_token="scrape-secret-0123456789",
+    )  # fmt: skip
+    with TestClient(create_app(settings)) as client:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"},
+                        {"Authorization": f"Bearer {'x' * 20}"}):  # fmt: skip
+            refused = client.get("/metrics", headers=headers)
+            assert refused.status_code == 401, headers
+            assert refused.headers["content-type"] == "application/problem+json"
+            assert refused.headers["www-authenticate"] == "Bearer"
+            assert "gpuaas_" not in refused.text
+        ok = client.get("/metrics", headers={"Authorization": "Bearer scrape-secret-0123456789"})
+        assert ok.status_code == 200 and "gpuaas_nodes" in ok.text
+        # the scrape token is no API token
+        assert (
+            client.get(
+                "/v1/tenants", headers={"Authorization": "Bearer scrape-secret-0123456789"}
+            ).status_code
+            == 401
+        )

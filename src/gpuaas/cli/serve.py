@@ -65,6 +65,14 @@ def serve(
     no_reconcile: Annotated[
         bool, typer.Option("--no-reconcile", help="Serve the API only; run no admission.")
     ] = False,
+    metrics_token: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-token",
+            envvar="GPUAAS_METRICS_TOKEN",
+            help="Bearer token a Prometheus scrape of /metrics must present (default: open).",
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane: API, auth, persistence, and the reconcilers."""
     import uvicorn
@@ -77,7 +85,7 @@ def serve(
         raise typer.BadParameter(f"--speed must be positive, got {speed}")
     settings = _settings(
         db, data_dir, fleet=fleet, demo=demo, host=host, port=port, speed=speed,
-        reconcile=not no_reconcile, reconciler_process=True,
+        reconcile=not no_reconcile, reconciler_process=True, metrics_token=metrics_token or None,
     )  # fmt: skip
     from gpuaas.service.leader import prepare_metrics_dir
 

@@ -16,7 +16,9 @@ class Settings:
     ``fleet``: an inventory file whose nodes are registered at first start; ``demo``: the demo
     fleet, tenants and a background stream of jobs. ``speed``: simulated jobs run this many times
     faster than their declared duration. ``reconcile_interval``: seconds between reconciler
-    passes. ``max_body_bytes``: larger request bodies get 413.
+    passes. ``max_body_bytes``: larger request bodies get 413. ``metrics_token``: when set,
+    ``/metrics`` answers only a scraper that presents it as a bearer token (tenant and queue
+    names are in the series); unset, anyone who reaches the port may scrape.
     """
 
     db_url: str | None = None
@@ -33,6 +35,9 @@ class Settings:
     reconciler_process: bool = False
     admin_token: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_ADMIN_TOKEN"))
     demo_job_interval: float = 2.0
+    metrics_token: str | None = field(
+        default_factory=lambda: os.environ.get("GPUAAS_METRICS_TOKEN") or None
+    )
 
     @property
     def url(self) -> str:

@@ -1,4 +1,9 @@
-"""``GET /metrics``: Prometheus text exposition, no authentication (scrapers carry no token).
+"""``GET /metrics``: Prometheus text exposition.
+
+Open by default (a scraper usually carries no user token); with ``metrics_token`` set
+(``gpuaas serve --metrics-token`` or ``GPUAAS_METRICS_TOKEN``) only a scrape presenting it as a
+bearer token is answered, since the series name tenants and queues. It is a shared secret of its
+own, not a user token: it grants nothing on the API and is never stored.
 
 Two sources are merged into one scrape: the application's :class:`~gpuaas.service.telemetry.
 Telemetry` registry (admissions, evictions, admission wait, reconcile cycle time, which the
@@ -18,6 +23,7 @@ only when the Meta values ``fleet.version`` or ``governance.version`` move.
 
 from __future__ import annotations
 
+import hmac
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,6 +43,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import ResourceFlavor
 from gpuaas.model.node import Node
 from gpuaas.model.resources import MIG_PREFIX, NVIDIA_GPU, canonical_amount
+from gpuaas.service.errors import ApiError
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import ACTIVE, JobState
@@ -325,9 +332,22 @@ def capacity_cache(request: Request) -> CapacityCache:
     return cache
 
 
+def check_scraper(request: Request) -> None:
+    """401 unless the request carries the configured metrics token (if there is one)."""
+    expected = request.app.state.settings.metrics_token
+    if not expected:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise ApiError(401, "this server's metrics need its metrics token (Authorization: Bearer)")
+    if not hmac.compare_digest(given.strip().encode(), expected.encode()):
+        raise ApiError(401, "wrong metrics token")
+
+
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
 def metrics(request: Request) -> Response:
-    """Prometheus text format; no authentication."""
+    """Prometheus text format; a bearer token only when the server was given one."""
+    check_scraper(request)
     db: Database = request.app.state.db
     with db.sessions() as session:
         scrape = Scrape(
