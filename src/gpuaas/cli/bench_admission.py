@@ -15,19 +15,10 @@ import time
 
 import typer
 
+from gpuaas.cli.bench import bench_app
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine
 from gpuaas.engine.admission.synthetic import build_benchmark
 from gpuaas.model.governance import ReclaimWithinCohort
-
-try:
-    from gpuaas.cli.bench import bench_app
-except ModuleNotFoundError as exc:  # the bench group belongs to another module; stand in for it
-    if exc.name != "gpuaas.cli.bench":
-        raise
-    from gpuaas.cli.main import app
-
-    bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
-    app.add_typer(bench_app, name="bench")
 
 
 def peak_rss_mib() -> float:

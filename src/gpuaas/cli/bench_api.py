@@ -35,17 +35,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuaas.cli.main import app  # first: it imports every command module, bench included
+from gpuaas.cli.bench import bench_app
 from gpuaas.client.sdk import ApiError, Client
 from gpuaas.model.errors import GpuaasError
-
-try:
-    from gpuaas.cli.bench import bench_app
-except ModuleNotFoundError as exc:  # the bench group belongs to another module; stand in for it
-    if exc.name != "gpuaas.cli.bench":
-        raise
-    bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
-    app.add_typer(bench_app, name="bench")
 
 T = TypeVar("T")
 TENANT = "bench"

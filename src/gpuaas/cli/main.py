@@ -1,41 +1,83 @@
-"""The ``gpuaas`` command. Each command group lives in a module of its own."""
+"""The ``gpuaas`` command. Each command group lives in a module of its own, imported only when
+one of its commands runs: a client command (``gpuaas jobs list``) then starts without loading
+numpy, the engine or the server."""
 
 from __future__ import annotations
 
+import importlib
+import sys
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
+
+#: Top-level command -> the modules that register it, in the order ``--help`` lists them. A test
+#: checks this against what the modules register, so a new command cannot be forgotten here.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "fleet": ("fleet",),
+    "demo": ("demo",),
+    "scenario": ("scenario",),
+    "simulate": ("simulate",),
+    "bench": ("bench", "bench_placement", "bench_admission", "bench_api"),
+    "serve": ("serve",),
+    "db": ("serve",),
+    "login": ("client",),
+    "whoami": ("client",),
+    "tenants": ("client",),
+    "users": ("client",),
+    "members": ("client",),
+    "tokens": ("client",),
+    "nodes": ("client",),
+    "flavors": ("client",),
+    "cohorts": ("client",),
+    "cluster-queues": ("client",),
+    "queues": ("client",),
+    "priority-classes": ("client",),
+    "profiles": ("client",),
+    "kueue": ("client",),
+    "jobs": ("client",),
+    "workloads": ("client",),
+}
+
+
+def load(modules: tuple[str, ...]) -> None:
+    """Import command modules (they register themselves on :data:`app`)."""
+    for module in modules:
+        importlib.import_module(f"gpuaas.cli.{module}")
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: a command's modules are imported when it is looked up."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        known = super().list_commands(ctx)
+        return list(COMMANDS) + [name for name in known if name not in COMMANDS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        modules = COMMANDS.get(cmd_name, ())
+        if any(f"gpuaas.cli.{module}" not in sys.modules for module in modules):
+            load(modules)
+        if modules and cmd_name not in getattr(self, "_built", set()):
+            # the group was built before these modules registered: build the command now
+            built = typer.main.get_command(app)  # a TyperGroup (typer vendors click)
+            command = getattr(built, "commands", {}).get(cmd_name)
+            if command is not None:
+                self.commands[cmd_name] = command
+            self._built = getattr(self, "_built", set()) | {cmd_name}
+        return super().get_command(ctx, cmd_name)
+
 
 app = typer.Typer(
     name="gpuaas",
-    help="gpuaas: GPU-as-a-Service — fleet, scheduling engine and benchmarks.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 
 
-def _register() -> None:
-    # Sub-command modules register themselves on import; a missing one is simply not offered.
-    import importlib
-
-    for module in (
-        "fleet",
-        "bench",
-        "bench_placement",
-        "demo",
-        "scenario",
-        "bench_admission",
-        "simulate",
-        "serve",
-        "client",
-        "bench_api",
-    ):
-        try:
-            importlib.import_module(f"gpuaas.cli.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"gpuaas.cli.{module}":
-                raise
-
-
-_register()
+@app.callback()
+def main() -> None:
+    """gpuaas: GPU-as-a-Service — fleet, scheduling engine and benchmarks."""
 
 
 if __name__ == "__main__":
