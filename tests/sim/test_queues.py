@@ -6,11 +6,13 @@ import math
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sim_helpers import check_conservation, fleet
 
 from gpuaas.model.errors import InvalidValue
-from gpuaas.sim.queues import queue_for, simulate_with_queues
-from gpuaas.sim.simulate import SimConfig
+from gpuaas.sim.queues import QueuedSimulator, queue_for, simulate_with_queues
+from gpuaas.sim.simulate import FINISHED, NodeFailure, ScaleEvent, SimConfig
 from gpuaas.sim.traces import SimJob, itp_workload
 from gpuaas.supply.kueue import load_objects
 
@@ -117,3 +119,81 @@ def test_queue_for() -> None:
     assert queue_for("ml/team-b", gov) == "ml/team-b"  # type: ignore[arg-type]
     with pytest.raises(InvalidValue, match="known LocalQueues: ml/team-a, ml/team-b"):
         queue_for("team-c", gov)  # type: ignore[arg-type]
+
+
+def _at(result, name: str) -> int:  # type: ignore[no-untyped-def]
+    return next(i for i, j in enumerate(result.jobs) if j.name == name)
+
+
+def test_a_failed_nodes_job_is_requeued_through_the_engine_and_waits_for_the_repair() -> None:
+    jobs = [job("a0", "team-a", 0, 8, 100)]
+    config = SimConfig(failures=(NodeFailure(50, "node-00000", 30),))
+    r = simulate_with_queues(fleet(1), jobs, governance(cohort=False), config)  # type: ignore[arg-type]
+    check_conservation(r)
+    i = _at(r, "a0")
+    assert r.restarts[i] == 1 and r.node_failures == 1
+    assert r.finish[i] == 180  # back at 80 (repair), then its 100 s again (no checkpoint)
+    assert r.lost_gpu_s[i] == pytest.approx(8 * 50)
+
+
+def test_a_failed_nodes_job_restarts_at_once_where_quota_and_nodes_allow() -> None:
+    jobs = [job("a0", "team-a", 0, 4, 100), job("a1", "team-a", 0, 4, 100)]
+    config = SimConfig(failures=(NodeFailure(50, "node-00000", 1000),))
+    r = simulate_with_queues(fleet(2), jobs, governance(cohort=False), config)  # type: ignore[arg-type]
+    check_conservation(r)
+    # both were packed on node-00000; after its failure both run on node-00001 at once
+    assert sorted(r.restarts) == [1, 1]
+    assert sorted(r.finish) == [150, 150]
+
+
+def test_scale_up_admits_what_waited_for_nodes_and_scale_down_requeues() -> None:
+    jobs = [job("a0", "team-a", 0, 8, 100), job("a1", "team-a", 0, 8, 100)]
+    config = SimConfig(scale=(ScaleEvent(10, 1), ScaleEvent(40, -1)))
+    gov = governance(cohort=True)  # team-a may borrow team-b's 8 GPUs: quota is not the limit
+    r = simulate_with_queues(fleet(1), jobs, gov, config)  # type: ignore[arg-type]
+    check_conservation(r)
+    a0, a1 = _at(r, "a0"), _at(r, "a1")
+    assert r.first_start[a0] == 0
+    assert r.first_start[a1] == 10  # the added node
+    # the added node leaves at 40: a1 goes back to the queue and restarts when a0 ends
+    assert r.restarts[a1] == 1 and r.restarts[a0] == 0
+    assert r.finish[a0] == 100 and r.finish[a1] == 200
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.sampled_from(["team-a", "team-b"]),
+            st.integers(0, 200),
+            st.sampled_from([1, 2, 4, 8]),
+            st.integers(1, 150),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    failures=st.lists(
+        st.tuples(st.integers(0, 300), st.integers(0, 2), st.integers(1, 100)), max_size=3
+    ),
+    # at most two scale-downs of the three nodes: one node is always there in the end
+    scale=st.lists(st.tuples(st.integers(0, 300), st.sampled_from([-1, 1, 2])), max_size=2),
+    cohort=st.booleans(),
+)
+def test_failures_and_scale_events_under_queues_lose_no_job(
+    specs: list[tuple[str, int, int, int]],
+    failures: list[tuple[int, int, int]],
+    scale: list[tuple[int, int]],
+    cohort: bool,
+) -> None:
+    jobs = [job(f"j{k}", t, s, g, d) for k, (t, s, g, d) in enumerate(specs)]
+    config = SimConfig(
+        failures=tuple(NodeFailure(at, f"node-{n:05d}", down) for at, n, down in failures),
+        scale=tuple(ScaleEvent(at, delta) for at, delta in scale),
+    )
+    sim = QueuedSimulator(fleet(3), jobs, governance(cohort=cohort), config)  # type: ignore[arg-type]
+    r = sim.run()
+    check_conservation(r)
+    # with no horizon every job ends: a failed node comes back, and a node is left
+    assert all(s == FINISHED for s in r.status), r.reasons
+    assert sim.engine.admitted == {} and not any(sim.engine.pending.values())
+    assert int(sim.snap.gpu_free.sum()) == sim.snap.whole_gpus.sum() * 1000 - sim.blocked_milli

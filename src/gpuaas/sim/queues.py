@@ -8,8 +8,10 @@ cohort reclamation, fair sharing) become evictions in the simulation, with the s
 checkpoint accounting as elsewhere. A job's tenant names its LocalQueue (``namespace/name``, or
 just the name when it is unique; with a single LocalQueue every job goes there).
 
-A finished job calls the engine's ``finish``, which gives back its quota and devices.
-Node failures and scale events are not combined with queues (the engine owns the fleet here).
+A finished job calls the engine's ``finish``, which gives back its quota and devices. The engine
+owns the fleet here: a failed or scaled-away node's jobs are requeued through the engine (they
+keep their queue position by creation time), the node's free capacity is held in the engine's
+snapshot while it is gone, and the engine retries its pending workloads when the node is back.
 """
 
 from __future__ import annotations
@@ -80,9 +82,6 @@ class QueuedSimulator(Simulator):
         admission: AdmissionConfig | None = None,
     ) -> None:
         super().__init__(nodes, jobs, config, progress)
-        cfg = self.config
-        if cfg.failures or cfg.scale or cfg.mtbf > 0:
-            raise InvalidValue("--queues", "cannot be combined with node failures or scale events")
         fair = any(cq.fair_sharing_weight is not None for cq in gov.cluster_queues.values())
         self.engine = AdmissionEngine(
             gov, admission or AdmissionConfig(fair_sharing=fair), list(self.nodes)
@@ -90,6 +89,9 @@ class QueuedSimulator(Simulator):
         assert self.engine.pool is not None
         self.engine.pool.policy = self.policy  # --policy chooses the nodes here too
         self.snap = self.engine.pool.snapshot  # utilisation is measured on the engine's fleet
+        self.blockers, self.blocked_milli = {}, 0
+        for n in self.absent:  # nodes that a scale-up adds later are held in the engine's fleet
+            self._block(n)
         self.index = {job.name: i for i, job in enumerate(self.jobs)}
         self.submitted: set[int] = set()
         self.awl = [admission_workload(j, queue_for(j.tenant, gov)) for j in self.jobs]
@@ -102,6 +104,19 @@ class QueuedSimulator(Simulator):
 
     def _stop(self, i: int, t: float, release_devices: bool = True) -> float:
         return super()._stop(i, t, release_devices=False)  # the engine owns the devices
+
+    def _lose(self, i: int, t: float, reason: str) -> None:
+        self.engine.requeue(self.jobs[i].name, reason)  # gives its quota and devices back
+        self._evict(i, t, reason, release_devices=False)
+
+    def _block(self, n: int) -> None:
+        super()._block(n)
+        if hasattr(self, "engine"):
+            self.engine.nodes_changed()
+
+    def _unblock(self, n: int) -> None:
+        super()._unblock(n)
+        self.engine.nodes_changed()
 
     def _finish(self, i: int, t: float) -> None:
         super()._finish(i, t)

@@ -405,6 +405,10 @@ class Simulator:
         self._enqueue(i, t)
         self.reasons[i] = reason
 
+    def _lose(self, i: int, t: float, reason: str) -> None:
+        """Job ``i`` lost a node it ran on (failure, scale-down): it is evicted and queued."""
+        self._evict(i, t, reason)
+
     # ------------------------------------------------------------------ scheduling
     def _known_to_fail(
         self, i: int, cache: dict[object, list[tuple[int, int, str]]] | None = None
@@ -609,7 +613,7 @@ class Simulator:
         if n in self.down or n in self.blockers:
             return
         for i in sorted(self.on_node.get(n, ())):
-            self._evict(i, t, f"node {self.nodes[n].name} failed")
+            self._lose(i, t, f"node {self.nodes[n].name} failed")
         self._block(n)
         self.down.add(n)
         self.cap_milli -= self._node_gpus_milli(n)
@@ -640,7 +644,7 @@ class Simulator:
         present = [n for n in range(len(self.nodes)) if n not in self.blockers]
         for n in sorted(present, reverse=True)[:-delta]:
             for i in sorted(self.on_node.get(n, ())):
-                self._evict(i, t, f"node {self.nodes[n].name} scaled away")
+                self._lose(i, t, f"node {self.nodes[n].name} scaled away")
             self._block(n)
             self.cap_milli -= self._node_gpus_milli(n)
             self.absent.append(n)

@@ -576,6 +576,24 @@ class AdmissionEngine:
         self.reasons.pop(name, None)
         self._bump(aw.cluster_queue)
 
+    def requeue(self, name: str, reason: str) -> None:
+        """``name`` lost its nodes outside admission (a node failed or left): give back its
+        quota and devices and queue it again with its original creation time. Not a preemption,
+        so it is not listed in :attr:`evictions`."""
+        if name not in self.admitted:
+            raise InvalidValue(f"workload {name}", "is not admitted, so it cannot be requeued")
+        aw = self._take_back(name)
+        self._enqueue(aw.cluster_queue, aw.workload)
+        self.reasons[name] = reason
+        self._bump(aw.cluster_queue)
+
+    def nodes_changed(self) -> None:
+        """The pool's nodes changed outside admission (a node went away or came back): every
+        decision that depended on the nodes is taken again at the next :meth:`run`."""
+        self._version += 1
+        if self.pool is not None:
+            self.pool.freed()
+
     def evict(self, name: str, reason: EvictionReason, preemptor: str = "") -> None:
         """Take quota back from ``name`` and queue it again with its original creation time."""
         aw = self._take_back(name)

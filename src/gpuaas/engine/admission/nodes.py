@@ -344,6 +344,11 @@ class NodePool:
                 return
             release(self.snapshot, alone, self.policy)
 
+    def freed(self) -> None:
+        """Capacity came back outside :meth:`release` (a node returned): shapes that did not
+        fit may fit now."""
+        self._released += 1
+
     def release(self, wl: AdmissionWorkload, placement: NodePlacement) -> None:
         """Give back everything ``placement`` holds (eviction or finish)."""
         release(self.snapshot, placement.gang, self.policy)
