@@ -167,6 +167,22 @@ def test_nodes_make_admission_physical(tmp_path: Path) -> None:
     assert expected is not None and diff_outcomes(expected, outcome)
 
 
+def test_an_admitted_workload_that_fits_no_node_is_refused(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "name: tiny\n", "name: tiny\nnodes:\n  - {name: n1, capacity: {cpu: '2'}}\n"
+    ).replace(
+        "    created: 0\n",
+        "    created: 0\n    admitted: {flavors: {main: {cpu: default}}, at: 0}\n",
+    )
+    with pytest.raises(
+        GpuaasError, match=r"workload a: admitted: its pods do not fit on the nodes"
+    ):
+        run_scenario(parse_scenario(yaml.safe_load(text)))
+    result = runner.invoke(app, ["scenario", "check", str(_write(tmp_path, text))])
+    assert result.exit_code == 2 and "do not fit on the nodes" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_bench_admission_json_shape() -> None:
     args = ["bench", "admission", "--cluster-queues", "20", "--cohorts", "4", "--workloads", "300"]
     result = runner.invoke(app, [*args, "--json"])

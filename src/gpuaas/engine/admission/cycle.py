@@ -247,9 +247,14 @@ class AdmissionEngine:
                 usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
         if wl.name in self._known:
             raise InvalidValue(f"workload {wl.name}", "name is used twice")
-        self._known.add(wl.name)
         if placement is None and self.pool is not None:
             placement = self.pool.place(wl, chosen)
+            if placement is None:  # it cannot hold quota for pods that are nowhere
+                raise InvalidValue(
+                    f"workload {wl.name}: admitted",
+                    f"its pods do not fit on the nodes: {self.pool.last_reason}",
+                )
+        self._known.add(wl.name)
         self._record(wl, cq_name, chosen, usage, at, placement)
 
     def withdraw(self, name: str) -> bool:
