@@ -183,6 +183,62 @@ def test_an_admitted_workload_that_fits_no_node_is_refused(tmp_path: Path) -> No
     assert "Traceback" not in result.output
 
 
+TOPOLOGY = """
+name: racks
+nodes:
+  - {name: a1, labels: {topology.gpuaas.io/rack: ra}, capacity: {cpu: "4", nvidia.com/gpu: "4"}}
+  - {name: a2, labels: {topology.gpuaas.io/rack: ra}, capacity: {cpu: "4", nvidia.com/gpu: "4"},
+     taints: ["maintenance=soon:NoSchedule"]}
+  - {name: b1, labels: {topology.gpuaas.io/rack: rb}, capacity: {cpu: "4", nvidia.com/gpu: "4"}}
+  - {name: c1, labels: {topology.gpuaas.io/rack: rc}, capacity: {cpu: "4", nvidia.com/gpu: "4"}}
+objects:
+  - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: gpu}, spec: {}}
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: cq}
+    spec:
+      resourceGroups:
+        - coveredResources: [nvidia.com/gpu]
+          flavors: [{name: gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 100}]}]
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: LocalQueue
+    metadata: {name: lq, namespace: ns}
+    spec: {clusterQueue: cq}
+workloads:
+  - name: one-rack
+    queue: ns/lq
+    created: 0
+    podSets: [{name: w, count: 2, requests: {nvidia.com/gpu: "4"},
+               topologyRequest: {required: rack}}]
+  - name: tolerant
+    queue: ns/lq
+    created: 1
+    podSets: [{name: w, count: 2, requests: {nvidia.com/gpu: "4"},
+               topologyRequest: {required: topology.gpuaas.io/rack},
+               tolerations: [{key: maintenance, operator: Exists}]}]
+"""
+
+
+def test_scenario_nodes_carry_taints_and_pod_sets_a_topology_request() -> None:
+    # no rack has two untainted free nodes: the first gang waits; the second tolerates the
+    # taint and takes rack ra whole
+    outcome = run_scenario(parse_scenario(yaml.safe_load(TOPOLOGY)))
+    assert set(outcome.admitted) == {"tolerant"}
+    assert outcome.pending == ["one-rack"]
+    assert "rack" in outcome.reasons["one-rack"]
+    bad = TOPOLOGY.replace("topologyRequest: {required: rack}", "topologyRequest: {required: row}")
+    with pytest.raises(
+        GpuaasError, match=r"podSets\[0\]\.topologyRequest\.required: unknown topology"
+    ):
+        parse_scenario(yaml.safe_load(bad))
+    both = TOPOLOGY.replace("{required: rack}", "{required: rack, preferred: zone}")
+    with pytest.raises(GpuaasError, match="exactly one of required or preferred"):
+        parse_scenario(yaml.safe_load(both))
+    taint = TOPOLOGY.replace('"maintenance=soon:NoSchedule"', '"maintenance=soon:Sometimes"')
+    with pytest.raises(GpuaasError, match=r"node a2: taints\[0\]\.effect"):
+        parse_scenario(yaml.safe_load(taint))
+
+
 def test_bench_admission_json_shape() -> None:
     args = ["bench", "admission", "--cluster-queues", "20", "--cohorts", "4", "--workloads", "300"]
     result = runner.invoke(app, [*args, "--json"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -68,6 +69,16 @@ class Topology:
         if level is Level.NVLINK:
             return self.nvlink_domain
         return hostname
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str]) -> Topology:
+        """A node's place read from the levels' own labels (``topology.gpuaas.io/rack`` ...)."""
+        return cls(
+            zone=labels.get(Level.ZONE.value, ""),
+            block=labels.get(Level.BLOCK.value, ""),
+            rack=labels.get(Level.RACK.value, ""),
+            nvlink_domain=labels.get(Level.NVLINK.value, ""),
+        )
 
     def labels(self) -> dict[str, str]:
         values = {

@@ -32,7 +32,10 @@ from gpuaas.model.governance import (
 )
 from gpuaas.model.node import Toleration
 from gpuaas.model.resources import parse_resource_list
+from gpuaas.model.topology import Level
+from gpuaas.model.workload import TopologyMode, TopologyRequest
 from gpuaas.supply.kueue import load_objects
+from gpuaas.supply.loaders.inventory import parse_taint
 
 _TOP = {"name", "description", "nodes", "objects", "workloads", "expect", "config"}
 
@@ -150,6 +153,24 @@ def _bad(where: str, value: object) -> FairSharingStrategy:
     raise InvalidValue(where, f"{value!r} is not one of {choices}")
 
 
+def _topology(raw: object, where: str) -> TopologyRequest | None:
+    """Kueue's ``podSets[].topologyRequest``: ``required`` or ``preferred``, naming the level by
+    its node label (``topology.gpuaas.io/rack``) or short name (``rack``)."""
+    if raw is None:
+        return None
+    t = _map(raw, where)
+    for key in t:
+        if key not in ("required", "preferred"):
+            raise InvalidValue(f"{where}.{key}", "unknown field (known: required, preferred)")
+    if len(t) != 1:
+        raise InvalidValue(where, "give exactly one of required or preferred")
+    mode, level = next(iter(t.items()))
+    try:
+        return TopologyRequest(Level.from_name(str(level)), TopologyMode(mode))
+    except ValueError as exc:
+        raise InvalidValue(f"{where}.{mode}", str(exc)) from None
+
+
 def _workload(raw: object, index: int, gov: Governance) -> ScenarioWorkload:
     where = f"workloads[{index}]"
     w = _map(raw, where)
@@ -202,6 +223,7 @@ def _workload(raw: object, index: int, gov: Governance) -> ScenarioWorkload:
                 "nodeSelector",
                 "tolerations",
                 "hardwareProfile",
+                "topologyRequest",
             }:
                 raise InvalidValue(f"{pwhere}.{key}", "unknown field")
         ps_name = str(p.get("name", "main"))
@@ -243,6 +265,7 @@ def _workload(raw: object, index: int, gov: Governance) -> ScenarioWorkload:
                 requests=requests,
                 node_selector=_labels(p.get("nodeSelector"), f"{pwhere}.nodeSelector"),
                 tolerations=tolerations,
+                topology=_topology(p.get("topologyRequest"), f"{pwhere}.topologyRequest"),
             )
         )
     if not pod_sets:
@@ -298,9 +321,10 @@ def parse_scenario(data: object, source: str = "scenario") -> Scenario:
                 n = _map(raw, f"nodes[{i}]")
                 name = str(n.get("name", f"node-{i}"))
                 for key in n:
-                    if key not in ("name", "labels", "capacity"):
+                    if key not in ("name", "labels", "capacity", "taints"):
                         raise InvalidValue(
-                            f"node {name}: {key}", "unknown field (known: name, labels, capacity)"
+                            f"node {name}: {key}",
+                            "unknown field (known: name, labels, capacity, taints)",
                         )
                 nodes.append(
                     NodeCapacity(
@@ -309,6 +333,10 @@ def parse_scenario(data: object, source: str = "scenario") -> Scenario:
                         capacity=parse_resource_list(
                             _map(n.get("capacity"), f"node {name}: capacity"),
                             f"node {name}: capacity",
+                        ),
+                        taints=tuple(
+                            parse_taint(t, f"node {name}: taints[{k}]")
+                            for k, t in enumerate(_seq(n.get("taints"), f"node {name}: taints"))
                         ),
                     )
                 )

@@ -36,6 +36,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionPodSet, AdmissionWorkload, ResourceFlavor
 from gpuaas.model.node import Node, Taint, TaintEffect, Toleration
 from gpuaas.model.resources import CPU, MEMORY, MIG_PREFIX, NVIDIA_GPU, ResourceList
+from gpuaas.model.topology import Topology
 from gpuaas.model.workload import PodRequest, PodSet, Workload
 from gpuaas.supply.mig import COMPUTE_SLICES
 
@@ -109,6 +110,7 @@ def node_from_capacity(
         labels=dict(labels),
         taints=list(taints),
         extra=extra,
+        topology=Topology.from_labels(labels),
     )
 
 

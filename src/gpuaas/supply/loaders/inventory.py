@@ -359,7 +359,8 @@ def _gpus(value: object, where: str) -> _GpuSpec:
     return spec
 
 
-def _taint(value: object, where: str) -> Taint:
+def parse_taint(value: object, where: str) -> Taint:
+    """A taint as a mapping (key, value, effect) or in kubectl's `key[=value]:Effect` form."""
     if isinstance(value, str):
         # kubectl's form: key[=value]:Effect
         head, colon, effect = value.rpartition(":")
@@ -421,7 +422,7 @@ def _spec(raw: Mapping[str, Any]) -> _Spec:
         taints = raw["taints"]
         if not isinstance(taints, list):
             raise InvalidValue("taints", f"expected a list, got {_show(taints)}")
-        spec.taints = [_taint(taint, f"taints[{n}]") for n, taint in enumerate(taints)]
+        spec.taints = [parse_taint(taint, f"taints[{n}]") for n, taint in enumerate(taints)]
     if "resources" in raw:
         resources = raw["resources"]
         if not isinstance(resources, Mapping):
