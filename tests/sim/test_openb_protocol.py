@@ -5,18 +5,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cli.main import app
+from gpuaas.engine.framework import CycleState, PodShape
+from gpuaas.engine.place import Placement, place_shape
+from gpuaas.engine.policies import make_policy
+from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.devices import GPU, Partition
 from gpuaas.model.node import Node
+from gpuaas.sim import openb
 from gpuaas.sim.openb import (
     TraceFileError,
     TraceTask,
     load_openb_pods,
+    protocol_nodes,
     protocol_order,
     run_protocol,
+    to_request,
     unallocated_lower_bound,
 )
 
@@ -65,6 +73,64 @@ def test_recording_every_percent_and_no_overcommit() -> None:
     assert all(0.0 <= x <= 100.0 for x in result.allocation_pct)
     assert list(result.allocation_pct) == sorted(result.allocation_pct)  # tasks never leave
     assert result.placed + result.failed == len(protocol_order(TASKS, 10_000, 1))
+
+
+def t4_nodes(count: int) -> list[Node]:
+    return [
+        Node(
+            f"n{i:02d}",
+            32000,
+            2**36,
+            [GPU(g, f"n{i}-{g}", "T4", 16384, Partition.whole()) for g in range(2)],
+        )
+        for i in range(count)
+    ]
+
+
+def test_protocol_renames_nodes_with_a_seeded_random_prefix() -> None:
+    # As the authors' simulator does before a run: "<k>-<name>", k a seeded permutation, so
+    # name order (which wins equal scores) is a random node order, the same for a seed.
+    nodes = t4_nodes(12)
+    a = protocol_nodes(nodes, seed=42)
+    assert [n.name for n in a] == [n.name for n in protocol_nodes(nodes, seed=42)]
+    assert [n.name for n in a] != [n.name for n in protocol_nodes(nodes, seed=43)]
+    prefixes = sorted(int(n.name.split("-", 1)[0]) for n in a)
+    assert prefixes == list(range(12))
+    assert all(len(n.name.split("-", 1)[0]) == 2 for n in a)  # zero-padded: sorts as numbers
+    assert [n.name.split("-", 1)[1] for n in a] == [n.name for n in nodes]
+    assert [(n.cpu_milli, n.gpus, n.labels) for n in a] == [
+        (n.cpu_milli, n.gpus, n.labels) for n in nodes
+    ]
+    assert sorted(a, key=lambda n: n.name) != a  # not file order
+    assert [n.name for n in nodes] == [f"n{i:02d}" for i in range(12)]  # caller's untouched
+
+
+def test_protocol_ties_follow_the_renamed_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Packing scores every node 0 for a CPU-only task: it goes to the node whose renamed name
+    # is smallest, which for most seeds is not the first node of the list.
+    nodes = t4_nodes(12)
+    pod = to_request(TraceTask("c", 1000, 1, 0, 0), {})
+    chosen = set()
+    for seed in range(1, 6):
+        renamed = protocol_nodes(nodes, seed)
+        snap = Snapshot.from_nodes(renamed)
+        state = CycleState(pod=pod, shape=PodShape.of(pod), rng=np.random.default_rng(0))
+        res = place_shape(snap, state, make_policy("packing"))
+        assert isinstance(res, Placement)
+        assert res.node_name == min(n.name for n in renamed)
+        chosen.add(res.node)
+    assert len(chosen) > 1
+    # run_protocol renames with the run's seed
+    seen: list[int] = []
+    real = openb.protocol_nodes
+
+    def spy(nodes: list[Node], seed: int) -> list[Node]:
+        seen.append(seed)
+        return real(nodes, seed)
+
+    monkeypatch.setattr(openb, "protocol_nodes", spy)
+    run_protocol(nodes, TASKS, "packing", seed=7)
+    assert seen == [7]
 
 
 def test_lower_bound_counts_holes_only_small_tasks_can_fill() -> None:

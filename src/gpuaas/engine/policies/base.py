@@ -329,8 +329,10 @@ def name_order_ties(snap: Snapshot, nodes: np.ndarray, scores: np.ndarray) -> np
     name. The FGD authors' simulator patches kube-scheduler's ``selectHost`` to pick the
     smallest name among the best scores "for reproducibility" instead of a uniform random one;
     integer scores leave most candidates tied (every node scores 0 for a CPU-only task), so the
-    published baselines depend on this rule. The offset is below 0.5, so it never reorders
-    integer scores that differ."""
+    published baselines depend on this rule. Their simulator also renames every node with a
+    seeded random prefix before a run, which the FGD protocol here repeats
+    (:func:`gpuaas.sim.openb.protocol_nodes`): there, name order is a random node order fixed
+    for the run. The offset is below 0.5, so it never reorders integer scores that differ."""
     ranks = _NAME_RANKS.get(snap.uid)
     if ranks is None or len(ranks) != snap.size:
         order = np.argsort(np.array(snap.names, dtype=object), kind="stable")
