@@ -114,6 +114,9 @@ class Snapshot:
     replica_sum: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: int64[P]: free MIG instances per profile, fleet-wide (``mig_free.sum(axis=0)``).
     mig_total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: int64[N]: free MIG instances per node, all profiles (``mig_free.sum(axis=1)``,
+    #: maintained), which policies that pack partitioned GPUs rank nodes by.
+    mig_sum: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: Unique per snapshot object (copies get their own), so policy caches never mix snapshots.
     uid: int = field(default_factory=lambda: next(_UIDS))
     _label_index: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
@@ -197,6 +200,7 @@ class Snapshot:
         snap.max_free = gpu_free.max(axis=1)
         snap.replica_sum = snap.replica_free.sum(axis=1)
         snap.mig_total = mig_free.sum(axis=0)
+        snap.mig_sum = mig_free.sum(axis=1)
         for level in DOMAIN_LEVELS:
             snap.domains[level] = snap._build_domain(level, nodes)
         return snap
@@ -345,6 +349,7 @@ class Snapshot:
                 slots.sort(reverse=True)
             self.mig_free[n, p] += sign
             self.mig_total[p] += sign
+            self.mig_sum[n] += sign
         for g, count in a.replicas:
             self.replica_free[n, g] += sign * count
             self.replica_sum[n] += sign * count
@@ -373,6 +378,7 @@ class Snapshot:
         assert np.array_equal(self.max_free, self.gpu_free.max(axis=1))
         assert np.array_equal(self.replica_sum, self.replica_free.sum(axis=1))
         assert np.array_equal(self.mig_total, self.mig_free.sum(axis=0))
+        assert np.array_equal(self.mig_sum, self.mig_free.sum(axis=1))
         has = self.model_of_node >= 0
         milli = np.zeros_like(self.model_free_milli)
         gpus = np.zeros_like(self.model_free_gpus)
@@ -413,6 +419,7 @@ class Snapshot:
             self.max_free.tobytes(),
             self.replica_sum.tobytes(),
             self.mig_total.tobytes(),
+            self.mig_sum.tobytes(),
             tuple(sorted((key, tuple(v)) for key, v in self.mig_slots.items())),
             tuple(
                 (level.value, idx.free_gpus.tobytes(), idx.free_nodes.tobytes())
@@ -461,6 +468,7 @@ class Snapshot:
             max_free=self.max_free.copy(),
             replica_sum=self.replica_sum.copy(),
             mig_total=self.mig_total.copy(),
+            mig_sum=self.mig_sum.copy(),
             _label_index=self._label_index,
             _name_index=self._name_index,
             _static_masks=self._static_masks,

@@ -71,6 +71,8 @@ class _LayoutCache:
         self.everything: np.ndarray | None = None
         self.capable: dict[tuple[object, ...], np.ndarray] = {}
         self.model_domains: dict[tuple[Level, int], np.ndarray] = {}
+        self.model_eligible: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+        self.scopes: dict[tuple[Level, int], Scope] = {}
 
 
 _LAYOUTS: OrderedDict[int, _LayoutCache] = OrderedDict()
@@ -201,7 +203,7 @@ def _roomiest_model(snap: Snapshot, pod: PodRequest, share: bool) -> int:
     for a share); -1 when it may use no known model."""
     free = snap.model_free_milli if share else snap.model_free_gpus
     if not pod.gpu_models:
-        return int(np.argmax(free)) if len(free) else -1
+        return int(free.argmax()) if len(free) else -1
     ids = [i for i in (snap.model_id(m) for m in pod.gpu_models) if i >= 0]
     if not ids:
         return -1
@@ -306,11 +308,11 @@ def pack_scopes(
     ids: np.ndarray | None = None
     free_gpus = index.free_gpus
     if shape.whole and extra is None:
-        eligible = _eligible_per_domain(snap, pod, level)
         if model >= 0:
-            mine = _model_domains(snap, level, model)
-            ids = mine[(free_gpus[mine] >= shape.whole) & (eligible[mine] > 0)]
+            ids = _model_eligible_domains(snap, pod, level, model)
+            ids = ids[free_gpus[ids] >= shape.whole]
         if ids is None or len(ids) == 0:
+            eligible = _eligible_per_domain(snap, pod, level)
             ids = np.flatnonzero((free_gpus >= shape.whole) & (eligible > 0))
         keys = free_gpus[ids]
     else:
@@ -331,15 +333,41 @@ def pack_scopes(
     if len(ids) == 0:
         return []
     if len(ids) > tries:
-        best = np.argpartition(keys, tries - 1)[:tries]
+        best = keys.argpartition(tries - 1)[:tries]
         ids, keys = ids[best], keys[best]
     chosen = sorted(zip(keys.tolist(), ids.tolist(), strict=True))
-    names = index.names
-    order, bounds = _members(snap, level)
-    return [
-        Scope(order[bounds[d] : bounds[d + 1]], f"{level.short} {names[d]}", level, names[d])
-        for _, d in chosen
-    ]
+    return [_domain_scope(snap, level, d) for _, d in chosen]
+
+
+def _domain_scope(snap: Snapshot, level: Level, d: int) -> Scope:
+    """The scope of all nodes of domain ``d`` of ``level`` (built once per layout: a scope is
+    immutable and its node array is never written)."""
+    cache = _layout(snap)
+    found = cache.scopes.get((level, d))
+    if found is None:
+        order, bounds = _members(snap, level)
+        name = snap.domains[level].names[d]
+        nodes = order[bounds[d] : bounds[d + 1]]
+        nodes.flags.writeable = False
+        found = cache.scopes[(level, d)] = Scope(nodes, f"{level.short} {name}", level, name)
+    return found
+
+
+def _model_eligible_domains(
+    snap: Snapshot, pod: PodRequest, level: Level, model: int
+) -> np.ndarray:
+    """Domain ids of ``level`` of GPU model ``model`` (ascending) with a node ``pod`` may use
+    at all (cached per layout like :func:`_eligible_per_domain`)."""
+    cache = _layout(snap)
+    key = (level, model, pod.gpu_models, pod.node_selector, pod.tolerations)
+    found = cache.model_eligible.get(key)
+    if found is None:
+        mine = _model_domains(snap, level, model)
+        found = mine[_eligible_per_domain(snap, pod, level)[mine] > 0]
+        cache.model_eligible[key] = found
+        while len(cache.model_eligible) > _MAX_ELIGIBLE:
+            cache.model_eligible.popitem(last=False)
+    return found
 
 
 def pods_per_node(

@@ -32,10 +32,14 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaas.engine.framework import CycleState, PodShape
-from gpuaas.engine.policies.base import FragModel, Policy, TaskMix, share_options
+from gpuaas.engine.policies.base import Policy, TaskMix, share_options
+from gpuaas.engine.policies.score_memo import PY_WORK, ScoreMemo, StateFragModel, kernel_class
 from gpuaas.engine.snapshot import MILLI, Snapshot
 
 DEFAULT_POLICY = "gpuaas"
+#: Up to this many distinct candidate states a decision is scored in plain Python (and
+#: memoised); numpy's per-call overhead dominates there. More go through numpy.
+_FEW = 32
 
 
 class HoleModel:
@@ -90,15 +94,25 @@ class HoleModel:
         got_p = (self.p * self.fill_chance(snap)).tolist()
         sizes = self.d.tolist()
         popularity = self.p.tolist()
+        # The sizes that fit a hole of h are a prefix (sizes ascend); per prefix length, the
+        # running sums of popularity and arrivals, summed in the same order as term by term
+        totals, arrivals = [0.0], [0.0]
+        total = arrive = 0.0
+        for p, g in zip(popularity, got_p, strict=True):
+            total += p
+            arrive += g
+            totals.append(total)
+            arrivals.append(arrive)
+        prefixes = [list(zip(got_p[:m], sizes[:m], strict=True)) for m in range(len(sizes) + 1)]
         w = [0.0] * (MILLI + 1)
+        m = 0
         for h in range(1, MILLI + 1):
-            total = arrive = closed = 0.0
-            for j, x in enumerate(sizes):
-                if x > h:
-                    break
-                total += popularity[j]
-                arrive += got_p[j]
-                closed += got_p[j] * w[h - x]
+            while m < len(sizes) and sizes[m] <= h:
+                m += 1
+            closed = 0.0
+            for g, x in prefixes[m]:
+                closed += g * w[h - x]
+            total, arrive = totals[m], arrivals[m]
             if h == MILLI:
                 arrive += self.p_whole  # a whole-GPU task leaves nothing
                 w[h] = closed / arrive if arrive > 0 else float(h)
@@ -122,7 +136,7 @@ class GpuaasPolicy(Policy):
     name = DEFAULT_POLICY
 
     def __init__(self, mix: TaskMix | None = None) -> None:
-        self.frag = FragModel(mix, with_memory=True) if mix is not None else None
+        self.frag = StateFragModel(mix) if mix is not None else None
         self.cpu_per_milli = 0.0
         self.mem_per_milli = 0.0
         self.learning = mix is None
@@ -131,6 +145,7 @@ class GpuaasPolicy(Policy):
         self._mix_version = 0
         self._seen: list[PodShape] = []
         self._rebuild_at = 1
+        self._memo: ScoreMemo | None = None
         if mix is not None:
             self._ratios(mix)
 
@@ -140,7 +155,7 @@ class GpuaasPolicy(Policy):
         self._seen.append(shape)
         if len(self._seen) >= self._rebuild_at:
             mix = TaskMix.from_shapes(self._seen)
-            self.frag = FragModel(mix, with_memory=True)
+            self.frag = StateFragModel(mix)
             self._ratios(mix)
             self._mix_version += 1
             self._rebuild_at *= 2
@@ -212,20 +227,204 @@ class GpuaasPolicy(Policy):
         shape = state.shape
         if shape.mig or shape.replicas:
             # partitioned GPUs: pack, so whole partitioned GPUs stay free for big profiles
-            return -(snap.mig_free[nodes].sum(axis=1) + snap.replica_free[nodes].sum(axis=1))
+            # (the snapshot keeps both per-node sums of free instances and replicas)
+            return -(snap.mig_sum[nodes] + snap.replica_sum[nodes])
         if self.learning:
             self._learn(shape)
         frag = self.frag
         assert frag is not None
         frag.refresh(snap, nodes)
-        reps, inverse = frag.unique(nodes)
-        values = self._score(state, snap, reps)
+        # read once per decision, whichever path scores: its periodic rebuild counts the uses
+        cost = self.holes.correction(snap) if shape.share else None
+        reps: np.ndarray | None = None
+        if len(nodes) <= 64:
+            # few candidates (a rack): dedupe with a dict; representatives are the first
+            # occurrences ordered by state id, exactly as FragModel.unique gives them
+            keys = frag.key[nodes].tolist()
+            firsts: dict[int, int] = {}
+            for i, k in enumerate(keys):
+                if k not in firsts:
+                    firsts[k] = i
+            order = sorted(firsts)
+            slot = {k: j for j, k in enumerate(order)}
+            inverse = [slot[k] for k in keys]
+            if len(order) <= _FEW:
+                listed = nodes.tolist()
+                before = frag.F[nodes].tolist()
+                found = self._score_few(
+                    shape,
+                    snap,
+                    [listed[firsts[k]] for k in order],
+                    order,
+                    [before[firsts[k]] for k in order],
+                    cost,
+                )
+                if found is not None:
+                    values, gpus = found
+                    if shape.share:
+                        state.data["share_gpu"] = np.array([gpus[j] for j in inverse])
+                    return np.array([values[j] for j in inverse], dtype=np.float64)
+            reps = nodes[[firsts[k] for k in order]]
+            where = np.array(inverse, dtype=np.intp)
+        else:
+            reps, where = frag.unique(nodes)
+            if len(reps) <= _FEW:
+                found = self._score_few(
+                    shape, snap, reps.tolist(), frag.key[reps].tolist(), frag.F[reps].tolist(), cost
+                )
+                if found is not None:
+                    values, gpus = found
+                    if shape.share:
+                        state.data["share_gpu"] = np.array(gpus)[where]
+                    return np.array(values, dtype=np.float64)[where]
+        scored = self._score(state, snap, reps, cost)
         choice = state.data.get("share_gpu")
         if choice is not None:
-            state.data["share_gpu"] = choice[inverse]  # type: ignore[index]
-        return values[inverse]
+            state.data["share_gpu"] = choice[where]  # type: ignore[index]
+        return scored[where]
 
-    def _score(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+    def _score_few(
+        self,
+        shape: PodShape,
+        snap: Snapshot,
+        reps: list[int],
+        keys: list[int],
+        before: list[float],
+        cost: np.ndarray | None,
+    ) -> tuple[list[float], list[int]] | None:
+        """:meth:`_score` of a few representatives (ascending state ids ``keys``, nodes
+        ``reps``, fragmentation ``before``): their values and, for a share, the chosen GPU
+        slots. From the memo when it holds every part, else computed afresh in plain Python
+        around one matrix-vector product (and remembered); None when that would be more
+        work than numpy's vectorised path (many rows times many task types)."""
+        memo = self._memo_for(snap)
+        if memo is not None:
+            found = memo.lookup(shape, keys, before, cost)
+            if found is not None:
+                return found
+        return self._fresh(shape, snap, reps, keys, before, cost, memo)
+
+    def _fresh(
+        self,
+        shape: PodShape,
+        snap: Snapshot,
+        reps: list[int],
+        keys: list[int],
+        before: list[float],
+        cost: np.ndarray | None,
+        memo: ScoreMemo | None,
+    ) -> tuple[list[float], list[int]] | None:
+        """:meth:`_score` for at most :data:`_FEW` representatives without numpy's per-call
+        overhead: the same float operations, in the same order, on Python floats (IEEE
+        doubles, as numpy's element-wise operations), and the fragmentation's one
+        order-sensitive step, the row sums ``lost @ p``, as the very same matrix-vector
+        product over a matrix of the same rows in the same order. So the values are bit for
+        bit those of :meth:`_score`. None when the rows times the task types exceed
+        :data:`PY_WORK` (numpy is then cheaper)."""
+        frag = self.frag
+        assert frag is not None
+        c = frag.consts()
+        n = len(reps)
+        share = shape.share
+        if n * len(c.d) > PY_WORK:
+            return None
+        options: list[list[int]] = []
+        frees: list[int] = []
+        at: list[int] = []
+        if share:
+            # share_options: per node one GPU per distinct free value (its lowest slot)
+            for i, row in enumerate(snap.gpu_free[reps].tolist()):
+                mine: list[int] = []
+                seen: set[int] = set()
+                for g, f in enumerate(row):
+                    if f in seen:
+                        continue
+                    seen.add(f)
+                    if f >= share:
+                        mine.append(g)
+                        frees.append(f)
+                        at.append(i)
+                options.append(mine)
+            if len(at) * len(c.d) > PY_WORK:
+                return None
+        milli = shape.milli
+        free = frag.T[reps].tolist()
+        cpu = snap.cpu_free[reps].tolist()
+        mem = snap.mem_free[reps].tolist()
+        model = snap.model_of_node[reps].tolist()
+        pressure = self.pressure(snap).tolist()
+        strand = self._strand_growth(free, cpu, mem, shape)
+        for i, m in enumerate(model):
+            strand[i] += pressure[m + 1] * milli
+        small = [(f - milli) * 1e-6 for f in free]
+        cpu_after = [u - shape.cpu for u in cpu]
+        mem_after = [v - shape.mem for v in mem]
+        free_after = [f - milli for f in free]
+        S = frag.S[reps].tolist()
+        C = frag.C[reps].tolist()
+        if not share:
+            whole = shape.whole
+            lost = [
+                c.lost(model[i], cpu_after[i], mem_after[i], free_after[i], S[i], C[i], whole)
+                for i in range(n)
+            ]
+            after = c.product(lost, free_after)
+            values = [-(after[i] - before[i] + strand[i]) - small[i] for i in range(n)]
+            if memo is not None:
+                table = memo.plain_table(shape, n)
+                for i, k in enumerate(keys):
+                    table[(k << 4) | kernel_class(n, i)] = (after[i], strand[i], small[i])
+            return values, []
+        lost = [
+            c.lost_share(model[i], cpu_after[i], mem_after[i], free_after[i], S[i], C[i], f, share)
+            for i, f in zip(at, frees, strict=True)
+        ]
+        after = c.product(lost, [free_after[i] for i in at]) if lost else []
+        total = len(at)
+        assert cost is not None
+        hole = memo.cost_list(cost) if memo is not None else cost.tolist()
+        table = memo.share_table(shape, total) if memo is not None else None
+        values, gpus = [], []
+        j = 0
+        for i, k in enumerate(keys):
+            best, pick = -np.inf, 0
+            f0, s0, x0 = before[i], strand[i], small[i]
+            for g in options[i]:
+                a, f = after[j], frees[j]
+                left = f - share
+                y = left * 1e-9
+                v = -(a - f0 + s0 + (hole[left] - hole[f])) - x0 - y
+                if v > best:
+                    best, pick = v, g
+                if table is not None:
+                    table[(k << 12) | (g << 4) | kernel_class(total, j)] = (a, s0, x0, y, f, left)
+                j += 1
+            values.append(best)
+            gpus.append(pick)
+        if memo is not None:
+            for k, mine in zip(keys, options, strict=True):
+                memo.options[(k, share)] = tuple(mine)
+        return values, gpus
+
+    def _memo_for(self, snap: Snapshot) -> ScoreMemo | None:
+        """The score memo, emptied whenever what it assumes changes: another snapshot or
+        binding of the fragmentation model (state ids restart), or another mix (fragmentation,
+        stranding ratios and scarcity change). None when this machine's matrix-vector product
+        does not follow the rule the memo keys on (see :class:`ScoreMemo`)."""
+        frag = self.frag
+        assert frag is not None
+        memo = self._memo
+        if memo is None or memo.frag is not frag or memo.keys is not frag.key:
+            memo = self._memo = ScoreMemo(frag)
+        elif memo.snap_uid != snap.uid or memo.version != self._mix_version:
+            memo.clear()
+        memo.snap_uid, memo.version = snap.uid, self._mix_version
+        # a share's entries pack the GPU slot into 8 bits of the key
+        return memo if memo.usable and snap.gmax <= 256 else None
+
+    def _score(
+        self, state: CycleState, snap: Snapshot, nodes: np.ndarray, cost: np.ndarray | None = None
+    ) -> np.ndarray:
         shape = state.shape
         frag = self.frag
         assert frag is not None
@@ -257,7 +456,8 @@ class GpuaasPolicy(Policy):
         grown = frag.after(snap, shape, nodes[rows], gpus) - before[rows] + strand[rows]
         gfree = snap.gpu_free[nodes[rows], gpus]
         gleft = gfree - shape.share
-        cost = self.holes.correction(snap)  # finite supply of the tasks that close holes
+        if cost is None:
+            cost = self.holes.correction(snap)  # finite supply of the tasks that close holes
         grown += cost[gleft] - cost[gfree]
         value = -grown - left[rows] * 1e-6 - gleft * 1e-9
         table = np.full((len(nodes), snap.gmax), -np.inf)
