@@ -297,3 +297,41 @@ def test_incremental_claim_filter_equals_a_fresh_one(seed: int, steps: int) -> N
         claim = probes[i % len(probes)]
         fresh._best.clear()
         assert kept.feasible(snap, [claim]).tolist() == fresh.feasible(snap, [claim]).tolist()
+
+
+def test_a_claim_pod_is_ranked_by_the_whole_gpus_its_claims_take() -> None:
+    """Ranked as the CPU-only pod left without its claims, a 2-GPU claim would tie on every
+    node and break the first idle 8-GPU node; ranked as 2 whole GPUs, packing puts it on the
+    node that has exactly 2 free."""
+    fleet = [
+        Node(
+            name,
+            64_000,
+            512 * GIB,
+            [GPU(g, f"GPU-{name}-{g}", "H100-80GB", 81559) for g in range(8)],
+        )
+        for name in ("h0", "h1")
+    ]
+    snap = Snapshot.from_nodes(fleet)
+    from gpuaas.engine.snapshot import Assignment
+
+    snap.reserve(1, Assignment(node=1, gpu_milli=tuple((g, MILLI) for g in range(6))))
+    claims = resolver(fleet)
+    pod = PodRequest(cpu_milli=4000, claims=(claim(2, H100),))
+    assert claims.scoring_request(snap, pod) == PodRequest(cpu_milli=4000, gpus=2)
+    placed = place_with_claims(snap, pod, make_policy("packing"), claims)
+    assert not isinstance(placed, Unschedulable)
+    assert placed.node == 1
+    assert placed.assignment.gpu_milli == ((6, MILLI), (7, MILLI))  # the claim's own devices
+    assert placed.assignment.devices == ("gpu.nvidia.com/h1/gpu-6", "gpu.nvidia.com/h1/gpu-7")
+    snap.reserve(placed.node, placed.assignment)
+    snap.check_indexes()
+    # MIG or time-sliced claim devices have no whole-GPU stand-in: the pod is ranked as it is
+    mixed = small_fleet()
+    mixed_snap, mixed_claims = Snapshot.from_nodes(mixed), resolver(mixed)
+    for cls in ("mig.nvidia.com", "gpu.nvidia.com"):  # the latter matches replicas and MIG too
+        pod = PodRequest(cpu_milli=1, claims=(claim(1, cls=cls),))
+        assert mixed_claims.scoring_request(mixed_snap, pod) == PodRequest(cpu_milli=1)
+    # nor does a pod that asks for GPUs of its own
+    own = PodRequest(cpu_milli=1, gpus=1, claims=(claim(1, H100),))
+    assert claims.scoring_request(snap, own) == PodRequest(cpu_milli=1, gpus=1)

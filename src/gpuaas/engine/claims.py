@@ -130,6 +130,8 @@ class _ClaimIndex:
     pair_starts: np.ndarray  # int64: first pair of each node that has pairs
     pair_nodes: np.ndarray  # int64: those nodes
     has_mig: bool
+    #: Every matching device is a whole GPU (no MIG instance, no time-sliced replica).
+    whole_only: bool
     #: Fast path when every matching device is a whole GPU and each node has at most one group:
     #: bool[N, G], True where GPU slot g of node n is a matching device (None otherwise).
     dense: np.ndarray | None = None
@@ -259,6 +261,7 @@ class _IndexBuilder:
             pair_starts=pair_starts.astype(np.int64),
             pair_nodes=pair_nodes.astype(np.int64),
             has_mig=bool((kind == _KIND_MIG).any()),
+            whole_only=bool(len(kind)) and bool((kind == _KIND_GPU).all()),
             dense=dense,
         )
 
@@ -301,6 +304,8 @@ class DeviceClaims:
     _best: dict[tuple[object, ...], tuple[int, np.ndarray, np.ndarray]] = field(
         default_factory=dict
     )
+    #: Per pod object: the request its nodes are ranked by (see :meth:`scoring_request`).
+    _scoring: dict[tuple[int, int], tuple[PodRequest, PodRequest]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, nodes: Sequence[Node], classes: Iterable[DeviceClass]) -> DeviceClaims:
@@ -547,6 +552,29 @@ class DeviceClaims:
             by_claim=tuple(by_claim),
         )
 
+    def scoring_request(self, snap: Snapshot, pod: PodRequest) -> PodRequest:
+        """What the policy ranks nodes by for ``pod``: without its claims, plus as many whole
+        GPUs as they take when every device they can match is a whole GPU and the pod asks for
+        no GPU of its own. Otherwise a claim pod would be ranked as if it asked for no GPU (and
+        a fragmentation-aware policy would send it where a CPU-only task fits best); with MIG or
+        time-sliced claim devices the pod without claims is ranked, as no one GPU form stands
+        for them. The devices are still chosen by :meth:`allocate`."""
+        base = strip_claims(pod)
+        if base.gpus or base.gpu_milli or base.mig or base.replicas:
+            return base
+        count = 0
+        for i, claim in enumerate(pod.claims):
+            if not self._index(snap, claim, f"claims[{i}]").whole_only:
+                return base
+            count += claim.count
+        key = (id(pod), count)
+        found = self._scoring.get(key)
+        if found is None or found[0] is not pod:
+            if len(self._scoring) >= 4096:
+                self._scoring.clear()
+            found = self._scoring[key] = (pod, replace(base, gpus=count))
+        return found[1]
+
     def describe(self, claims: Sequence[DeviceClaim]) -> str:
         """The claims in words, for reasons."""
         return "; ".join(describe_claim(c) for c in claims)
@@ -589,8 +617,9 @@ def place_with_claims(
 ) -> Placement | Unschedulable:
     """:func:`~gpuaas.engine.place.place_pod` for a pod that may carry DRA claims.
 
-    The claim filter narrows the candidates (vectorised), the policy chooses the node for the
-    rest of the pod, and the claims' devices are then allocated exactly on that node; a node
+    The claim filter narrows the candidates (vectorised), the policy chooses the node (ranking
+    it by :meth:`DeviceClaims.scoring_request`), and the claims' devices are then allocated
+    exactly on that node; a node
     where that fails is dropped and the pod retried (at most :data:`MAX_NODE_RETRIES` times).
     ``feasible`` is :meth:`DeviceClaims.feasible` for the pod's claims when the caller already
     has it for the current snapshot state. ``sampling`` is passed to :func:`place_pod`. Does
@@ -614,14 +643,18 @@ def place_with_claims(
             f"0/{considered} nodes fit: no node has {claims.describe(pod.claims)}",
             ((claims.describe(pod.claims), considered),),
         )
-    base = strip_claims(pod)
+    ranked = claims.scoring_request(snapshot, pod)
+    stand_in = bool(ranked.gpus) and not pod.gpus  # whole GPUs standing in for the claims
     for _ in range(MAX_NODE_RETRIES):
-        placement = place_pod(snapshot, base, policy, mask, rng, sampling=sampling)
+        placement = place_pod(snapshot, ranked, policy, mask, rng, sampling=sampling)
         if isinstance(placement, Unschedulable):
             return placement
-        allocation = claims.allocate(snapshot, placement.node, pod.claims, placement.assignment)
+        own = placement.assignment
+        if stand_in:  # the claims choose their own devices
+            own = replace(own, gpu_milli=(), devices=())
+        allocation = claims.allocate(snapshot, placement.node, pod.claims, own)
         if allocation is not None:
-            return replace(placement, assignment=allocation.merge(placement.assignment))
+            return replace(placement, assignment=allocation.merge(own))
         mask[placement.node] = False
         if not mask.any():
             break
