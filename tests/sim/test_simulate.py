@@ -228,3 +228,20 @@ def test_every_run_conserves_and_finishes_everything(
     for i, j in enumerate(r.jobs):
         assert r.first_start[i] >= j.submit
         assert r.finish[i] >= r.first_start[i] + j.duration - 1e-9  # restarts never gain time
+
+
+def test_scaled_up_nodes_come_in_racks_of_their_own() -> None:
+    from gpuaas.sim.simulate import Simulator
+
+    base = fleet(2)
+    sim = Simulator(base, [job("a", 0, 1, 10)], SimConfig(scale=(ScaleEvent(5, +3),)))
+    added = sim.nodes[2:]
+    assert [n.name for n in added] == ["scale-00000", "scale-00001", "scale-00002"]
+    originals = {n.topology.rack for n in base}
+    for k, node in enumerate(added):
+        template = base[k % 2]
+        assert node.topology.zone == template.topology.zone
+        assert node.topology.rack == f"{template.topology.rack}-scale{k // 2 + 1}"
+        assert node.topology.rack not in originals
+        assert node.labels["topology.gpuaas.io/rack"] == node.topology.rack
+        assert node.labels["kubernetes.io/hostname"] == node.name

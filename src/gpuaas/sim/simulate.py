@@ -147,14 +147,28 @@ def _shape_key(workload: Workload) -> tuple[object, int, int]:
 
 
 def _extra_nodes(nodes: Sequence[Node], count: int) -> list[Node]:
-    """``count`` copies of the fleet's nodes (cycling) under new names, for scale-up."""
+    """``count`` copies of the fleet's nodes (cycling) under new names, for scale-up. Each
+    round of copies gets racks, blocks and NVLink domains of its own (named after the
+    template's, in the same zone): new servers arrive in new racks, they do not squeeze into
+    full ones."""
     out = []
     for k in range(count):
         base = nodes[k % len(nodes)]
         name = f"scale-{k:05d}"
+        suffix = f"-scale{k // len(nodes) + 1}"
+        t = base.topology
+        topology = dataclasses.replace(
+            t,
+            block=t.block + suffix if t.block else "",
+            rack=t.rack + suffix if t.rack else "",
+            nvlink_domain=t.nvlink_domain + suffix if t.nvlink_domain else "",
+        )
         labels = dict(base.labels)
+        for level in (Level.BLOCK, Level.RACK, Level.NVLINK):
+            labels.pop(level.value, None)
+        labels.update(topology.labels())
         labels[Level.HOSTNAME.value] = name
-        out.append(dataclasses.replace(base, name=name, labels=labels))
+        out.append(dataclasses.replace(base, name=name, labels=labels, topology=topology))
     return out
 
 
