@@ -231,3 +231,29 @@ def test_kernel_classes_cover_every_position() -> None:
         tail = classes[block:] if n > 1 else []
         assert len(set(tail)) == len(tail)
         assert all(0 <= c < 16 for c in classes)
+
+
+def test_pressure_falls_on_the_nodes_that_alone_can_hold_a_type() -> None:
+    """A type only the big nodes can hold presses on them alone; with every type fitting
+    every node there is no pressure. Two nodes alike but for their totals get different
+    state ids (pressure depends on totals), so the memo never mixes them up."""
+    snap = _fleet([(8, 128_000, 768, 0), (8, 96_000, 384, 0), (8, 96_000, 384, 0)])
+    confined = PodRequest(cpu_milli=120_000, memory_bytes=700 * GI, gpus=8)
+    small = PodRequest(cpu_milli=8000, memory_bytes=64 * GI, gpus=1)
+    policy = GpuaasPolicy(TaskMix.from_pods([confined, small, small]))
+    state = CycleState(pod=small, shape=PodShape.of(small))
+    everything = np.arange(snap.size)
+    policy.score(state, snap, everything)
+    pressure = policy.pressure(snap)
+    assert pressure[0] > 0 and pressure[1] == pressure[2] == 0
+    scores = policy.score(CycleState(pod=small, shape=PodShape.of(small)), snap, everything)
+    assert scores[0] < scores[1]  # the small task leaves the big node to the confined type
+    free = GpuaasPolicy(TaskMix.from_pods([small]))
+    free.score(CycleState(pod=small, shape=PodShape.of(small)), snap, everything)
+    assert not free.pressure(snap).any()
+    # node 0 brought to node 1's free CPU and memory: same free state, different totals
+    snap.reserve(0, Assignment(0, cpu_milli=32_000, memory_bytes=384 * GI))
+    assert snap.cpu_free[0] == snap.cpu_free[1] and snap.mem_free[0] == snap.mem_free[1]
+    frag = score_memo.StateFragModel(policy.frag.mix)  # type: ignore[union-attr]
+    frag.refresh(snap, everything)
+    assert frag.key[0] != frag.key[1] and frag.key[1] == frag.key[2]

@@ -19,7 +19,9 @@ from gpuaas.cli.main import app
 from gpuaas.engine.policies import DEFAULT_POLICY, POLICY_NAMES, PUBLISHED_NAMES
 from gpuaas.model.errors import GpuaasError
 from gpuaas.sim.openb import (
+    derive_variant,
     load_openb_pods,
+    parse_variant,
     protocol_order,
     run_protocol,
     unallocated_lower_bound,
@@ -82,8 +84,24 @@ def bench_fgd(
     inflation: float = typer.Option(1.3, "--inflation", help="stop arrivals at this x capacity"),
     published: Path | None = typer.Option(None, "--published", help="published results CSV"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    variant: str | None = typer.Option(
+        None,
+        "--variant",
+        help="derive a trace variant from --pods first: gpushare:P, multigpu:P, gpuspec:P "
+        "(P % of the GPU milli / GPU tasks) or cpu:P (P % of the CPU-only tasks); "
+        "see gpuaas.sim.openb.derive_variant",
+    ),
+    variant_seed: int = typer.Option(0, "--variant-seed", help="seed of the variant's draw"),
+    spec_pool: Path | None = typer.Option(
+        None,
+        "--spec-pool",
+        help="gpuspec: draw the model-restricted tasks from this pod list (e.g. gpuspec10)",
+    ),
 ) -> None:
-    """Run the FGD protocol and print median unallocated GPU % at arrived 100% and 130%."""
+    """Run the FGD protocol and print median unallocated GPU % at arrived 100% and 130%.
+
+    With ``--variant`` the pod list is first resampled into a variant (one derived list for
+    every seed, as the authors ran their fixed variant files)."""
     console = Console(stderr=as_json)
     try:
         from gpuaas.supply.loaders.openb import load_openb_nodes
@@ -97,9 +115,26 @@ def bench_fgd(
         if not 1.0 <= inflation <= 3.0:
             raise GpuaasError(f"--inflation must be between 1.0 and 3.0, got {inflation}")
         seed_list = parse_seeds(seeds)
+        wanted: tuple[str, float] | None = None
+        if variant is not None:
+            try:
+                wanted = parse_variant(variant)
+            except ValueError as exc:
+                raise GpuaasError(f"--variant: {exc}") from None
+        if spec_pool is not None and (wanted is None or wanted[0] != "gpuspec"):
+            raise GpuaasError("--spec-pool only applies to --variant gpuspec:P")
         fleet = load_openb_nodes(nodes)
         tasks = load_openb_pods(pods)
-        reference = load_published(published, pods.stem) if published else {}
+        trace = pods.stem
+        if wanted is not None:
+            kind, percent = wanted
+            pool = load_openb_pods(spec_pool) if spec_pool is not None else None
+            try:
+                tasks = derive_variant(tasks, kind, percent, variant_seed, spec_tasks=pool)
+            except ValueError as exc:
+                raise GpuaasError(f"--variant: {exc}") from None
+            trace = f"{pods.stem} as {kind}:{percent:g}"
+        reference = load_published(published, trace) if published else {}
     except (GpuaasError, ValueError, typer.BadParameter) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
@@ -143,9 +178,13 @@ def bench_fgd(
         for seed in seed_list
     )
     if as_json:
-        typer.echo(json.dumps({"policies": results, "lower_bound_pct_at_100": round(floor, 3)}))
+        typer.echo(
+            json.dumps(
+                {"trace": trace, "policies": results, "lower_bound_pct_at_100": round(floor, 3)}
+            )
+        )
         return
-    table = Table(title=f"FGD protocol: {pods.stem}, seeds {seeds}, median unallocated GPU %")
+    table = Table(title=f"FGD protocol: {trace}, seeds {seeds}, median unallocated GPU %")
     table.add_column("policy")
     table.add_column("@100%", justify="right")
     table.add_column(f"@{at_end}%", justify="right")

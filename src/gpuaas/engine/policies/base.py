@@ -208,6 +208,8 @@ class FragModel:
                 int(snap.model_of_node[i]),
                 int(snap.cpu_free[i]),
                 int(snap.mem_free[i]),
+                int(snap.cpu_total[i]),
+                int(snap.mem_total[i]),
                 *snap.gpu_free[i].tolist(),
             )
             self.key[i] = ids.setdefault(state, len(ids))
@@ -221,10 +223,19 @@ class FragModel:
             self.C[stale] = ((gf[:, :, None] >= d[None, None, :]) & present[:, :, None]).sum(axis=1)
             self.T[stale] = free.sum(axis=1)
             self._version[stale] = snap.version[stale]
-            # one id per distinct state (model, free CPU, free memory, free milli per slot):
-            # one numpy call for all stale rows, then plain tuples (cheaper than bytes per node)
+            # one id per distinct state (model, free CPU, free memory, total CPU and memory,
+            # free milli per slot): one numpy call for all stale rows, then plain tuples
+            # (cheaper than bytes per node). The totals are there because a policy may weigh a
+            # node by what it could ever hold (GpuaasPolicy.pressure)
             rows = np.column_stack(
-                (snap.model_of_node[stale], snap.cpu_free[stale], snap.mem_free[stale], gf)
+                (
+                    snap.model_of_node[stale],
+                    snap.cpu_free[stale],
+                    snap.mem_free[stale],
+                    snap.cpu_total[stale],
+                    snap.mem_total[stale],
+                    gf,
+                )
             ).tolist()
             self.key[stale] = [ids.setdefault(tuple(row), len(ids)) for row in rows]
         self.F[stale] = self.evaluate(
@@ -239,8 +250,9 @@ class FragModel:
 
     def unique(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Representatives of ``nodes`` with pairwise different states (model, free CPU, free
-        memory, free milli per GPU slot) and, per node, the index of its representative: equal
-        states score equally, so only representatives are evaluated. Call after refresh."""
+        memory, total CPU and memory, free milli per GPU slot) and, per node, the index of its
+        representative: equal states score equally, so only representatives are evaluated.
+        Call after refresh."""
         keys = self.key[nodes].tolist()
         if len(keys) > 64:
             _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)

@@ -168,29 +168,41 @@ class GpuaasPolicy(Policy):
         self.mem_per_milli = float((mix.prob[gpu] * mix.mem[gpu]).sum()) / max(milli, 1.0)
 
     def pressure(self, snap: Snapshot) -> np.ndarray:
-        """Per GPU model (index model id + 1): the share of its capacity that tasks restricted
-        to a set of models containing it are expected to claim. Consuming a milli-GPU of a
-        model costs, in expectation, that fraction of a milli-GPU of restricted demand that will
-        find no room later; with no restricted tasks it is zero everywhere."""
+        """Per node: the share of its GPU capacity that task types which can run only on a
+        subset of the fleet are expected to claim. A type's nodes are those that could ever
+        hold it: a model it allows (``gpu_spec`` / ``gpu_models``) and at least its CPU,
+        memory and GPU count in total. Demand confined to few nodes (a model-restricted task, an
+        8-GPU task asking 120 cores that only the 128-core nodes can host) presses on them:
+        consuming a milli-GPU there costs, in expectation, that fraction of a milli-GPU of
+        confined demand that will find no room later. Types that fit every GPU node press
+        nowhere, so with none confined the pressure is zero everywhere. Static (it depends on
+        the mix and on the nodes' totals), computed once per snapshot and mix."""
         key = (snap.uid, self._mix_version)
         if self._pressure is not None and self._pressure_key == key:
             return self._pressure
         assert self.frag is not None
-        mix = self.frag.mix
-        has = snap.model_of_node >= 0
-        capacity = np.zeros(len(snap.model_names), dtype=np.float64)
-        np.add.at(capacity, snap.model_of_node[has], snap.whole_gpus[has] * 1000.0)
+        frag = self.frag
+        mix = frag.mix
+        capacity = snap.whole_gpus * 1000.0
+        has = (snap.model_of_node >= 0) & (capacity > 0)
+        total = float(capacity[has].sum())
         demand = mix.prob * mix.gpus * mix.per_gpu
         share = demand / max(float(demand.sum()), 1e-12)
-        out = np.zeros(len(capacity) + 1, dtype=np.float64)
-        for i, models in enumerate(mix.models):
-            if not models or share[i] == 0:
+        out = np.zeros(snap.size, dtype=np.float64)
+        access = frag.access[snap.model_of_node + 1]  # (nodes, GPU types)
+        for j, i in enumerate(frag.g_idx.tolist()):
+            if share[i] == 0:
                 continue
-            ids = [snap.model_id(m) for m in models]
-            ids = [j for j in ids if j >= 0]
-            supply = float(capacity[ids].sum()) if ids else 0.0
-            if supply > 0:
-                out[np.array(ids) + 1] += share[i] * float(capacity.sum()) / supply
+            can = (
+                has
+                & access[:, j]
+                & (snap.cpu_total >= mix.cpu[i])
+                & (snap.mem_total >= mix.mem[i])
+                & (snap.whole_gpus >= mix.gpus[i])
+            )
+            supply = float(capacity[can].sum())
+            if 0 < supply < total:
+                out[can] += share[i] * total / supply
         self._pressure, self._pressure_key = out, key
         return out
 
@@ -352,10 +364,10 @@ class GpuaasPolicy(Policy):
         cpu = snap.cpu_free[reps].tolist()
         mem = snap.mem_free[reps].tolist()
         model = snap.model_of_node[reps].tolist()
-        pressure = self.pressure(snap).tolist()
+        pressure = self.pressure(snap)[reps].tolist()
         strand = self._strand_growth(free, cpu, mem, shape)
-        for i, m in enumerate(model):
-            strand[i] += pressure[m + 1] * milli
+        for i, x in enumerate(pressure):
+            strand[i] += x * milli
         small = [(f - milli) * 1e-6 for f in free]
         cpu_after = [u - shape.cpu for u in cpu]
         mem_after = [v - shape.mem for v in mem]
@@ -447,7 +459,7 @@ class GpuaasPolicy(Policy):
             mem = snap.mem_free[nodes]
             strand = self.stranded(free - shape.milli, cpu - shape.cpu, mem - shape.mem)
             strand -= self.stranded(free, cpu, mem)
-        strand += self.pressure(snap)[snap.model_of_node[nodes] + 1] * shape.milli
+        strand += self.pressure(snap)[nodes] * shape.milli
         left = free - shape.milli
         if not shape.share:
             grown = frag.after(snap, shape, nodes) - before + strand

@@ -30,8 +30,8 @@ class StateFragModel(FragModel):
     """:class:`FragModel` (with memory) whose refresh of one changed node is cheap.
 
     After a decision usually one candidate node has moved (the one just placed on). Its new
-    state (GPU model, free CPU, free memory, free milli per GPU slot) has most often been seen
-    before, on this node or another: its rows ``S``, ``C``, ``T``, its fragmentation ``F``
+    state (GPU model, free and total CPU and memory, free milli per GPU slot) has most often
+    been seen before, on this node or another: its rows ``S``, ``C``, ``T``, its fragmentation ``F``
     and its state id are then copied. Otherwise they are computed in plain Python as
     ``FragModel.refresh`` computes them for a single stale node: ``S``, ``C``, ``T`` are sums
     and counts of integers, and ``F`` is the same one-row product plus the same element-wise
@@ -70,6 +70,8 @@ class StateFragModel(FragModel):
             int(snap.model_of_node[i]),
             int(snap.cpu_free[i]),
             int(snap.mem_free[i]),
+            int(snap.cpu_total[i]),
+            int(snap.mem_total[i]),
             *snap.gpu_free[i].tolist(),
         )
         row = self._rows.get(state)
@@ -93,7 +95,7 @@ class StateFragModel(FragModel):
         """``S``, ``C``, ``T``, ``F`` and the state id of one node state (see the class)."""
         c = self.consts()
         model, cpu, mem = state[0], state[1], state[2]
-        row = sorted(f for f in state[3:] if f >= 0)
+        row = sorted(f for f in state[5:] if f >= 0)
         prefix = [0]
         for f in row:
             prefix.append(prefix[-1] + f)
@@ -229,8 +231,8 @@ def kernel_rule_holds(p: np.ndarray) -> bool:
 class ScoreMemo:
     """Memoised parts of the score, per request shape and node state.
 
-    A node's score is a function of its state (GPU model, free CPU, free memory, free milli per
-    GPU slot: :class:`FragModel`'s state id), the request's shape, a few global quantities
+    A node's score is a function of its state (GPU model, free and total CPU and memory, free
+    milli per GPU slot: :class:`FragModel`'s state id), the request's shape, a few global quantities
     (the mix, the scarcity pressure, the hole charge) and its fragmentation before (``F``,
     read fresh per call). Nodes in equal states score equally and a decision changes one
     node, so a rack's next decision finds most of its states here. Stored per state (per
