@@ -225,6 +225,11 @@ def test_cli_reports_bad_input_without_traceback(tmp_path: Path) -> None:
         app, ["bench", "fgd", "--nodes", "a", "--pods", "b", "--policy", "nope"]
     )
     assert result.exit_code == 2 and "unknown policy 'nope'" in result.output
+    for policy, message in ((",", "give a policy name"), ("fgd,nope", "unknown policy 'nope'")):
+        result = CliRunner().invoke(
+            app, ["bench", "fgd", "--nodes", "a", "--pods", "b", "--policy", policy]
+        )
+        assert result.exit_code == 2 and message in result.output, result.output
 
 
 @pytest.mark.slow

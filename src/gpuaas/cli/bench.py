@@ -79,7 +79,9 @@ def load_published(path: Path, trace: str) -> dict[str, tuple[float, float]]:
 def bench_fgd(
     nodes: Path = typer.Option(..., "--nodes", help="openb_node_list_*.csv"),
     pods: Path = typer.Option(..., "--pods", help="openb_pod_list_*.csv"),
-    policy: str = typer.Option(DEFAULT_POLICY, "--policy", help="a policy name or 'all'"),
+    policy: str = typer.Option(
+        DEFAULT_POLICY, "--policy", help="a policy name, several separated by commas, or 'all'"
+    ),
     seeds: str = typer.Option("42-51", "--seeds", help="e.g. 42-51 or 42,43"),
     inflation: float = typer.Option(1.3, "--inflation", help="stop arrivals at this x capacity"),
     published: Path | None = typer.Option(None, "--published", help="published results CSV"),
@@ -106,8 +108,13 @@ def bench_fgd(
     try:
         from gpuaas.supply.loaders.openb import load_openb_nodes
 
-        names = list(POLICY_NAMES) if policy.strip().lower() == "all" else [policy.strip().lower()]
+        if policy.strip().lower() == "all":
+            names = list(POLICY_NAMES)
+        else:  # one name, or several separated by commas
+            names = list(dict.fromkeys(n.strip().lower() for n in policy.split(",") if n.strip()))
         unknown = [n for n in names if n not in POLICY_NAMES]
+        if not names:
+            raise GpuaasError(f"--policy: give a policy name ({', '.join(POLICY_NAMES)}) or all")
         if unknown:
             raise GpuaasError(
                 f"unknown policy {unknown[0]!r}; choose one of {', '.join(POLICY_NAMES)} or all"
