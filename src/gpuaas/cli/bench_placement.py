@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuaas.cli.main import app
+from gpuaas.cli.bench import bench_app
 from gpuaas.engine.claims import DeviceClaims
 from gpuaas.engine.framework import PodShape
 from gpuaas.engine.gang import GangPlacement, place_workload, release
@@ -44,16 +44,6 @@ from gpuaas.sim.synthetic import (
     synthetic_fleet,
     synthetic_workloads,
 )
-
-# ``main`` first: it imports every command module (``bench`` included) in its order, so that
-# importing this module on its own does not meet ``bench`` half-initialised.
-try:
-    from gpuaas.cli.bench import bench_app
-except ModuleNotFoundError as exc:  # the bench group is another module; stand alone without it
-    if exc.name != "gpuaas.cli.bench":
-        raise
-    bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
-    app.add_typer(bench_app, name="bench")
 
 
 @dataclass(slots=True)
