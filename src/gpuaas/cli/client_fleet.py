@@ -1,0 +1,122 @@
+"""Client commands for the fleet: ``nodes`` (register, cordon, drain, delete)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from gpuaas.cli.client import (
+    AfterOption,
+    AllOption,
+    Column,
+    FileArgument,
+    JsonOption,
+    LimitOption,
+    UsageError,
+    cell,
+    connect,
+    fetch,
+    field,
+    group,
+    handles_errors,
+    print_json,
+    read_documents,
+    show_done,
+    show_object,
+    show_page,
+    show_table,
+)
+
+# -- nodes ------------------------------------------------------------------------------------
+
+nodes_app = group("nodes", "The fleet's nodes (platform roles).")
+NODE_COLUMNS: list[Column] = [
+    ("NAME", field("name")),
+    ("MODEL", field("gpuModel")),
+    ("GPUS", field("gpuCount")),
+    ("POOL", lambda node: cell((node.get("labels") or {}).get("gpuaas.io/pool"))),
+    ("ZONE", field("topology.zone")),
+    ("CORDONED", field("cordoned")),
+    ("DRAINING", field("draining")),
+]
+
+
+@nodes_app.command("list")
+@handles_errors
+def nodes_list(
+    model: Annotated[str | None, typer.Option("--model", help="GPU model.")] = None,
+    cordoned: Annotated[bool | None, typer.Option("--cordoned/--schedulable")] = None,
+    pool: Annotated[str | None, typer.Option("--pool")] = None,
+    limit: LimitOption = 100,
+    after: AfterOption = None,
+    follow: AllOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Nodes, optionally by GPU model, pool or cordon state."""
+    with connect() as client:
+        page = fetch(
+            lambda n, a: client.list_nodes(n, a, model=model, cordoned=cordoned, pool=pool),
+            limit,
+            after,
+            follow,
+        )
+    show_page(page, NODE_COLUMNS, as_json)
+
+
+@nodes_app.command("get")
+@handles_errors
+def nodes_get(name: str, as_json: JsonOption = False) -> None:
+    """One node: its GPUs and what is allocated on them."""
+    with connect() as client:
+        node = client.get_node(name)
+    print_json(node) if as_json else show_object(node)
+
+
+@nodes_app.command("register")
+@handles_errors
+def nodes_register(file: FileArgument, as_json: JsonOption = False) -> None:
+    """Register nodes: a Fleet inventory file (every `nodes:` entry) or one entry."""
+    created: list[Any] = []
+    with connect() as client:
+        for doc in read_documents(file):
+            entries = doc.get("nodes") if "nodes" in doc else [doc]
+            if not isinstance(entries, list):
+                raise UsageError(f"{file}: `nodes` must be a list")
+            for entry in entries:
+                result = client.register_nodes(entry)
+                created.extend(result if isinstance(result, list) else [result])
+    if as_json:
+        print_json(created)
+    else:
+        show_table(created, NODE_COLUMNS, title=f"{len(created)} nodes registered")
+
+
+def _node_action(action: str, past: str) -> Callable[[str, bool], None]:
+    @handles_errors
+    def run(name: str, as_json: JsonOption = False) -> None:
+        with connect() as client:
+            node = getattr(client, f"{action}_node")(name)
+        show_done(node, as_json, f"node {name} {past}")
+
+    run.__doc__ = {
+        "cordon": "Stop placing new work on a node; running jobs stay.",
+        "uncordon": "Let the scheduler place work on a node again.",
+        "drain": "Cordon a node and requeue the jobs running there.",
+    }[action]
+    return run
+
+
+nodes_app.command("cordon")(_node_action("cordon", "cordoned"))
+nodes_app.command("uncordon")(_node_action("uncordon", "uncordoned"))
+nodes_app.command("drain")(_node_action("drain", "draining"))
+
+
+@nodes_app.command("delete")
+@handles_errors
+def nodes_delete(name: str, as_json: JsonOption = False) -> None:
+    """Remove a node (refused while jobs use it)."""
+    with connect() as client:
+        client.delete_node(name)
+    show_done({"deleted": name}, as_json, f"node {name} deleted")

@@ -1,0 +1,184 @@
+"""Client commands for work: ``jobs`` (submit, list, get, events, cancel) and ``workloads``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+import typer
+
+from gpuaas.cli.client import (
+    AfterOption,
+    AllOption,
+    Column,
+    FileArgument,
+    JsonOption,
+    LimitOption,
+    TenantOption,
+    UsageError,
+    connect,
+    fetch,
+    field,
+    group,
+    handles_errors,
+    print_json,
+    read_documents,
+    resolve_tenant,
+    short_when,
+    show_done,
+    show_object,
+    show_page,
+    show_table,
+)
+
+# -- jobs and workloads -----------------------------------------------------------------------
+
+jobs_app = group("jobs", "Submit and follow jobs.")
+JOB_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("NAME", field("name")),
+    ("KIND", field("kind")),
+    ("QUEUE", field("queue")),
+    ("STATE", field("state")),
+    ("USER", field("user")),
+    ("GPUS", field("gpus")),
+    ("SUBMITTED", field("createdAt", fmt=short_when)),
+]
+
+
+@jobs_app.command("submit")
+@handles_errors
+def jobs_submit(
+    file: FileArgument,
+    tenant: TenantOption = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option("--idempotency-key", help="Resubmitting the same key never makes two jobs."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Submit the job spec(s) of a YAML file (several documents: several jobs)."""
+    docs = read_documents(file)
+    if idempotency_key is not None:
+        if len(docs) != 1:
+            raise UsageError("--idempotency-key needs a file with exactly one job")
+        docs[0]["idempotencyKey"] = idempotency_key
+    with connect() as client:
+        name = resolve_tenant(client, tenant)
+        jobs = [client.submit_job(name, doc) for doc in docs]
+    if as_json:
+        print_json(jobs[0] if len(jobs) == 1 else jobs)
+    else:
+        show_table(jobs, JOB_COLUMNS, title=f"submitted to {name}")
+
+
+@jobs_app.command("list")
+@handles_errors
+def jobs_list(
+    tenant: TenantOption = None,
+    state: Annotated[str | None, typer.Option("--state")] = None,
+    queue: Annotated[str | None, typer.Option("--queue")] = None,
+    kind: Annotated[str | None, typer.Option("--kind")] = None,
+    user: Annotated[str | None, typer.Option("--user")] = None,
+    all_tenants: Annotated[
+        bool, typer.Option("--all-tenants", help="Jobs of every tenant (platform roles).")
+    ] = False,
+    limit: LimitOption = 100,
+    after: AfterOption = None,
+    follow: AllOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """The tenant's jobs (a tenant user sees only its own)."""
+    with connect() as client:
+        if all_tenants:
+            page = fetch(
+                lambda n, a: client.list_all_jobs(n, a, tenant=tenant, state=state),
+                limit,
+                after,
+                follow,
+            )
+            columns = [("TENANT", field("tenant")), *JOB_COLUMNS]
+        else:
+            name = resolve_tenant(client, tenant)
+            page = fetch(
+                lambda n, a: client.list_jobs(
+                    name, n, a, state=state, queue=queue, kind=kind, user=user
+                ),
+                limit,
+                after,
+                follow,
+            )
+            columns = JOB_COLUMNS
+    show_page(page, columns, as_json)
+
+
+@jobs_app.command("get")
+@handles_errors
+def jobs_get(job_id: str, tenant: TenantOption = None, as_json: JsonOption = False) -> None:
+    """One job: its spec, state, and where it runs."""
+    with connect() as client:
+        job = client.get_job(resolve_tenant(client, tenant), job_id)
+    print_json(job) if as_json else show_object(job)
+
+
+@jobs_app.command("cancel")
+@handles_errors
+def jobs_cancel(job_id: str, tenant: TenantOption = None, as_json: JsonOption = False) -> None:
+    """Cancel a job (pending or running)."""
+    with connect() as client:
+        job = client.cancel_job(resolve_tenant(client, tenant), job_id)
+    state = job.get("state") if isinstance(job, Mapping) else None
+    message = (
+        f"job {job_id} cancelled"
+        if state == "Cancelled"
+        else f"job {job_id}: cancel requested (state now {state}; the reconciler stops it)"
+    )
+    show_done(job, as_json, message)
+
+
+EVENT_COLUMNS: list[Column] = [
+    ("TIME", field("at", "time", fmt=short_when)),
+    ("FROM", field("fromState")),
+    ("TO", field("toState", "state")),
+    ("REASON", field("reason", "message")),
+]
+
+
+@jobs_app.command("events")
+@handles_errors
+def jobs_events(job_id: str, tenant: TenantOption = None, as_json: JsonOption = False) -> None:
+    """What happened to a job, oldest first."""
+    with connect() as client:
+        events = client.job_events(resolve_tenant(client, tenant), job_id)
+    if as_json:
+        print_json(events)
+    else:
+        show_table(events, EVENT_COLUMNS, title=f"events of job {job_id}")
+
+
+workloads_app = group("workloads", "The admission view of a tenant's jobs.")
+WORKLOAD_COLUMNS: list[Column] = [
+    ("JOB", field("id")),
+    ("NAME", field("name")),
+    ("QUEUE", field("queue")),
+    ("CLUSTER QUEUE", field("clusterQueue")),
+    ("STATE", field("state")),
+    ("FLAVORS", field("flavors")),
+    ("REASON", field("reason")),
+]
+
+
+@workloads_app.command("list")
+@handles_errors
+def workloads_list(
+    tenant: TenantOption = None,
+    limit: LimitOption = 100,
+    after: AfterOption = None,
+    follow: AllOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Workloads: queue, cluster queue, state, why pending, flavors assigned."""
+    with connect() as client:
+        name = resolve_tenant(client, tenant)
+        page = fetch(lambda n, a: client.list_workloads(name, n, a), limit, after, follow)
+    show_page(page, WORKLOAD_COLUMNS, as_json, title=f"workloads of {name}")
