@@ -5,6 +5,7 @@ difference could break a tie the other way and change a placement."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -257,3 +258,34 @@ def test_pressure_falls_on_the_nodes_that_alone_can_hold_a_type() -> None:
     frag = score_memo.StateFragModel(policy.frag.mix)  # type: ignore[union-attr]
     frag.refresh(snap, everything)
     assert frag.key[0] != frag.key[1] and frag.key[1] == frag.key[2]
+
+
+def test_a_cpu_only_task_pays_for_the_confined_gpus_its_cpu_would_have_fed() -> None:
+    """On the only node that can host a 120-core 8-GPU type (128 cores), a CPU-only task that
+    leaves the type's 120 cores costs nothing; one that eats into them costs the GPUs they
+    would have fed, times the pressure; a node no confined type needs costs nothing. The
+    fast score equals the vectorised one."""
+    snap = _fleet([(8, 128_000, 768, 0), (8, 96_000, 384, 0), (8, 96_000, 384, 0)])
+    confined = PodRequest(cpu_milli=120_000, memory_bytes=700 * GI, gpus=8)
+    small = PodRequest(cpu_milli=8000, memory_bytes=64 * GI, gpus=1)
+    light = PodRequest(cpu_milli=8000, memory_bytes=16 * GI)
+    heavy = PodRequest(cpu_milli=32_000, memory_bytes=16 * GI)
+    mix = TaskMix.from_pods([confined, small, small, light, heavy])
+    policy = GpuaasPolicy(mix)
+    everything = np.arange(snap.size)
+    policy.score(CycleState(pod=small, shape=PodShape.of(small)), snap, everything)
+    free = policy.frag.T[everything]  # type: ignore[union-attr]
+    pressure = policy.pressure(snap)
+    cost = policy.confined_cost(snap, PodShape.of(light), everything, free)
+    assert not cost.any()  # 120 of 128 cores stay: the type still fits
+    cost = policy.confined_cost(snap, PodShape.of(heavy), everything, free)
+    # 96 cores left feed 96 / 120 of the type's 8 GPUs: 1600 milli-GPU of room taken
+    assert cost[0] == pytest.approx(pressure[0] * 1600.0) and cost[1] == cost[2] == 0
+    for pod in (light, heavy, small):
+        got = policy.score(CycleState(pod=pod, shape=PodShape.of(pod)), snap, everything)
+        want = _numpy_score(
+            _reference(mix), CycleState(pod=pod, shape=PodShape.of(pod)), snap, everything
+        )
+        assert got.tobytes() == want.tobytes()
+    heavy_scores = policy.score(CycleState(pod=heavy, shape=PodShape.of(heavy)), snap, everything)
+    assert heavy_scores[0] < heavy_scores[1]  # the CPU-heavy task leaves the big node's cores

@@ -14,7 +14,8 @@ least — and adds what FGD leaves out. The score of a candidate is minus the gr
 3. **scarcity**: consuming a milli-GPU of a model costs the fraction of that model's capacity
    which tasks restricted to it (``gpu_spec`` / ``gpu_models``) are expected to claim; an
    unrestricted task then avoids the models restricted tasks need. Zero when nothing is
-   restricted;
+   restricted. A CPU-only task pays for the GPUs of confined demand that its CPU and memory
+   would have fed (:meth:`GpuaasPolicy.confined_cost`);
 4. **finite hole supply** (for a share, see :class:`HoleModel`): the GPU-local part of FGD's
    measure charges a hole as if only the next task could fill it; we charge its eventual waste
    given how many tasks that fit it are still to come and how many open holes compete for them.
@@ -142,6 +143,11 @@ class GpuaasPolicy(Policy):
         self.learning = mix is None
         self._pressure: np.ndarray | None = None
         self._pressure_key: tuple[int, int] = (0, 0)
+        #: confined types (columns): weight per node (0 where the type cannot run), and the
+        #: type's milli-GPU per CPU and per memory unit (0 when it asks none)
+        self._weights = np.zeros((0, 0), dtype=np.float64)
+        self._per_cpu = np.zeros(0, dtype=np.float64)
+        self._per_mem = np.zeros(0, dtype=np.float64)
         self._mix_version = 0
         self._seen: list[PodShape] = []
         self._rebuild_at = 1
@@ -189,6 +195,9 @@ class GpuaasPolicy(Policy):
         demand = mix.prob * mix.gpus * mix.per_gpu
         share = demand / max(float(demand.sum()), 1e-12)
         out = np.zeros(snap.size, dtype=np.float64)
+        weights: list[np.ndarray] = []
+        per_cpu: list[float] = []
+        per_mem: list[float] = []
         access = frag.access[snap.model_of_node + 1]  # (nodes, GPU types)
         for j, i in enumerate(frag.g_idx.tolist()):
             if share[i] == 0:
@@ -202,9 +211,52 @@ class GpuaasPolicy(Policy):
             )
             supply = float(capacity[can].sum())
             if 0 < supply < total:
-                out[can] += share[i] * total / supply
+                weight = share[i] * total / supply
+                out[can] += weight
+                weights.append(np.where(can, weight, 0.0))
+                milli = float(mix.gpus[i] * mix.per_gpu[i])
+                per_cpu.append(milli / float(mix.cpu[i]) if mix.cpu[i] > 0 else 0.0)
+                per_mem.append(milli / float(mix.mem[i]) if mix.mem[i] > 0 else 0.0)
         self._pressure, self._pressure_key = out, key
+        self._weights = (
+            np.column_stack(weights) if weights else np.zeros((snap.size, 0), dtype=np.float64)
+        )
+        self._per_cpu = np.array(per_cpu, dtype=np.float64)
+        self._per_mem = np.array(per_mem, dtype=np.float64)
         return out
+
+    def _room(self, free: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
+        """Per node (row) and confined type (column): the milli-GPU of that type the node
+        could still feed, the least of its free milli-GPU and its free CPU (memory) in the
+        type's milli-GPU per CPU (memory)."""
+        room = np.broadcast_to(free[:, None], (len(free), len(self._per_cpu)))
+        asks = self._per_cpu > 0
+        room = np.minimum(room, np.where(asks, cpu[:, None] * self._per_cpu, np.inf))
+        asks = self._per_mem > 0
+        return np.minimum(room, np.where(asks, mem[:, None] * self._per_mem, np.inf))
+
+    def confined_cost(
+        self, snap: Snapshot, shape: PodShape, nodes: np.ndarray, free: np.ndarray
+    ) -> np.ndarray:
+        """Per node of ``nodes`` (with free milli-GPU ``free``): the confined demand that
+        placing ``shape`` there starves, in milli-GPU. A GPU task costs :meth:`pressure` x its
+        milli-GPU. A CPU-only task costs, per confined type, the room it takes from that type
+        (:meth:`_room` before minus after: the GPUs its CPU and memory would have fed) times
+        the type's pressure: nothing while the node has CPU and memory to spare for the
+        type's GPUs, a GPU's worth once they bind (on the only nodes that can host a 120-core
+        8-GPU type, a task of 15 cores beyond the spare ones takes one GPU's room). Zero where
+        nothing is confined."""
+        pressure = self.pressure(snap)
+        if shape.milli:
+            return pressure[nodes] * shape.milli
+        weights = self._weights[nodes]
+        if weights.shape[1] == 0:
+            return np.zeros(len(nodes), dtype=np.float64)
+        cpu = snap.cpu_free[nodes]
+        mem = snap.mem_free[nodes]
+        before = self._room(free, cpu, mem)
+        after = self._room(free, cpu - shape.cpu, mem - shape.mem)
+        return (weights * (before - after)).sum(axis=1)
 
     def stranded(self, free: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
         """Free milli-GPU that the node's free CPU or memory cannot feed, at the mix's ratio
@@ -364,10 +416,17 @@ class GpuaasPolicy(Policy):
         cpu = snap.cpu_free[reps].tolist()
         mem = snap.mem_free[reps].tolist()
         model = snap.model_of_node[reps].tolist()
-        pressure = self.pressure(snap)[reps].tolist()
+        # confined_cost, without its numpy calls where it is a product or zero
+        pressure = self.pressure(snap)
+        if milli:
+            confined = [x * milli for x in pressure[reps].tolist()]
+        elif len(self._per_cpu):
+            confined = self.confined_cost(snap, shape, np.array(reps), frag.T[reps]).tolist()
+        else:
+            confined = [0.0] * n
         strand = self._strand_growth(free, cpu, mem, shape)
-        for i, x in enumerate(pressure):
-            strand[i] += x * milli
+        for i, x in enumerate(confined):
+            strand[i] += x
         small = [(f - milli) * 1e-6 for f in free]
         cpu_after = [u - shape.cpu for u in cpu]
         mem_after = [v - shape.mem for v in mem]
@@ -459,7 +518,7 @@ class GpuaasPolicy(Policy):
             mem = snap.mem_free[nodes]
             strand = self.stranded(free - shape.milli, cpu - shape.cpu, mem - shape.mem)
             strand -= self.stranded(free, cpu, mem)
-        strand += self.pressure(snap)[nodes] * shape.milli
+        strand += self.confined_cost(snap, shape, nodes, free)
         left = free - shape.milli
         if not shape.share:
             grown = frag.after(snap, shape, nodes) - before + strand
