@@ -165,6 +165,8 @@ def _partitions(summary: dict[str, Any]) -> Table:
         table.add_row(
             "time-sliced", f"{replicas} replicas", f"{gpus:,}", f"{gpus * int(replicas):,}"
         )
+    for replicas, gpus in partitions.get("mps", {}).get("gpus_by_replicas", {}).items():
+        table.add_row("MPS", f"{replicas} clients", f"{gpus:,}", f"{gpus * int(replicas):,}")
     return table
 
 

@@ -13,7 +13,9 @@ GPU forms:
 - MIG-mode GPUs have ``gpu_free == -1`` (not usable whole) and publish their instances, tracked
   per node and profile in ``mig_free`` (free instance count) with the instances themselves in
   ``mig_slots``;
-- time-sliced GPUs have ``gpu_free == -1`` and ``replica_free[n, g]`` free replicas.
+- shared GPUs (time-sliced or MPS) have ``gpu_free == -1`` and ``replica_free[n, g]`` free
+  replicas: both are advertised as one ``nvidia.com/gpu`` per replica and interchangeable within
+  a GPU, so one replica counts the same in either mode.
 
 Absent GPU slots (a node with fewer than ``gmax`` GPUs) hold ``-1`` in ``gpu_free`` and ``0``
 in ``replica_free``.
@@ -145,7 +147,7 @@ class Snapshot:
                 mode = gpu.partition.mode
                 if mode is PartitionMode.WHOLE:
                     gpu_free[i, g] = MILLI
-                elif mode is PartitionMode.TIME_SLICED:
+                elif gpu.partition.shared:
                     replica_total[i, g] = gpu.partition.replicas
                 else:
                     for k, instance in enumerate(gpu.partition.instances):

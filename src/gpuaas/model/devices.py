@@ -12,6 +12,7 @@ class PartitionMode(StrEnum):
     WHOLE = "whole"
     MIG = "mig"
     TIME_SLICED = "time-sliced"
+    MPS = "mps"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -30,7 +31,14 @@ class MigInstance:
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """How one GPU is offered: whole, cut into MIG instances, or time-sliced into replicas."""
+    """How one GPU is offered: whole, cut into MIG instances, or shared by ``replicas`` clients.
+
+    Two ways to share: time-slicing (replicas take turns on the whole GPU; each sees all its
+    memory, nothing is isolated) and MPS (replicas run at once, each limited to
+    ``1/replicas`` of the memory and of the SMs by the MPS control daemon). Both are advertised
+    as ``replicas`` x ``nvidia.com/gpu``, so the scheduler counts them the same way: one replica
+    per ``nvidia.com/gpu`` asked for.
+    """
 
     mode: PartitionMode = PartitionMode.WHOLE
     instances: tuple[MigInstance, ...] = ()
@@ -45,6 +53,15 @@ class Partition:
     def time_sliced(cls, replicas: int) -> Partition:
         return cls(mode=PartitionMode.TIME_SLICED, replicas=replicas)
 
+    @classmethod
+    def mps(cls, replicas: int) -> Partition:
+        return cls(mode=PartitionMode.MPS, replicas=replicas)
+
+    @property
+    def shared(self) -> bool:
+        """Offered as replicas (time-slicing or MPS): each ``nvidia.com/gpu`` is one replica."""
+        return self.mode is PartitionMode.TIME_SLICED or self.mode is PartitionMode.MPS
+
     def describe(self) -> str:
         if self.mode is PartitionMode.MIG:
             counts: dict[str, int] = {}
@@ -53,6 +70,8 @@ class Partition:
             return "mig " + ",".join(f"{n}x{p}" for p, n in sorted(counts.items()))
         if self.mode is PartitionMode.TIME_SLICED:
             return f"time-sliced x{self.replicas}"
+        if self.mode is PartitionMode.MPS:
+            return f"mps x{self.replicas}"
         return "whole"
 
 

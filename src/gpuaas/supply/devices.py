@@ -1,10 +1,12 @@
 """Devices as NVIDIA's DRA driver publishes them, and the ResourceSlice that carries them.
 
-Each whole GPU, MIG instance and time-sliced replica becomes one
+Each whole GPU, MIG instance and time-sliced or MPS replica becomes one
 :class:`~gpuaas.model.devices.Device` with attributes and capacity under the ``gpu.nvidia.com``
 driver, named deterministically so that a claim keeps pointing at the same device across reloads:
 ``gpu-0`` (whole), ``gpu-0-mig-1g10gb-3`` (MIG instance at memory slice 3), ``gpu-0-ts-1``
-(replica 1). DeviceClass selectors (:mod:`gpuaas.supply.device_class`) read these attributes.
+(replica 1, time-sliced or MPS: ``sharingStrategy`` tells them apart, and an MPS replica's
+``memory`` and ``computePercent`` are its share). DeviceClass selectors
+(:mod:`gpuaas.supply.device_class`) read these attributes.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ ATTRIBUTE_NAMES: frozenset[str] = frozenset(
     }
 )
 #: Every capacity name a published device may carry.
-CAPACITY_NAMES: frozenset[str] = frozenset({"memory", "computeSlices", "memorySlices"})
+CAPACITY_NAMES: frozenset[str] = frozenset(
+    {"memory", "computeSlices", "memorySlices", "computePercent"}
+)
 
 
 def gpu_device_name(gpu_index: int) -> str:
@@ -81,7 +85,7 @@ def device_names(gpu: GPU) -> list[str]:
     partition = gpu.partition
     if partition.mode is PartitionMode.MIG:
         return [mig_device_name(gpu.index, inst) for inst in sorted(partition.instances)]
-    if partition.mode is PartitionMode.TIME_SLICED:
+    if partition.shared:
         return [shared_device_name(gpu.index, r) for r in range(partition.replicas)]
     return [gpu_device_name(gpu.index)]
 
@@ -149,14 +153,19 @@ def gpu_devices(node: Node, gpu: GPU) -> list[Device]:
                 )
             )
         return out
-    if partition.mode is PartitionMode.TIME_SLICED:
+    if partition.shared:
+        mps = partition.mode is PartitionMode.MPS
+        if mps:
+            # MPS divides: the control daemon limits each client to its share of the memory
+            # (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) and of the SMs (ACTIVE_THREAD_PERCENTAGE).
+            memory = Quantity.parse(_memory(gpu, model) // partition.replicas * _MIB)
         for replica in range(partition.replicas):
             attributes = dict(common)
             attributes.update(
                 type="shared",
                 uuid=gpu.uuid,
                 parentUUID=gpu.uuid,
-                sharingStrategy="time-slicing",
+                sharingStrategy="mps" if mps else "time-slicing",
                 replica=replica,
                 replicas=partition.replicas,
             )
@@ -169,7 +178,10 @@ def gpu_devices(node: Node, gpu: GPU) -> list[Device]:
                     gpu_index=gpu.index,
                     attributes=attributes,
                     # Time-slicing shares memory, it does not divide it: each replica sees all.
-                    capacity={"memory": memory},
+                    capacity={"memory": memory}
+                    | (
+                        {"computePercent": Quantity.parse(100 // partition.replicas)} if mps else {}
+                    ),
                 )
             )
         return out

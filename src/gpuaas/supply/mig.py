@@ -1,6 +1,7 @@
 """MIG geometry: profiles, named layouts, and placement by NVIDIA's rules.
 
-A MIG-capable GPU has 8 memory slices and 7 compute (SM) slices. A GPU instance of a profile
+A MIG-capable GPU has 8 memory slices and 7 compute (SM) slices (the A30: 4 and 4; a model's
+``mig_memory_slices`` and ``mig_compute_slices`` say). A GPU instance of a profile
 occupies ``placement_size`` consecutive memory slices from one of the profile's allowed starts
 (``nvidia-smi mig -lgipp``) and ``compute_slices`` compute slices. Instances may not overlap in
 memory, the compute slices must add up to at most 7, a profile has at most ``max_instances``
@@ -25,6 +26,7 @@ from gpuaas.model.resources import mig_resource
 if TYPE_CHECKING:
     from gpuaas.supply.catalogue import GpuModel
 
+#: Slices of every MIG GPU but the A30 (whose 4 and 4 the data file gives per model).
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
 
@@ -91,6 +93,21 @@ def profile_table() -> dict[str, tuple[MigProfile, ...]]:
             for p in info["profiles"]
         )
     return table
+
+
+@cache
+def slice_totals() -> dict[str, tuple[int, int]]:
+    """(memory slices, compute slices) per GPU geometry key; 8 and 7 unless the file says."""
+    raw = json.loads(
+        resources.files("gpuaas.supply").joinpath("data/mig_profiles.json").read_text("utf-8")
+    )
+    return {
+        gpu: (
+            int(info.get("memory_slices_total", MEMORY_SLICES)),
+            int(info.get("compute_slices_total", COMPUTE_SLICES)),
+        )
+        for gpu, info in raw["gpus"].items()
+    }
 
 
 def _model(model: GpuModel | str) -> GpuModel:
@@ -178,7 +195,8 @@ def parse_layout(layout: str | Mapping[str, Any], model: GpuModel | str) -> dict
 
 
 def _balanced(model: GpuModel) -> dict[str, int]:
-    """mig-parted's ``all-balanced``: 2 x smallest 1g, 1 x 2g, 1 x 3g (for every MIG GPU)."""
+    """mig-parted's ``all-balanced``: 2 x smallest 1g, 1 x 2g, 1 x 3g (the A30, with 4 compute
+    slices: 2 x 1g and 1 x 2g)."""
     plain = [p for p in _profiles(model).values() if not p.media_extensions]
 
     def pick(compute: int) -> MigProfile:
@@ -187,6 +205,8 @@ def _balanced(model: GpuModel) -> dict[str, int]:
             raise PartitionError(f"all-balanced: {model.name} has no {compute}g profile")
         return min(options, key=lambda p: (p.memory_slices, p.name))
 
+    if model.mig_compute_slices < 7:
+        return {pick(1).name: 2, pick(2).name: 1}
     return {pick(1).name: 2, pick(2).name: 1, pick(3).name: 1}
 
 
@@ -205,11 +225,13 @@ def _precheck(model: GpuModel, counts: Mapping[str, int]) -> list[MigProfile]:
     if media > 1:
         raise PartitionError(f"at most one +me instance per GPU, layout has {media}")
     compute = sum(p.compute_slices for p in wanted)
-    if compute > COMPUTE_SLICES:
-        raise PartitionError(f"compute slices: layout needs {compute} of {COMPUTE_SLICES}")
+    if compute > model.mig_compute_slices:
+        raise PartitionError(
+            f"compute slices: layout needs {compute} of {model.mig_compute_slices}"
+        )
     memory = sum(p.placement_size for p in wanted)
-    if memory > MEMORY_SLICES:
-        raise PartitionError(f"memory slices: layout needs {memory} of {MEMORY_SLICES}")
+    if memory > model.mig_memory_slices:
+        raise PartitionError(f"memory slices: layout needs {memory} of {model.mig_memory_slices}")
     return wanted
 
 
@@ -351,7 +373,7 @@ def valid_full_layouts(model: GpuModel | str) -> list[tuple[MigInstance, ...]]:
         mask = ((1 << c.size) - 1) << c.start
         return (
             not used & mask
-            and compute + c.compute_slices <= COMPUTE_SLICES
+            and compute + c.compute_slices <= gpu.mig_compute_slices
             and counts.get(c.profile, 0) < max_of[c.profile]
             and not (c.profile in media and me)
         )

@@ -1,8 +1,8 @@
 """Partitioning GPUs, and what a node then advertises and is labelled with.
 
-A GPU is offered whole, cut into MIG instances, or time-sliced into replicas. The node then shows
-what NVIDIA's GPU operator would show: allocatable ``nvidia.com/gpu`` (whole GPUs plus the replicas
-of time-sliced ones; MIG-mode GPUs do not count under the ``mixed`` strategy) and
+A GPU is offered whole, cut into MIG instances, or shared by replicas, time-sliced or under MPS.
+The node then shows what NVIDIA's GPU operator would show: allocatable ``nvidia.com/gpu`` (whole
+GPUs plus the replicas of shared ones; MIG-mode GPUs do not count under the ``mixed`` strategy) and
 ``nvidia.com/mig-<profile>``, and the labels of GPU feature discovery and mig-manager
 (``nvidia.com/gpu.product``, ``nvidia.com/mig.config``, ``nvidia.com/mig-<profile>.count``, ...).
 """
@@ -32,6 +32,7 @@ from gpuaas.supply.mig import (
 MIG_STRATEGY = "mixed"
 _TIME_SLICING_KEYS = ("time-slicing", "time_slicing", "timeslicing", "timeSlicing", "time-sliced")
 _TS_TEXT = re.compile(r"^(?:time-slic(?:ing|ed)|ts)\s*[:=x ]\s*(\d+)$", re.IGNORECASE)
+_MPS_TEXT = re.compile(r"^mps\s*[:=x ]\s*(\d+)$", re.IGNORECASE)
 _WHOLE = ("", "whole", "none", "full", ALL_DISABLED)
 
 
@@ -106,6 +107,9 @@ def partition_gpu(model: str | GpuModel, spec: Any = None, field: str = "") -> P
         match = _TS_TEXT.match(text)
         if match:
             return Partition.time_sliced(_replicas(int(match[1]), field))
+        match = _MPS_TEXT.match(text)
+        if match:
+            return Partition.mps(_replicas(int(match[1]), field))
         if text.lower().startswith("mig:") or text.lower().startswith("mig="):
             return _mig(gpu, text[4:], field)
         if text.lower().startswith("all-") or "g." in text.lower():
@@ -113,13 +117,13 @@ def partition_gpu(model: str | GpuModel, spec: Any = None, field: str = "") -> P
         raise _fail(
             field,
             f"unknown partition {spec!r} (use 'whole', a MIG layout such as 'all-1g.10gb', "
-            "or 'time-slicing:4')",
+            "'time-slicing:4' or 'mps:4')",
         )
     if not isinstance(spec, Mapping):
         raise _fail(field, f"partition must be text or a mapping, got {spec!r}")
     if "sharing" in spec and isinstance(spec["sharing"], Mapping):
         spec = spec["sharing"]
-    keys = [k for k in spec if k in ("mig", "mig.config", *_TIME_SLICING_KEYS, "mode")]
+    keys = [k for k in spec if k in ("mig", "mig.config", *_TIME_SLICING_KEYS, "mps", "mode")]
     unknown = sorted(str(k) for k in spec if k not in keys and k not in ("replicas", "layout"))
     if unknown:
         raise _fail(field, f"unknown partition key(s) {', '.join(unknown)}")
@@ -131,15 +135,19 @@ def partition_gpu(model: str | GpuModel, spec: Any = None, field: str = "") -> P
             return _mig(gpu, spec.get("layout", ALL_ENABLED), field)
         if mode in _TIME_SLICING_KEYS or mode in ("time-sliced", "shared"):
             return Partition.time_sliced(_replicas(spec.get("replicas"), field))
+        if mode == "mps":
+            return Partition.mps(_replicas(spec.get("replicas"), field))
         raise _fail(field, f"unknown partition mode {spec['mode']!r}")
     mig_keys = [k for k in keys if k in ("mig", "mig.config")]
     ts_keys = [k for k in keys if k in _TIME_SLICING_KEYS]
-    if mig_keys and ts_keys:
-        raise _fail(field, "a GPU is either MIG-partitioned or time-sliced, not both")
+    if sum(bool(k) for k in (mig_keys, ts_keys, "mps" in spec)) > 1:
+        raise _fail(field, "a GPU is MIG-partitioned, time-sliced or shared by MPS: one of them")
     if mig_keys:
         return _mig(gpu, spec[mig_keys[0]], field)
     if ts_keys:
         return Partition.time_sliced(_replicas(spec[ts_keys[0]], field))
+    if "mps" in spec:
+        return Partition.mps(_replicas(spec["mps"], field))
     return Partition.whole()
 
 
@@ -154,7 +162,7 @@ def validate_partition(model: str | GpuModel, partition: Partition, field: str =
         except PartitionError as error:
             raise _fail(field, str(error)) from None
         return replace(partition, instances=instances, config=partition.config or "custom")
-    if partition.mode is PartitionMode.TIME_SLICED:
+    if partition.shared:
         _replicas(partition.replicas, field)
     return partition
 
@@ -192,11 +200,11 @@ def repartition(
 
 
 def gpu_resources(gpu: GPU) -> ResourceList:
-    """Extended resources one GPU contributes (mixed MIG strategy, time-slicing multiplies)."""
+    """Extended resources one GPU contributes (mixed MIG strategy; sharing multiplies)."""
     partition = gpu.partition
     if partition.mode is PartitionMode.MIG:
         return {mig_resource(p): n for p, n in layout_counts(partition.instances).items()}
-    if partition.mode is PartitionMode.TIME_SLICED:
+    if partition.shared:
         return {NVIDIA_GPU: partition.replicas}
     return {NVIDIA_GPU: 1}
 
@@ -257,7 +265,8 @@ def node_labels(node: Node) -> dict[str, str]:
     gpus = sorted(node.gpus, key=lambda g: g.index)
     first = gpus[0]
     model = lookup(first.model)
-    shared = [g for g in gpus if g.partition.mode is PartitionMode.TIME_SLICED]
+    shared = [g for g in gpus if g.partition.shared]
+    mps = any(g.partition.mode is PartitionMode.MPS for g in shared)
     product = model.product + ("-SHARED" if shared else "")
     labels.update(
         {
@@ -268,11 +277,17 @@ def node_labels(node: Node) -> dict[str, str]:
             "nvidia.com/gpu.family": model.family,
             "nvidia.com/gpu.mode": "compute",
             "nvidia.com/gpu.replicas": str(max((g.partition.replicas for g in shared), default=1)),
-            "nvidia.com/gpu.sharing-strategy": "time-slicing" if shared else "none",
+            "nvidia.com/gpu.sharing-strategy": ("mps" if mps else "time-slicing")
+            if shared
+            else "none",
             "nvidia.com/mig.capable": "true" if model.mig_capable else "false",
-            "nvidia.com/mps.capable": "false",
+            "nvidia.com/mps.capable": "true" if mps else "false",
         }
     )
+    if model.generic:  # what GFD said about a model the catalogue lacks beats "unknown"
+        for key in ("nvidia.com/gpu.family", "nvidia.com/mig.capable"):
+            if node.labels.get(key):
+                labels[key] = node.labels[key]
     memory = first.memory_mib or model.memory_mib
     if memory:  # unknown for generic models: no label rather than a misleading 0
         labels["nvidia.com/gpu.memory"] = str(memory)

@@ -214,7 +214,7 @@ def test_error_names_file_entry_and_field() -> None:
                     "partitioning": {"mig": "all-1g.10gb", "timeSlicing": {}},
                 }
             },
-            "nodes[1] (n1): gpus.partitioning: give exactly one of mig or timeSlicing",
+            "nodes[1] (n1): gpus.partitioning: give exactly one of mig, timeSlicing or mps",
         ),
         (
             {

@@ -11,7 +11,9 @@ and seven 1g pods cost seven GPUs (Kueue #10108). gpuaas derives :data:`GPU_MILL
   takes 1 of 8 memory slices on an A100-80GB but 2 on an A100-40GB, and 1 of 7 compute slices on
   both) and because compute is what the instances of one GPU divide among themselves (7 x 1g,
   3g + 4g). Rounding down keeps a GPU's full set of instances within one GPU of quota
-  (7 x 142 = 994, 3g + 4g = 428 + 571 = 999); the error is under 1 milli per instance;
+  (7 x 142 = 994, 3g + 4g = 428 + 571 = 999); the error is under 1 milli per instance. The A30
+  has 4 compute slices, so its profiles (``1g.6gb``, ``2g.12gb``, ``4g.24gb``, names no other
+  model uses) are charged in quarters: ``floor(1000 * compute_slices / 4)``;
 - ``gpuaas.io/gpu-milli: m`` (a share of one GPU, or whole GPUs in thousands) is ``m``.
 
 A ClusterQueue opts in by covering ``gpuaas.io/gpu-milli`` in a resource group. There every GPU
@@ -28,7 +30,7 @@ from functools import cache
 
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.resources import MIG_PREFIX, NVIDIA_GPU
-from gpuaas.supply.mig import COMPUTE_SLICES, profile_table
+from gpuaas.supply.mig import COMPUTE_SLICES, profile_table, slice_totals
 
 GPU_MILLI = "gpuaas.io/gpu-milli"
 MILLI = 1000
@@ -52,9 +54,24 @@ def _compute_slices() -> dict[str, int]:
     return out
 
 
+@cache
+def _compute_totals() -> dict[str, int]:
+    """Compute slices of the whole GPU per profile name, where it is not 7 (the A30's)."""
+    totals = slice_totals()
+    return {
+        name: totals[gpu][1]
+        for gpu, profiles in profile_table().items()
+        if totals[gpu][1] != COMPUTE_SLICES
+        for p in profiles
+        for name in (p.name, p.name.replace("+", "."))
+    }
+
+
 def mig_milli(resource: str, where: str = "") -> int:
     """Milli-GPU one instance of the MIG resource or profile takes (see the module docstring)."""
-    return MILLI * mig_compute_slices(resource, where) // COMPUTE_SLICES
+    slices = mig_compute_slices(resource, where)
+    total = _compute_totals().get(resource.removeprefix(MIG_PREFIX), COMPUTE_SLICES)
+    return MILLI * slices // total
 
 
 def mig_compute_slices(resource: str, where: str = "") -> int:

@@ -282,9 +282,7 @@ class NodePool:
                 if all(node.labels.get(k) == v for k, v in labels)
                 for gpu in node.gpus
             ]
-            known = bool(gpus) and all(
-                gpu.partition.mode is PartitionMode.TIME_SLICED for gpu in gpus
-            )
+            known = bool(gpus) and all(gpu.partition.shared for gpu in gpus)
             self._sliced[flavor_name] = known
         return known
 

@@ -99,7 +99,7 @@ def node_gpu_milli(node: Node) -> int:
         partition = gpu.partition
         if partition.mode is PartitionMode.MIG:
             total += sum(mig_milli(instance.profile) for instance in partition.instances)
-        elif partition.mode is PartitionMode.TIME_SLICED:
+        elif partition.shared:
             total += MILLI * partition.replicas
         else:
             total += MILLI

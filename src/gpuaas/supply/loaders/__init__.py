@@ -1,7 +1,10 @@
 """Fleet loaders: a YAML inventory, the Alibaba trace's node list, or Kubernetes Node objects.
 
 :func:`load_fleet` picks the loader from the file's extension and content, so every command takes
-any of the three. Every problem is a :class:`FleetFileError` naming the file, entry and field.
+any of the three; :func:`fleet_from_text` does the same for text received over the API, and
+:func:`entries_from_text` gives the inventory entries the service stores (the server parses what
+``gpuaas nodes register`` and the SDK send, so they accept exactly what ``fleet show`` reads).
+Every problem is a :class:`FleetFileError` naming the file, entry and field.
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ from __future__ import annotations
 import csv
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from gpuaas.model.node import Fleet
 from gpuaas.supply.loaders._common import SOURCE_MODEL_LABEL, gpu_uuid, read_text
 from gpuaas.supply.loaders._yaml import parse_json, parse_yaml
+from gpuaas.supply.loaders.entries import fleet_entries, nodes_entries
 from gpuaas.supply.loaders.errors import FleetFileError
 from gpuaas.supply.loaders.inventory import (
     inventory_from_document,
@@ -29,6 +34,8 @@ from gpuaas.supply.loaders.openb import COLUMNS, load_openb_nodes, parse_openb_n
 __all__ = [
     "SOURCE_MODEL_LABEL",
     "FleetFileError",
+    "entries_from_text",
+    "fleet_from_text",
     "gpu_uuid",
     "load_demo_fleet",
     "load_fleet",
@@ -46,16 +53,39 @@ def load_fleet(path: str | PathLike[str]) -> Fleet:
     ``kind: Node``/``NodeList``/``List`` is ``kubectl get nodes`` output.
     """
     path = Path(path)
-    text = read_text(path)
-    suffix = path.suffix.lower()
+    return fleet_from_text(read_text(path), path)
+
+
+def _parsed(text: str, source: str | PathLike[str]) -> object:
+    """The CSV node list as a Fleet, else the parsed YAML/JSON document (by suffix and content)."""
+    suffix = Path(source).suffix.lower()
     if suffix == ".csv":
-        return parse_openb_nodes(text, path)
+        return parse_openb_nodes(text, source)
     if suffix not in (".yaml", ".yml", ".json"):
         first = text.lstrip().splitlines()[0] if text.strip() else ""
         header = next(csv.reader([first]), [])
         if "sn" in (cell.strip() for cell in header) and "," in first:
-            return parse_openb_nodes(text, path)
-    document = parse_json(text, path) if suffix == ".json" else parse_yaml(text, path)
+            return parse_openb_nodes(text, source)
+    return parse_json(text, source) if suffix == ".json" else parse_yaml(text, source)
+
+
+def entries_from_text(
+    text: str, source: str | PathLike[str]
+) -> tuple[list[Any], dict[str, Any] | None]:
+    """(inventory entries, defaults) of a fleet file's text; ``source`` (its name) picks the
+    format by extension as :func:`load_fleet` does, and names it in errors."""
+    document = _parsed(text, source)
+    if isinstance(document, Fleet):
+        return nodes_entries(document.nodes, source), None
+    return fleet_entries(document, source)
+
+
+def fleet_from_text(text: str, source: str | PathLike[str]) -> Fleet:
+    """A fleet file's text as a Fleet (see :func:`load_fleet`); ``source`` is its name."""
+    path = source
+    document = _parsed(text, source)
+    if isinstance(document, Fleet):
+        return document
     if looks_like_inventory(document):
         return inventory_from_document(document, path)
     if looks_like_kubernetes(document):

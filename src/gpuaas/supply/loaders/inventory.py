@@ -257,12 +257,12 @@ def _partitioning(value: object, where: str) -> Any:
     if not isinstance(value, Mapping):
         raise InvalidValue(
             where,
-            "expected 'whole', a MIG layout such as 'all-1g.10gb', {mig: LAYOUT} or "
-            f"{{timeSlicing: {{replicas: N}}}}, got {_show(value)}",
+            "expected 'whole', a MIG layout such as 'all-1g.10gb', {mig: LAYOUT}, "
+            f"{{timeSlicing: {{replicas: N}}}} or {{mps: {{replicas: N}}}}, got {_show(value)}",
         )
-    spec = _mapping(value, where, ("mig", "timeSlicing", "time-slicing"))
+    spec = _mapping(value, where, ("mig", "timeSlicing", "time-slicing", "mps"))
     if len(spec) != 1:
-        raise InvalidValue(where, "give exactly one of mig or timeSlicing")
+        raise InvalidValue(where, "give exactly one of mig, timeSlicing or mps")
     ((mode, body),) = spec.items()
     if mode == "mig":
         if isinstance(body, str):
@@ -285,7 +285,7 @@ def _partitioning(value: object, where: str) -> Any:
     replicas = _integer(
         body["replicas"], f"{where}.{mode}.replicas", 1, "a positive integer", MAX_REPLICAS
     )
-    return {"time-slicing": {"replicas": replicas}}
+    return {"mps" if mode == "mps" else "time-slicing": {"replicas": replicas}}
 
 
 def _indices(value: object, where: str) -> tuple[int, ...]:

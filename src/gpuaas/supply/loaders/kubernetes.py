@@ -5,7 +5,12 @@ of GPU feature discovery and mig-manager (``nvidia.com/gpu.product``, ``nvidia.c
 ``nvidia.com/mig.config``, ``nvidia.com/mig-<profile>.count``, ``nvidia.com/gpu.replicas``). From
 both the loader rebuilds each GPU's partitioning:
 
-* time-slicing: ``nvidia.com/gpu.replicas`` > 1 (allocatable ``nvidia.com/gpu`` is GPUs x replicas);
+* MPS: ``nvidia.com/gpu.sharing-strategy: mps`` (the device plugin's ``sharing.mps``; GFD also
+  appends ``-SHARED`` to the product and sets ``nvidia.com/gpu.replicas``): every GPU shared by
+  ``replicas`` MPS clients, each limited to its share of memory and SMs;
+* time-slicing: ``nvidia.com/gpu.replicas`` > 1 or ``sharing-strategy: time-slicing``
+  (allocatable ``nvidia.com/gpu``, or ``nvidia.com/gpu.shared`` with ``renameByDefault``, is
+  GPUs x replicas);
 * MIG, ``mixed`` strategy: allocatable ``nvidia.com/mig-<profile>`` counts (else the
   ``nvidia.com/mig-<profile>.count`` labels), spread over the GPUs in
   MIG mode (``gpu.count`` minus the whole GPUs left in allocatable ``nvidia.com/gpu``); a named
@@ -13,6 +18,12 @@ both the loader rebuilds each GPU's partitioning:
 * MIG, ``single`` strategy: the product label ends in ``-MIG-<profile>`` and every GPU holds the
   profile's maximum number of instances;
 * otherwise whole GPUs.
+
+A GPU the catalogue does not know registers from its GFD labels: the model is named after
+``nvidia.com/gpu.product`` (:func:`gpuaas.supply.catalogue.model_name`), its memory is
+``nvidia.com/gpu.memory`` (MiB), family and compute capability stay in the node's labels. Its
+MIG geometry cannot be read from labels, so MIG devices on such a GPU are refused with a pointer
+to the catalogue file that adds it.
 
 Topology comes from the labels gpuaas uses (:class:`gpuaas.model.topology.Level`), else from the
 well-known cloud ones (GKE's ``cloud.google.com/gce-topology-*``, EKS's
@@ -53,6 +64,9 @@ REPLICAS = "nvidia.com/gpu.replicas"
 SHARING = "nvidia.com/gpu.sharing-strategy"
 MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STRATEGY = "nvidia.com/mig.strategy"
+#: GFD's memory label is MiB per GPU; a bound that catches a typo or a byte count (the largest
+#: GPUs have under 300 GiB).
+MAX_GPU_MEMORY_MIB = 4 * 2**20
 
 #: Labels read for each topology level, first found wins.
 TOPOLOGY_LABELS: dict[str, tuple[str, ...]] = {
@@ -279,22 +293,30 @@ def _gpus(
     model = lookup(product) if product else lookup("unknown")
     memory_mib = model.memory_mib
     if model.generic:
-        memory_mib = _label_int(labels, GPU_MEMORY) or 0
+        memory_mib = _label_int(labels, GPU_MEMORY, maximum=MAX_GPU_MEMORY_MIB) or 0
     # Under MIG's single strategy gpu.count counts MIG devices, up to 7 per GPU.
     physical = _label_int(labels, COUNT, maximum=7 * MAX_GPUS_PER_NODE)
     replicas = _label_int(labels, REPLICAS, minimum=1, maximum=MAX_REPLICAS) or 1
+    sharing = labels.get(SHARING, "").strip().lower()
     single = _SINGLE_MIG.search(product)
+    if (single and labels.get(MIG_STRATEGY) == "single") or mig_counts:
+        if model.generic:
+            raise InvalidValue(
+                f"metadata.labels.{PRODUCT}",
+                f"{product!r} is not in the GPU catalogue, so its MIG geometry is unknown; add "
+                "the model with a catalogue file (gpuaas --catalogue FILE, docs/inventory.md)",
+            )
+        if replicas > 1 or sharing in ("mps", "time-slicing"):
+            raise InvalidValue(
+                f"metadata.labels.{REPLICAS if replicas > 1 else SHARING}",
+                "sharing MIG devices (time-slicing or MPS) is not supported; load the node with "
+                "whole MIG devices",
+            )
     if labels.get(MIG_STRATEGY) == "single" and single:
         partitions = _single_mig(model, single["profile"], labels, allocated, where)
     elif mig_counts:
-        if replicas > 1:
-            raise InvalidValue(
-                f"metadata.labels.{REPLICAS}",
-                "time-slicing of MIG devices is not supported; load the node with whole MIG "
-                "devices",
-            )
         partitions = _mixed_mig(model, labels, amounts.get(NVIDIA_GPU, 0), mig_counts, physical)
-    elif replicas > 1 or labels.get(SHARING) == "time-slicing":
+    elif replicas > 1 or sharing in ("time-slicing", "mps"):
         if physical is None:
             if allocated % replicas:
                 raise InvalidValue(
@@ -304,7 +326,8 @@ def _gpus(
                 )
             physical = allocated // replicas
         physical = _bounded(physical, f"metadata.labels.{COUNT}", MAX_GPUS_PER_NODE)
-        partitions = [partition_gpu(model, {"time-slicing": {"replicas": replicas}})] * physical
+        mode = "mps" if sharing == "mps" else "time-slicing"
+        partitions = [partition_gpu(model, {mode: {"replicas": replicas}})] * physical
     else:
         count = amounts.get(NVIDIA_GPU, physical or 0)
         count = _bounded(count, f"{where}.{NVIDIA_GPU}", MAX_GPUS_PER_NODE)

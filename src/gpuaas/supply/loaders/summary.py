@@ -56,6 +56,9 @@ def summarize_fleet(fleet: Fleet, *, devices: bool = True) -> dict[str, Any]:
     shared_gpus = 0
     shared_replicas = 0
     shared_by_replicas: Counter[int] = Counter()
+    mps_gpus = 0
+    mps_replicas = 0
+    mps_by_replicas: Counter[int] = Counter()
     domains: dict[str, dict[str, dict[str, int]]] = {key: {} for key, _ in TOPOLOGY_LEVELS}
     resources: Counter[str] = Counter()
     device_kinds: Counter[str] = Counter()
@@ -90,6 +93,10 @@ def summarize_fleet(fleet: Fleet, *, devices: bool = True) -> dict[str, Any]:
                 mig_gpus += 1
                 mig_layouts[f"{gpu.model} {partition.describe()}"] += 1
                 mig_instances.update(layout_counts(partition.instances))
+            elif partition.mode is PartitionMode.MPS:
+                mps_gpus += 1
+                mps_replicas += partition.replicas
+                mps_by_replicas[partition.replicas] += 1
             elif partition.mode is PartitionMode.TIME_SLICED:
                 shared_gpus += 1
                 shared_replicas += partition.replicas
@@ -145,6 +152,11 @@ def summarize_fleet(fleet: Fleet, *, devices: bool = True) -> dict[str, Any]:
                 "gpus": shared_gpus,
                 "replicas": shared_replicas,
                 "gpus_by_replicas": _by_number(shared_by_replicas),
+            },
+            "mps": {
+                "gpus": mps_gpus,
+                "replicas": mps_replicas,
+                "gpus_by_replicas": _by_number(mps_by_replicas),
             },
         },
         "topology": {key: dict(sorted(values.items())) for key, values in domains.items()},
