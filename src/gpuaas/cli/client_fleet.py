@@ -14,7 +14,6 @@ from gpuaas.cli.client import (
     FileArgument,
     JsonOption,
     LimitOption,
-    UsageError,
     cell,
     connect,
     fetch,
@@ -22,7 +21,7 @@ from gpuaas.cli.client import (
     group,
     handles_errors,
     print_json,
-    read_documents,
+    read_text,
     show_done,
     show_object,
     show_page,
@@ -77,16 +76,13 @@ def nodes_get(name: str, as_json: JsonOption = False) -> None:
 @nodes_app.command("register")
 @handles_errors
 def nodes_register(file: FileArgument, as_json: JsonOption = False) -> None:
-    """Register nodes: a Fleet inventory file (every `nodes:` entry) or one entry."""
-    created: list[Any] = []
+    """Register nodes from any fleet file `gpuaas fleet show` reads: an inventory, `kubectl get
+    nodes -o yaml|json` output, the trace's CSV node list, or one inventory entry. The server
+    reads the file (so the CLI, the SDK and `serve --fleet` accept the same), all or nothing."""
+    text = read_text(file)
     with connect() as client:
-        for doc in read_documents(file):
-            entries = doc.get("nodes") if "nodes" in doc else [doc]
-            if not isinstance(entries, list):
-                raise UsageError(f"{file}: `nodes` must be a list")
-            for entry in entries:
-                result = client.register_nodes(entry)
-                created.extend(result if isinstance(result, list) else [result])
+        result = client.register_nodes({"content": text, "source": file.name})
+    created: list[Any] = result if isinstance(result, list) else [result]
     if as_json:
         print_json(created)
     else:

@@ -76,8 +76,27 @@ app = typer.Typer(
 
 
 @app.callback()
-def main() -> None:
+def main(
+    catalogue: str | None = typer.Option(
+        None,
+        "--catalogue",
+        envvar="GPUAAS_CATALOGUE",
+        help="GPU catalogue file adding the provider's own models (docs/inventory.md).",
+    ),
+) -> None:
     """gpuaas: GPU-as-a-Service — fleet, scheduling engine and benchmarks."""
+    if catalogue:
+        import os
+
+        from gpuaas.supply.catalogue_file import use_catalogue
+        from gpuaas.supply.loaders.errors import FleetFileError
+
+        try:
+            use_catalogue(catalogue)
+        except FleetFileError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        os.environ["GPUAAS_CATALOGUE"] = os.path.abspath(catalogue)  # the server and its child
 
 
 if __name__ == "__main__":

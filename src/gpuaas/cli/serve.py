@@ -47,7 +47,11 @@ def serve(
     data_dir: DataDirOption = None,
     fleet: Annotated[
         Path | None,
-        typer.Option("--fleet", help="Inventory file whose nodes are registered at first start."),
+        typer.Option(
+            "--fleet",
+            help="Fleet file whose nodes are registered at first start: an inventory, kubectl "
+            "get nodes output or a CSV node list (anything `gpuaas fleet show` reads).",
+        ),
     ] = None,
     demo: Annotated[
         bool,
@@ -83,6 +87,8 @@ def serve(
         raise typer.BadParameter("give --fleet or --demo, not both")
     if speed <= 0:
         raise typer.BadParameter(f"--speed must be positive, got {speed}")
+    if fleet is not None:
+        _check_fleet_or_exit(fleet)
     settings = _settings(
         db, data_dir, fleet=fleet, demo=demo, host=host, port=port, speed=speed,
         reconcile=not no_reconcile, reconciler_process=True, metrics_token=metrics_token or None,
@@ -111,6 +117,18 @@ def serve(
     except GpuaasError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from exc
+
+
+def _check_fleet_or_exit(path: Path) -> None:
+    """Validate the ``--fleet`` file completely before anything is created (data directory,
+    database, admin token): a bad file is one line naming the file, the entry and the field."""
+    from gpuaas.service.fleet import fleet_file_entries
+
+    try:
+        fleet_file_entries(path)
+    except GpuaasError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
 
 
 def _migrate_or_exit(url: str) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -302,9 +304,19 @@ class Client:
         return self.request("GET", f"/v1/nodes/{_seg(node)}")
 
     def register_nodes(self, entry: Mapping[str, Any]) -> JSON:
-        """One inventory ``nodes:`` entry (it may use ``count`` and name patterns); returns the
-        nodes created."""
+        """Register nodes, all or none; returns the nodes created. ``entry`` is one inventory
+        ``nodes:`` entry (it may use ``count`` and name patterns), a whole inventory
+        (``kind: Fleet``), Kubernetes Node objects (``Node``/``NodeList``/``List``), or a fleet
+        file's text as ``{"content": TEXT, "source": "nodes.csv"}`` (see
+        :meth:`register_fleet_file`)."""
         return self.request("POST", "/v1/nodes", json=dict(entry))
+
+    def register_fleet_file(self, path: str | PathLike[str]) -> JSON:
+        """Register the nodes of a fleet file in any format ``gpuaas fleet show`` reads; the
+        server parses it."""
+        file = Path(path)
+        content = file.read_text(encoding="utf-8")
+        return self.register_nodes({"content": content, "source": file.name})
 
     def cordon_node(self, node: str) -> JSON:
         return self.request("POST", f"/v1/nodes/{_seg(node)}/cordon")

@@ -31,6 +31,10 @@ def create_app(
     on_admin_token: Callable[[str], None] | None = None,
 ) -> FastAPI:
     settings = settings or Settings()
+    if settings.catalogue is not None:  # before any node is read: its models must be known
+        from gpuaas.supply.catalogue_file import use_catalogue
+
+        use_catalogue(settings.catalogue)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -2,7 +2,10 @@
 
 Registration takes entries in the inventory format (docs/inventory.md), groups and patterns
 included, validates them with the inventory loader, and stores one entry per node with the
-file's defaults merged in and every pattern expanded. So a stored node reads the same as a
+file's defaults merged in and every pattern expanded. Other fleet sources (``kubectl get nodes``
+output, the trace's CSV node list, sent as a document or as file text) are loaded by the same
+loaders as ``gpuaas fleet show`` and stored as the entries that describe the same nodes
+(:func:`request_entries`). So a stored node reads the same as a
 one-node inventory, and :func:`load_nodes` builds the engine's nodes with the same loader.
 Every change bumps ``fleet.version`` in Meta: the reconciler rebuilds its snapshot when it moves.
 """
@@ -20,15 +23,17 @@ from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
-from gpuaas.model.node import Node, Taint, TaintEffect
+from gpuaas.model.node import Fleet, Node, Taint, TaintEffect
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, Meta, NodeRow
+from gpuaas.supply.loaders import entries_from_text, parse_fleet_text
 from gpuaas.supply.loaders._common import read_text
-from gpuaas.supply.loaders._yaml import parse_json, parse_yaml
+from gpuaas.supply.loaders.entries import fleet_entries, nodes_entries
 from gpuaas.supply.loaders.errors import FleetFileError
 from gpuaas.supply.loaders.inventory import API_VERSION, KIND, inventory_from_document
+from gpuaas.supply.loaders.kubernetes import looks_like_kubernetes
 
 FLEET_VERSION = "fleet.version"
 #: What Kubernetes puts on a cordoned node; the engine then places nothing new there.
@@ -185,33 +190,84 @@ def register_nodes(
     return rows
 
 
+#: The request body that carries a fleet file's text: ``{"content": TEXT, "source": NAME}``.
+CONTENT = "content"
+_CONTENT_KEYS = (CONTENT, "source")
+
+
+def request_entries(body: object) -> tuple[list[Any], dict[str, Any] | None]:
+    """(entries, defaults) of a ``POST /v1/nodes`` body, which is one of:
+
+    - one inventory ``nodes:`` entry (``count`` and patterns make several nodes);
+    - a whole inventory (``apiVersion: gpuaas.io/v1``, ``kind: Fleet``), its defaults applied;
+    - Kubernetes Node objects: a ``Node``, ``NodeList`` or ``List`` as ``kubectl get nodes -o
+      yaml|json`` prints them;
+    - a fleet file's text, ``{"content": TEXT, "source": "nodes.csv"}``: any format ``gpuaas
+      fleet show`` reads (the source's extension picks CSV, JSON or YAML, as for a file).
+
+    Problems are InvalidValue (422) naming the entry and field."""
+    if not isinstance(body, Mapping):
+        raise InvalidValue("", "expected a JSON object: a node entry, a fleet or a file's content")
+    source = str(body.get("source") or "request")
+    try:
+        if CONTENT in body:
+            unknown = [key for key in body if key not in _CONTENT_KEYS]
+            if unknown:
+                raise InvalidValue(
+                    str(unknown[0]),
+                    f"unknown key beside content (allowed: {', '.join(_CONTENT_KEYS)})",
+                )
+            if not isinstance(body[CONTENT], str):
+                raise InvalidValue(CONTENT, "expected the file's text")
+            document = parse_fleet_text(body[CONTENT], source)
+            if isinstance(document, Fleet):
+                return nodes_entries(document.nodes, source), None
+            if isinstance(document, Mapping) and "kind" not in document and "name" in document:
+                return [dict(document)], None  # a file holding one node entry
+            return fleet_entries(document, source)
+        if body.get("kind") == KIND or looks_like_kubernetes(body):
+            return fleet_entries(body, "request")
+    except FleetFileError as exc:
+        raise _invalid(exc) from None
+    if "kind" in body:
+        raise InvalidValue(
+            "kind",
+            f"expected {KIND}, Node, NodeList or List (or a node entry without kind), "
+            f"got {body.get('kind')!r}",
+        )
+    return [dict(body)], None
+
+
+def fleet_file_entries(path: Path) -> list[dict[str, Any]]:
+    """The resolved entries of a fleet file (any format), fully validated, without a database:
+    ``gpuaas serve --fleet`` checks its file with this before it opens the database.
+    Raises FleetFileError naming the file, the entry and the field."""
+    source = str(path)
+    entries, defaults = entries_from_text(read_text(path), path)
+    try:
+        return resolve_entries(entries, defaults)
+    except InvalidValue as exc:
+        raise FleetFileError(source, exc.problem, field=exc.field) from None
+
+
 def register_initial_fleet(db: Database, settings: Settings) -> None:
-    """Register the inventory ``settings.fleet`` once, when no node is registered yet.
+    """Register the fleet file ``settings.fleet`` once, when no node is registered yet.
 
     Without ``--fleet`` nothing is registered here: ``--demo`` seeding
     (:mod:`gpuaas.service.demo`) registers the demo's own fleet, which its flavors select.
-    Only the gpuaas inventory format can be stored entry by entry; other fleet formats are
-    refused with a message saying so.
+    Every format ``gpuaas fleet show`` reads is accepted (:func:`fleet_file_entries`).
     """
     if settings.fleet is None:
         return
     path = Path(settings.fleet)
-    parse = parse_json if path.suffix.lower() == ".json" else parse_yaml
-    document = parse(read_text(path), path)
-    source = str(path)
+    resolved = fleet_file_entries(path)
     with db.session() as session:
         if session.scalar(select(NodeRow.id).limit(1)) is not None:
             return
-        if not isinstance(document, Mapping) or document.get("kind") != KIND:
-            raise FleetFileError(
-                source, f"the server registers gpuaas inventories only (kind: {KIND})"
-            )
-        inventory_from_document(document, source)  # errors name the file, entry and field
         try:
-            nodes = list(document["nodes"])
-            register_nodes(session, nodes, time.time(), document.get("defaults"))
+            register_nodes(session, resolved, time.time())
         except InvalidValue as exc:
-            raise FleetFileError(source, exc.problem, field=exc.field) from None
+            raise FleetFileError(str(path), exc.problem, field=exc.field) from None
 
 
 def nodes_from_rows(rows: Iterable[NodeRow]) -> list[Node]:

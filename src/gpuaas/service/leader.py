@@ -116,6 +116,10 @@ def run(settings: Settings, parent: int, leading: ctypes.c_byte) -> None:
     from gpuaas.service.telemetry import Telemetry
     from gpuaas.store.db import Database
 
+    if settings.catalogue is not None:  # the server's catalogue file: same models here
+        from gpuaas.supply.catalogue_file import use_catalogue
+
+        use_catalogue(settings.catalogue)
     db = Database(settings.url)
     reconciler = Reconciler(db, settings, Telemetry())
     try:

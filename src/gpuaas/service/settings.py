@@ -13,7 +13,9 @@ DEFAULT_DATA_DIR = Path(os.environ.get("GPUAAS_DATA_DIR", "~/.local/share/gpuaas
 class Settings:
     """``db_url`` None means SQLite at ``data_dir/gpuaas.db``.
 
-    ``fleet``: an inventory file whose nodes are registered at first start; ``demo``: the demo
+    ``fleet``: a fleet file (any format ``gpuaas fleet show`` reads) whose nodes are registered
+    at first start; ``catalogue``: a GPU catalogue file that adds the provider's own models
+    (default ``GPUAAS_CATALOGUE``); ``demo``: the demo
     fleet, tenants and a background stream of jobs. ``speed``: simulated jobs run this many times
     faster than their declared duration. ``reconcile_interval``: seconds between reconciler
     passes. ``max_body_bytes``: larger request bodies get 413. ``metrics_token``: when set,
@@ -24,6 +26,11 @@ class Settings:
     db_url: str | None = None
     data_dir: Path = DEFAULT_DATA_DIR
     fleet: Path | None = None
+    catalogue: Path | None = field(
+        default_factory=lambda: (
+            Path(os.environ["GPUAAS_CATALOGUE"]) if os.environ.get("GPUAAS_CATALOGUE") else None
+        )
+    )
     demo: bool = False
     host: str = "127.0.0.1"
     port: int = 8080

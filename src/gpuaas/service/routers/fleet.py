@@ -163,18 +163,26 @@ def get_node(name: str, session: SessionDep, p: PrincipalDep) -> NodeOut:
 def register(
     session: SessionDep,
     p: PrincipalDep,
-    entry: dict[str, Any] = Body(
+    body: dict[str, Any] = Body(
         ...,
-        description="one inventory `nodes:` entry (docs/inventory.md); `count` and name "
-        "patterns make several nodes",
+        description="one inventory `nodes:` entry (docs/inventory.md; `count` and name "
+        "patterns make several nodes), a whole inventory (`kind: Fleet`), Kubernetes Node "
+        "objects (`kind: Node`, `NodeList` or `List`, as `kubectl get nodes -o json` prints "
+        'them), or a fleet file\'s text `{"content": TEXT, "source": "nodes.csv"}` in any '
+        "format `gpuaas fleet show` reads (the source's extension picks CSV, JSON or YAML)",
     ),
 ) -> list[NodeOut]:
-    """Register the nodes of one inventory entry; 409 when a name is taken."""
+    """Register nodes, all or none; 409 when a name is taken."""
     require_platform(p, write=True)
-    count = entry.get("count", 1)
-    if isinstance(count, int) and count > MAX_NODES_PER_REQUEST:
-        raise invalid("count", f"at most {MAX_NODES_PER_REQUEST} nodes per request, got {count}")
-    rows = fleet.register_nodes(session, [entry], time.time())
+    entries, defaults = fleet.request_entries(body)
+    for number, entry in enumerate(entries):
+        count = entry.get("count", 1) if isinstance(entry, dict) else 1
+        if isinstance(count, int) and count > MAX_NODES_PER_REQUEST:
+            where = "count" if len(entries) == 1 else f"nodes[{number}].count"
+            raise invalid(where, f"at most {MAX_NODES_PER_REQUEST} nodes per request, got {count}")
+    if len(entries) > MAX_NODES_PER_REQUEST:
+        raise invalid("nodes", f"at most {MAX_NODES_PER_REQUEST} nodes per request")
+    rows = fleet.register_nodes(session, entries, time.time(), defaults)
     return [node_out(r, n) for r, n in zip(rows, fleet.nodes_from_rows(rows), strict=True)]
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "load_inventory",
     "load_kubernetes_nodes",
     "load_openb_nodes",
+    "parse_fleet_text",
 ]
 
 
@@ -56,8 +57,9 @@ def load_fleet(path: str | PathLike[str]) -> Fleet:
     return fleet_from_text(read_text(path), path)
 
 
-def _parsed(text: str, source: str | PathLike[str]) -> object:
-    """The CSV node list as a Fleet, else the parsed YAML/JSON document (by suffix and content)."""
+def parse_fleet_text(text: str, source: str | PathLike[str]) -> object:
+    """The CSV node list as a Fleet, else the parsed YAML/JSON document (by ``source``'s suffix
+    and the content), not yet checked as a fleet."""
     suffix = Path(source).suffix.lower()
     if suffix == ".csv":
         return parse_openb_nodes(text, source)
@@ -74,7 +76,7 @@ def entries_from_text(
 ) -> tuple[list[Any], dict[str, Any] | None]:
     """(inventory entries, defaults) of a fleet file's text; ``source`` (its name) picks the
     format by extension as :func:`load_fleet` does, and names it in errors."""
-    document = _parsed(text, source)
+    document = parse_fleet_text(text, source)
     if isinstance(document, Fleet):
         return nodes_entries(document.nodes, source), None
     return fleet_entries(document, source)
@@ -83,7 +85,7 @@ def entries_from_text(
 def fleet_from_text(text: str, source: str | PathLike[str]) -> Fleet:
     """A fleet file's text as a Fleet (see :func:`load_fleet`); ``source`` is its name."""
     path = source
-    document = _parsed(text, source)
+    document = parse_fleet_text(text, source)
     if isinstance(document, Fleet):
         return document
     if looks_like_inventory(document):
