@@ -100,3 +100,52 @@ def test_unknown_models_are_generic(name: str) -> None:
     assert model.name == name
     assert lookup(name) is model
     assert not is_known(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical", "memory_mib", "mig"),
+    [
+        ("NVIDIA-A10G", "A10G", 23028, ()),
+        ("NVIDIA-A30", "A30", 24576, ("1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb")),
+        ("NVIDIA-H20", "H20", 97871, ("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb",
+                                      "4g.48gb", "7g.96gb")),
+        ("NVIDIA-GH200-480GB", "GH200-96GB", 97871, ("1g.12gb", "1g.12gb+me", "1g.24gb",
+                                                     "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb")),
+        ("GH200-144GB", "GH200-144GB", 147456, ("1g.18gb", "1g.18gb+me", "1g.36gb", "2g.36gb",
+                                                "3g.72gb", "4g.72gb", "7g.144gb")),
+        ("NVIDIA-L4", "L4", 23034, ()),
+        ("NVIDIA-L40", "L40", 46068, ()),
+        ("NVIDIA-L40S", "L40S", 46068, ()),
+        ("NVIDIA-GeForce-RTX-4090", "RTX-4090", 24564, ()),
+        ("RTX 4090", "RTX-4090", 24564, ()),
+        ("NVIDIA-RTX-6000-Ada-Generation", "RTX-6000-Ada", 49140, ()),
+        ("NVIDIA-RTX-A6000", "RTX-A6000", 49140, ()),
+        ("NVIDIA-B200", "B200-180GB", 183359, ("1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb",
+                                               "3g.90gb", "4g.90gb", "7g.180gb")),
+    ],
+)  # fmt: skip
+def test_gpus_clouds_rent_today(
+    name: str, canonical: str, memory_mib: int, mig: tuple[str, ...]
+) -> None:
+    model = lookup(name)
+    assert (model.name, model.memory_mib) == (canonical, memory_mib)
+    assert tuple(p.name for p in model.mig_profiles) == mig
+
+
+def test_a30_has_four_memory_and_four_compute_slices() -> None:
+    from gpuaas.supply.mig import PartitionError, plan_layout
+
+    a30 = CATALOGUE["A30"]
+    assert (a30.mig_memory_slices, a30.mig_compute_slices) == (4, 4)
+    assert a30.mig_profile("2g.12gb").placement_starts == (0, 2)
+    assert len(plan_layout(a30, "all-1g.6gb")) == 4
+    assert [i.profile for i in plan_layout(a30, "all-balanced")] == ["2g.12gb", "1g.6gb", "1g.6gb"]
+    with pytest.raises(PartitionError, match="compute slices: layout needs 5 of 4"):
+        plan_layout(a30, "4g.24gb,1g.6gb")
+
+
+def test_gfd_suffixes_and_vendor_prefix_leave_an_unknown_models_name() -> None:
+    for label in ("NVIDIA-RTX-PRO-6000", "NVIDIA-RTX-PRO-6000-SHARED", "NVIDIA RTX PRO 6000"):
+        assert lookup(label).generic
+    assert lookup("NVIDIA-RTX-PRO-6000-SHARED").name == "RTX-PRO-6000"
+    assert lookup("NVIDIA-RTX-PRO-6000").name == "RTX-PRO-6000"

@@ -105,7 +105,11 @@ def test_time_slicing_specs() -> None:
         ("L4", {"time-slicing": {}}, "time-slicing needs 'replicas'"),
         ("L4", "sliced", "unknown partition 'sliced'"),
         ("L4", {"migg": "x"}, "unknown partition key\\(s\\) migg"),
-        ("A100", {"mig": "all-1g.5gb", "time-slicing": 2}, "MIG-partitioned, time-sliced or shared by MPS: one of them"),
+        (
+            "A100",
+            {"mig": "all-1g.5gb", "time-slicing": 2},
+            "MIG-partitioned, time-sliced or shared by MPS: one of them",
+        ),
         ("H100", {"mig": "4g.40gb,2x2g.20gb"}, "compute slices: layout needs 8 of 7"),
         ("H100", 42, "partition must be text or a mapping"),
     ],

@@ -19,7 +19,7 @@ from gpuaas.model.governance import (
     ResourceQuota,
 )
 from gpuaas.sim.scenario import parse_scenario, run_scenario
-from gpuaas.supply.mig import profile_table
+from gpuaas.supply.mig import profile_table, slice_totals
 
 MIG_1G = "nvidia.com/mig-1g.10gb"
 
@@ -58,11 +58,13 @@ def test_unknown_profile_is_an_error_naming_the_field() -> None:
         gpu_milli({"nvidia.com/mig-huge": 1}, "w: main")
 
 
-@given(st.sampled_from(sorted({p.name for ps in profile_table().values() for p in ps})))
-def test_a_gpus_worth_of_instances_never_costs_more_than_a_gpu(profile: str) -> None:
+@given(st.sampled_from(sorted({(p.name, gpu) for gpu, ps in profile_table().items() for p in ps})))
+def test_a_gpus_worth_of_instances_never_costs_more_than_a_gpu(case: tuple[str, str]) -> None:
+    profile, gpu = case
     size = mig_milli(profile)
     compute = int(profile.split("g.")[0])
-    assert size * (7 // compute) <= 1000
+    total = slice_totals()[gpu][1]  # 7 compute slices, the A30's 4
+    assert size * (total // compute) <= 1000
     assert size > 0
 
 
@@ -146,3 +148,11 @@ def test_scenario_file_charges_mig_by_size() -> None:
     assert sorted(outcome.admitted) == [f"w{i}" for i in range(7)]
     assert outcome.admitted["w0"] == {"main": {GPU_MILLI: "h100-mig"}}
     assert outcome.pending == ["w7"]
+
+
+def test_a30_profiles_are_charged_in_quarters() -> None:
+    """The A30 has 4 compute slices: a 1g.6gb is a quarter of a GPU, not a seventh."""
+    assert mig_milli("nvidia.com/mig-1g.6gb") == 250
+    assert mig_milli("2g.12gb") == 500
+    assert mig_milli("nvidia.com/mig-4g.24gb") == 1000
+    assert mig_milli("nvidia.com/mig-1g.12gb") == 142  # H20's, of 7
