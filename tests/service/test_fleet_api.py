@@ -13,7 +13,7 @@ from conftest import Api, make_settings
 from gpuaas.service.app import create_app
 from gpuaas.service.fleet import load_nodes, resolve_entries
 from gpuaas.store.tables import Job, Meta, Tenant, User
-from gpuaas.supply.loaders import DEMO_FLEET
+from gpuaas.supply.loaders import DEMO_FLEET, load_fleet
 from gpuaas.supply.loaders.inventory import inventory_from_document
 
 H100_GROUP: dict[str, Any] = {
@@ -187,3 +187,113 @@ def test_resolved_entries_mean_the_same_nodes() -> None:
     expected = inventory_from_document(document, "demo").nodes
     assert inventory_from_document(stored, "stored").nodes == expected
     assert len(expected) == len(entries) > 20
+
+
+# --- every fleet format: kubectl node lists, the trace's CSV, whole inventories ---------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+NEW_GPUS = FIXTURES / "kubectl-get-nodes-new-gpus.yaml"
+OPENB_CSV = (
+    "sn,cpu_milli,memory_mib,gpu,model\n"
+    "openb-node-0000,64000,262144,2,P100\n"
+    "openb-node-0001,96000,786432,8,V100M32\n"
+    "openb-node-0002,32000,131072,0,\n"
+    "openb-node-0003,96000,393216,4,G2\n"
+)
+
+
+def gpu_facts(nodes: list[dict[str, Any]]) -> dict[str, tuple[str, int, set[str], int]]:
+    """name -> (model, GPU count, partition modes, memory MiB of GPU 0)."""
+    return {
+        n["name"]: (
+            n["gpuModel"],
+            n["gpuCount"],
+            {g["partition"]["mode"] for g in n["gpus"]},
+            n["gpus"][0]["memoryMib"] if n["gpus"] else 0,
+        )
+        for n in nodes
+    }
+
+
+def test_register_kubectl_node_list(api: Api) -> None:
+    """`kubectl get nodes -o json` output, as the SDK sends it: the loader `fleet show` uses."""
+    document = yaml.safe_load(NEW_GPUS.read_text())
+    made = api.post("/v1/nodes", json=document)
+    assert made.status_code == 201, made.text
+    facts = gpu_facts(made.json())
+    assert facts["h20-infer-01"] == ("H20", 8, {"mig"}, 97871)
+    assert facts["l40s-mps-03"] == ("L40S", 4, {"mps"}, 46068)
+    assert facts["a800-ts-05"] == ("A800-SXM4-80GB", 8, {"time-sliced"}, 81920)
+    assert facts["rtxpro-b-01"] == ("RTX-PRO-6000-Blackwell-Server-Edition", 8, {"whole"}, 97887)
+    assert facts["a30-mig-02"] == ("A30", 4, {"mig"}, 24576)
+    mps = next(n for n in made.json() if n["name"] == "l40s-mps-03")
+    assert mps["allocatable"]["nvidia.com/gpu"] == "16"
+    assert mps["gpus"][0]["partition"]["replicas"] == 4
+    with api.client.app.state.db.session() as session:  # type: ignore[attr-defined]
+        stored = {n.name: n for n in load_nodes(session)}
+    for node in load_fleet(NEW_GPUS).nodes:  # what is stored is what `fleet show` reads
+        assert stored[node.name].gpus == node.gpus
+        assert stored[node.name].taints == node.taints
+    one = api.post("/v1/nodes", json={**document["items"][0], "metadata": {
+        **document["items"][0]["metadata"], "name": "h20-infer-02"}})  # fmt: skip
+    assert one.status_code == 201 and [n["name"] for n in one.json()] == ["h20-infer-02"]
+
+
+def test_register_file_content_in_any_format(api: Api) -> None:
+    """A file's text (what `gpuaas nodes register -f` sends); the extension picks the format."""
+    made = api.post("/v1/nodes", json={"content": OPENB_CSV, "source": "nodes.csv"})
+    assert made.status_code == 201, made.text
+    facts = gpu_facts(made.json())
+    assert facts["openb-node-0001"] == ("V100-32GB", 8, {"whole"}, 32510)
+    assert facts["openb-node-0002"] == ("", 0, set(), 0)
+    assert facts["openb-node-0003"][:2] == ("G2", 4)  # the trace's undisclosed model
+    node = next(n for n in made.json() if n["name"] == "openb-node-0001")
+    assert node["labels"]["gpuaas.io/source-gpu-model"] == "V100M32"
+    text = NEW_GPUS.read_text()
+    made = api.post("/v1/nodes", json={"content": text, "source": "nodes.yaml"})
+    assert made.status_code == 201 and len(made.json()) == 8
+    inventory = yaml.safe_dump({"apiVersion": "gpuaas.io/v1", "kind": "Fleet",
+                                "defaults": {"cpu": "8", "memory": "64Gi"},
+                                "nodes": [{"name": "cpu-{i}", "count": 2}]})  # fmt: skip
+    made = api.post("/v1/nodes", json={"content": inventory, "source": "fleet.yaml"})
+    assert [n["name"] for n in made.json()] == ["cpu-1", "cpu-2"]
+    whole = yaml.safe_load(inventory.replace("cpu-{i}", "small-{i}"))
+    assert [n["name"] for n in api.post("/v1/nodes", json=whole).json()] == ["small-1", "small-2"]
+
+
+def test_bad_fleet_documents_store_nothing(api: Api) -> None:
+    document = yaml.safe_load(NEW_GPUS.read_text())
+    document["items"][3]["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "lots"
+    r = api.post("/v1/nodes", json=document)
+    assert r.status_code == 422, r.text
+    error = r.json()["errors"][0]
+    assert error["field"] == "metadata.labels.nvidia.com/gpu.replicas"
+    assert "items[3] (l40s-mps-03)" in r.json()["detail"]
+    bad_csv = OPENB_CSV.replace("96000,786432,8", "96000,786432,eight")
+    r = api.post("/v1/nodes", json={"content": bad_csv, "source": "nodes.csv"})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "gpu", r.text
+    assert "line 3 (openb-node-0001)" in r.json()["detail"]
+    r = api.post("/v1/nodes", json={"content": "kind: Pod\n", "source": "x.yaml"})
+    assert r.status_code == 422 and "not a fleet" in r.json()["detail"]
+    r = api.post("/v1/nodes", json={"content": 3})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "content"
+    r = api.post("/v1/nodes", json={"kind": "Pod", "metadata": {"name": "p"}})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "kind"
+    assert api.get("/v1/nodes").json()["items"] == []  # all or nothing
+    api.post("/v1/nodes", json={"content": OPENB_CSV, "source": "nodes.csv"})
+    again = api.post("/v1/nodes", json={"content": OPENB_CSV, "source": "nodes.csv"})
+    assert again.status_code == 409 and "openb-node-0000" in again.json()["detail"]
+    assert len(api.get("/v1/nodes").json()["items"]) == 4
+
+
+def test_initial_fleet_from_kubectl_output_or_csv(sqlite_url: str, tmp_path: Path) -> None:
+    csv_file = tmp_path / "nodes.csv"
+    csv_file.write_text(OPENB_CSV)
+    for fleet, expected in ((NEW_GPUS, 8), (csv_file, 4)):
+        data = tmp_path / fleet.suffix.strip(".")
+        data.mkdir()
+        app = create_app(make_settings(sqlite_url.replace(".db", f"-{data.name}.db"), data,
+                                       fleet=fleet))  # fmt: skip
+        with TestClient(app) as client:
+            api = Api(client, "gpa_test-admin-token-0123456789")
+            assert len(api.get("/v1/nodes").json()["items"]) == expected

@@ -151,14 +151,14 @@ def test_uncatalogued_gpu_with_mig_devices_points_at_the_catalogue_file(
     obj = item(document, "rtxpro-b-01")
     obj["status"]["allocatable"]["nvidia.com/mig-1g.24gb"] = "32"
     obj["status"]["allocatable"]["nvidia.com/gpu"] = "0"
-    with pytest.raises(FleetFileError, match="not in the GPU catalogue.*--catalogue FILE"):
+    with pytest.raises(FleetFileError, match=r"not in the GPU catalogue.*--catalogue FILE"):
         nodes_from_document(obj, "n.yaml")
 
 
 def test_sharing_mig_devices_is_refused(document: dict[str, Any]) -> None:
     obj = item(document, "h20-infer-01")
     obj["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] = "mps"
-    with pytest.raises(FleetFileError, match="sharing MIG devices .* is not supported"):
+    with pytest.raises(FleetFileError, match=r"sharing MIG devices .* is not supported"):
         nodes_from_document(obj, "n.yaml")
 
 
