@@ -239,3 +239,47 @@ def test_several_documents_and_every_field_error_once(http: TestClient, tmp_path
     assert err.count("Bad_Name") == 1 and err.count("podSets.0.count") == 1
     lines = err.splitlines()
     assert lines[0].startswith("error: ") and any(line.startswith("  ") for line in lines[1:])
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_nodes_register_takes_every_fleet_format(http: TestClient, tmp_path: Path) -> None:
+    """kubectl output (YAML and JSON), the trace's CSV, an inventory: what `fleet show` reads."""
+    gpuaas("login", URL, ADMIN)
+    kubectl = FIXTURES / "kubectl-get-nodes-new-gpus.yaml"
+    made = ok_json("nodes", "register", "-f", str(kubectl))
+    assert isinstance(made, list)
+    models = {n["name"]: (n["gpuModel"], n["gpus"][0]["partition"]["mode"]) for n in made}
+    assert models["h20-infer-01"] == ("H20", "mig")
+    assert models["l40s-mps-03"] == ("L40S", "mps")
+    assert models["rtx4090-07"] == ("RTX-4090", "whole")
+    as_json = tmp_path / "nodes.json"
+    as_json.write_text(
+        json.dumps(yaml.safe_load((FIXTURES / "kubectl-get-nodes.yaml").read_text()))
+    )
+    made = ok_json("nodes", "register", "-f", str(as_json))
+    assert isinstance(made, list) and len(made) == 3
+    csv_file = tmp_path / "openb.csv"
+    csv_file.write_text("sn,cpu_milli,memory_mib,gpu,model\nob-1,64000,262144,2,P100\n")
+    table = gpuaas("nodes", "register", "-f", str(csv_file))
+    assert table.exit_code == 0 and "1 nodes registered" in table.stdout, table.output
+    assert ok_json("nodes", "get", "ob-1")["gpuModel"] == "P100-16GB"  # type: ignore[index]
+    one = tmp_path / "one.yaml"
+    one.write_text("name: cpu-9\ncpu: '8'\nmemory: 32Gi\n")  # one inventory entry still works
+    assert [n["name"] for n in ok_json("nodes", "register", "-f", str(one))] == ["cpu-9"]  # type: ignore[union-attr]
+
+
+def test_nodes_register_errors_name_the_entry_and_register_nothing(
+    http: TestClient, tmp_path: Path
+) -> None:
+    gpuaas("login", URL, ADMIN)
+    document = yaml.safe_load((FIXTURES / "kubectl-get-nodes-new-gpus.yaml").read_text())
+    document["items"][2]["metadata"]["labels"]["nvidia.com/gpu.memory"] = "95.6GiB"
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text(yaml.safe_dump(document))
+    message = failed("nodes", "register", "-f", str(bad))
+    assert "items[2] (rtxpro-b-01)" in message
+    assert "metadata.labels.nvidia.com/gpu.memory" in message
+    names = [n["name"] for n in ok_json("nodes", "list")["items"]]  # type: ignore[index]
+    assert names == ["n-1", "n-2"]  # only the fleet the server started with

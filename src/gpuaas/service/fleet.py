@@ -244,6 +244,7 @@ def fleet_file_entries(path: Path) -> list[dict[str, Any]]:
     Raises FleetFileError naming the file, the entry and the field."""
     source = str(path)
     entries, defaults = entries_from_text(read_text(path), path)
+    inventory_from_document(_document(entries, defaults), path)  # FILE: ENTRY: FIELD: PROBLEM
     try:
         return resolve_entries(entries, defaults)
     except InvalidValue as exc:
