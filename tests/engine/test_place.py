@@ -287,3 +287,16 @@ def test_place_pod_with_sampling_scores_only_the_sample() -> None:
     # a small candidate set is never sampled
     small = place_pod(snap, pod, make_policy("bestfit"), candidates=np.arange(250, 300))
     assert isinstance(small, Placement) and small.node == 299
+
+
+def test_mps_clients_are_placed_as_replicas_and_never_as_whole_gpus() -> None:
+    n_mps = Node("p", 32000, 64 * GI, [GPU(0, "p-0", "L40S", 46068, Partition.mps(4))])
+    snap = Snapshot.from_nodes([n_mps])
+    policy = make_policy("gpuaas")
+    pod = PodRequest(replicas=3)
+    res = place_pod(snap, pod, policy)
+    assert isinstance(res, Placement) and res.assignment.replicas == ((0, 3),)
+    reserve(snap, pod, res, policy)
+    assert snap.replica_free[0, 0] == 1
+    assert isinstance(place_pod(snap, PodRequest(replicas=2), policy), Unschedulable)
+    assert isinstance(place_pod(snap, PodRequest(gpus=1), policy), Unschedulable)

@@ -318,19 +318,26 @@ def test_only_the_pod_set_that_does_not_fit_moves_to_the_next_flavor() -> None:
     assert aw.placement is not None and sorted(aw.placement.nodes["workers"]) == ["a0", "a1"]
 
 
-def _l40s_node(name: str, labels: dict[str, str], replicas: int) -> Node:
-    mode = PartitionMode.TIME_SLICED if replicas else PartitionMode.WHOLE
+def _l40s_node(
+    name: str,
+    labels: dict[str, str],
+    replicas: int,
+    shared: PartitionMode = PartitionMode.TIME_SLICED,
+) -> Node:
+    mode = shared if replicas else PartitionMode.WHOLE
     partition = Partition(mode, replicas=replicas) if replicas else Partition(mode)
     gpus = [GPU(i, f"GPU-{name}-{i}", "L40S", 46_068, partition) for i in range(2)]
     return Node(name, 64_000, 256 * 2**30, gpus, labels=labels)
 
 
-def test_nvidia_gpu_on_a_time_sliced_flavor_takes_replicas() -> None:
+@pytest.mark.parametrize("shared", [PartitionMode.TIME_SLICED, PartitionMode.MPS])
+def test_nvidia_gpu_on_a_time_sliced_flavor_takes_replicas(shared: PartitionMode) -> None:
     # The GPU operator advertises each time-slice replica as one nvidia.com/gpu: on a flavor
-    # whose GPUs are all time-sliced, four jobs of 2 fit on two GPUs of 4 replicas each.
+    # whose GPUs are all time-sliced, four jobs of 2 fit on two GPUs of 4 replicas each. MPS
+    # clients are advertised the same way (each one a share of memory and SMs) and count alike.
     gov = gpu_gov({"shared": {"pool": "shared"}, "whole": {"pool": "whole"}})
     nodes = [
-        _l40s_node("ts-0", {"pool": "shared"}, replicas=4),
+        _l40s_node("ts-0", {"pool": "shared"}, replicas=4, shared=shared),
         _l40s_node("w-0", {"pool": "whole"}, replicas=0),
     ]
     engine = AdmissionEngine(gov, nodes=nodes)
