@@ -297,3 +297,16 @@ def test_initial_fleet_from_kubectl_output_or_csv(sqlite_url: str, tmp_path: Pat
         with TestClient(app) as client:
             api = Api(client, "gpa_test-admin-token-0123456789")
             assert len(api.get("/v1/nodes").json()["items"]) == expected
+
+
+def test_repartition_to_mps_and_back(api: Api) -> None:
+    l40s = {"name": "l40s-1", "cpu": "64", "memory": "256Gi", "gpus": {"model": "L40S", "count": 2}}
+    assert api.post("/v1/nodes", json=l40s).status_code == 201
+    r = api.put("/v1/nodes/l40s-1/partition", json={"partitioning": {"mps": {"replicas": 4}}})
+    assert r.status_code == 200, r.text
+    assert {g["partition"]["mode"] for g in r.json()["gpus"]} == {"mps"}
+    assert r.json()["allocatable"]["nvidia.com/gpu"] == "8"
+    r = api.put("/v1/nodes/l40s-1/partition", json={"partitioning": "time-slicing:2"})
+    assert {g["partition"]["mode"] for g in r.json()["gpus"]} == {"time-sliced"}
+    r = api.put("/v1/nodes/l40s-1/partition", json={"partitioning": {"mps": {"replicas": 0}}})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "partitioning.mps.replicas"

@@ -11,7 +11,8 @@ from gpuaas.service.models.identity import CamelIn, CamelOut
 
 class PartitionIn(CamelIn):
     """How every GPU of the node is offered, and per-GPU exceptions (docs/inventory.md):
-    ``partitioning: whole | all-1g.10gb | {mig: {...}} | {timeSlicing: {replicas: N}}``."""
+    ``partitioning: whole | all-1g.10gb | {mig: {...}} | {timeSlicing: {replicas: N}} |
+    {mps: {replicas: N}}``."""
 
     partitioning: Any = "whole"
     per_gpu: list[dict[str, Any]] | None = None
@@ -24,7 +25,7 @@ class MigInstanceOut(CamelOut):
 
 
 class PartitionOut(CamelOut):
-    mode: str
+    mode: str  # whole, mig, time-sliced or mps
     config: str
     replicas: int
     instances: list[MigInstanceOut]
