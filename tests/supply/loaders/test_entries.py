@@ -18,7 +18,7 @@ from gpuaas.supply.loaders.inventory import inventory_from_document
 from gpuaas.supply.mig import valid_full_layouts
 from gpuaas.supply.partition import partition_gpu
 
-MODELS = sorted(CATALOGUE) + ["G2", "RTX-PRO-6000-Blackwell-Server-Edition"]
+MODELS = [*sorted(CATALOGUE), "G2", "RTX-PRO-6000-Blackwell-Server-Edition"]
 
 
 def _specs(model: str) -> list[Any]:
