@@ -156,3 +156,18 @@ def test_demo_steps_can_be_extended() -> None:
         demo.DEMO_STEPS.pop()
     assert result.exit_code == 0, result.output
     assert seen == [26] and "extra" in result.output
+
+
+def test_show_tells_mps_from_time_slicing_and_names_new_models() -> None:
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "kubectl-get-nodes-new-gpus.yaml"
+    result = runner.invoke(app, ["fleet", "show", str(fixture), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    partitions = summary["partitions"]
+    assert partitions["mps"] == {"gpus": 4, "replicas": 16, "gpus_by_replicas": {"4": 4}}
+    assert partitions["time_sliced"]["gpus"] == 8  # the A800 node only
+    models = summary["gpus_by_catalogue_model"]
+    assert models["H20"] == 8 and models["RTX-4090"] == 8 and models["A10G"] == 4
+    assert models["RTX-PRO-6000-Blackwell-Server-Edition"] == 8
+    table = runner.invoke(app, ["fleet", "show", str(fixture)])
+    assert "MPS" in table.stdout and "4 clients" in table.stdout
