@@ -90,11 +90,14 @@ def test_import_export_round_trip(api: Api) -> None:
     assert all("status" not in d and "uid" not in d["metadata"] for d in docs)
     assert load_objects(docs) == load_objects(list(yaml.safe_load_all(CONFIG)))
     again = api.post("/v1/kueue/import", content=exported.text, headers=YAML).json()
-    assert again["created"] == [] and len(again["updated"]) == 6
+    assert again["created"] == again["updated"] == [] and len(again["unchanged"]) == 6
     assert api.get("/v1/kueue/export").text == exported.text
 
     as_json = api.post("/v1/kueue/import", json=docs[:1])
-    assert as_json.status_code == 200 and as_json.json()["updated"] == ["ResourceFlavor h100"]
+    assert as_json.status_code == 200 and as_json.json()["unchanged"] == ["ResourceFlavor h100"]
+    docs[0]["spec"]["nodeLabels"] = {"gpuaas.io/pool": "inference"}
+    changed = api.post("/v1/kueue/import", json=docs[:1]).json()
+    assert changed["updated"] == ["ResourceFlavor h100"] and changed["unchanged"] == []
 
 
 def test_bad_imports_store_nothing(api: Api) -> None:
@@ -106,7 +109,10 @@ def test_bad_imports_store_nothing(api: Api) -> None:
     unknown = CONFIG.replace("cohortName: org", "cohortName: org\n  stopPolicy: Hold")
     assert "stopPolicy" in api.post("/v1/kueue/import", content=unknown, headers=YAML).text
     r = api.post("/v1/kueue/import", content=CONFIG.replace("acme", "ghost"), headers=YAML)
-    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "metadata.namespace"
+    assert r.status_code == 422
+    error = r.json()["errors"][0]
+    assert error["field"] == "import: LocalQueue ghost/default: metadata.namespace"
+    assert "namespaceMap=ghost=<tenant>" in error["message"]
     r = api.post("/v1/kueue/import", content="kind: [unclosed", headers=YAML)
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body"
     r = api.post("/v1/kueue/import", content="<x/>", headers={"Content-Type": "application/xml"})

@@ -414,10 +414,10 @@ def load_objects(objects: Iterable[object], source: str = "objects") -> Governan
         try:
             _load_object(gov, to_v1beta2(original, where0), where0, source)
         except InvalidValue as exc:
-            field = as_written(original, exc.field)
-            if field == exc.field:
+            written = as_written(original, exc)
+            if written is exc:
                 raise
-            raise InvalidValue(field, exc.problem) from None
+            raise written from None
     try:
         gov.validate()
     except InvalidValue as exc:

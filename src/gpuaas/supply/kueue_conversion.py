@@ -7,7 +7,8 @@ same changes before loading, so that the stored and exported form is always v1be
 file means here what Kueue makes of it:
 
 - ClusterQueue ``spec.cohort`` becomes ``spec.cohortName``; ``spec.admissionChecks`` (a list of
-  names) becomes ``spec.admissionChecksStrategy.admissionChecks[].name``; the deprecated
+  names, which v1beta1 had next to ``admissionChecksStrategy``) becomes
+  ``spec.admissionChecksStrategy.admissionChecks[].name``; the deprecated
   flavor-fungibility values ``Borrow`` (whenCanBorrow) and ``Preempt`` (whenCanPreempt) become
   ``MayStopSearch``, their v1beta2 name.
 - Cohort (v1alpha1 only) ``spec.parent`` becomes ``spec.parentName``; v1beta1 already writes
@@ -73,10 +74,10 @@ def to_v1beta2(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _cluster_queue(spec: dict[str, Any], where: str) -> None:
     """Kueue's ``Convert_v1beta1_ClusterQueueSpec_To_v1beta2_ClusterQueueSpec``."""
     _rename(spec, "cohort", "cohortName", where, V1BETA1)
-    if "admissionChecksStrategy" in spec and "admissionChecks" in spec:
+    if spec.get("admissionChecksStrategy") and spec.get("admissionChecks"):
         raise InvalidValue(
             f"{where}.admissionChecks",
-            "cannot be set together with admissionChecksStrategy",
+            "cannot be set together with admissionChecksStrategy (Kueue refuses both)",
         )
     checks = spec.pop("admissionChecks", None)
     if checks:
@@ -98,17 +99,24 @@ def _rename(spec: dict[str, Any], old: str, new: str, where: str, version: str) 
         spec[new] = spec.pop(old)
 
 
-def as_written(original: Mapping[str, Any], field: str) -> str:
-    """``field`` (an error's field path about the converted object) spelled as ``original``
-    wrote it: ``spec.cohortName`` of a v1beta1 ClusterQueue is ``spec.cohort``."""
+def as_written(original: Mapping[str, Any], error: InvalidValue) -> InvalidValue:
+    """``error`` (about the converted object) naming the field as ``original`` wrote it:
+    ``spec.cohortName`` of a v1beta1 ClusterQueue is ``spec.cohort``, with a note of the
+    conversion; an error about a field that was not renamed comes back as it is."""
     version, kind = original.get("apiVersion"), original.get("kind")
+    spec = original.get("spec")
+    written = spec if isinstance(spec, Mapping) else {}
     renamed: dict[str, str] = {}
     if version == V1BETA1 and kind == "ClusterQueue":
-        renamed = _CQ_RENAMED
-    elif version == V1ALPHA1 and kind == "Cohort":
+        renamed = {new: old for new, old in _CQ_RENAMED.items() if old in written}
+    elif version == V1ALPHA1 and kind == "Cohort" and "parent" in written:
         renamed = {"parentName": "parent"}
     for new, old in renamed.items():
         marker = f"spec.{new}"
-        if marker in field:
-            return field.replace(marker, f"spec.{old}", 1)
-    return field
+        if marker in error.field:
+            return InvalidValue(
+                error.field.replace(marker, f"spec.{old}", 1),
+                f"{error.problem} ({version} spec.{old} is spec.{new} in {V1BETA2}, "
+                "as Kueue converts it)",
+            )
+    return error
