@@ -411,8 +411,11 @@ def load_objects(objects: Iterable[object], source: str = "objects") -> Governan
     for index, raw in enumerate(objects):
         where0 = f"{source}[{index}]"
         original = _mapping(raw, where0)
+        meta = original.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        obj = to_v1beta2(original, f"{source}: {original.get('kind')} {name}" if name else where0)
         try:
-            _load_object(gov, to_v1beta2(original, where0), where0, source)
+            _load_object(gov, obj, where0, source)
         except InvalidValue as exc:
             written = as_written(original, exc)
             if written is exc:

@@ -56,7 +56,7 @@ def to_v1beta2(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     kind = obj.get("kind")
     if version == V1ALPHA1 and kind not in V1ALPHA1_KINDS:
         raise InvalidValue(
-            f"{where}.apiVersion",
+            f"{where}: apiVersion",
             f"{kind} is not a {V1ALPHA1} kind (that version served only "
             f"{', '.join(V1ALPHA1_KINDS)}); write it as {V1BETA1} or {V1BETA2}",
         )
@@ -65,9 +65,9 @@ def to_v1beta2(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(spec, dict):
         return out  # the loader reports a spec of the wrong shape
     if kind == "ClusterQueue":
-        _cluster_queue(spec, f"{where}.spec")
+        _cluster_queue(spec, f"{where}: spec")
     elif kind == "Cohort" and version == V1ALPHA1:
-        _rename(spec, "parent", "parentName", f"{where}.spec", V1ALPHA1)
+        _rename(spec, "parent", "parentName", f"{where}: spec", V1ALPHA1)
     return out
 
 
