@@ -33,8 +33,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.service import governance as gv
 from gpuaas.service.errors import invalid
 from gpuaas.store.tables import Tenant
-from gpuaas.supply.kueue import same_object
-from gpuaas.supply.kueue_conversion import to_v1beta2
+from gpuaas.supply.kueue import check_object, same_object
 
 SOURCE = "import"
 #: Export order: what an object refers to comes before it.
@@ -108,7 +107,9 @@ def import_documents(
     changes = []
     tenants = {name for (name,) in session.execute(select(Tenant.name))}
     for index, raw in enumerate(docs):
-        doc = _converted(raw, index)
+        # each object's own fields first, as the loader checks them (a Job, an AdmissionCheck or
+        # an unsupported field is named as what it is), then its key (names are looked up)
+        doc = check_object(raw, index, SOURCE)
         kind, namespace, name = gv.check_key(doc)  # kind and names first: looked up below
         if kind == gv.LOCAL_QUEUE:
             namespace = _map_namespace(doc, namespace, name, mapping, tenants)
@@ -123,13 +124,6 @@ def import_documents(
     if changes:
         gv.put_objects(session, changes, time.time(), source=SOURCE, write=not dry_run)
     return outcome
-
-
-def _converted(raw: Mapping[str, Any], index: int) -> dict[str, Any]:
-    meta = raw.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    where = f"{SOURCE}: {raw.get('kind')} {name}" if name else f"{SOURCE}[{index}]"
-    return to_v1beta2(raw, where)
 
 
 def _map_namespace(

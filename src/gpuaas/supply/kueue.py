@@ -409,23 +409,34 @@ def load_objects(objects: Iterable[object], source: str = "objects") -> Governan
     v1beta1 and v1alpha1 objects are converted to v1beta2 first."""
     gov = Governance()
     for index, raw in enumerate(objects):
-        where0 = f"{source}[{index}]"
-        original = _mapping(raw, where0)
-        meta = original.get("metadata")
-        name = meta.get("name") if isinstance(meta, Mapping) else None
-        obj = to_v1beta2(original, f"{source}: {original.get('kind')} {name}" if name else where0)
-        try:
-            _load_object(gov, obj, where0, source)
-        except InvalidValue as exc:
-            written = as_written(original, exc)
-            if written is exc:
-                raise
-            raise written from None
+        _add_object(gov, raw, index, source)
     try:
         gov.validate()
     except InvalidValue as exc:
         raise InvalidValue(f"{source}: {exc.field}", exc.problem) from None
     return gov
+
+
+def check_object(raw: object, index: int, source: str) -> dict[str, Any]:
+    """One object checked on its own, as :func:`load_objects` checks it before looking at the
+    others (shape, fields, kind; not its references); returns it converted to v1beta2."""
+    return _add_object(Governance(), raw, index, source)
+
+
+def _add_object(gov: Governance, raw: object, index: int, source: str) -> dict[str, Any]:
+    where0 = f"{source}[{index}]"
+    original = _mapping(raw, where0)
+    meta = original.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    obj = to_v1beta2(original, f"{source}: {original.get('kind')} {name}" if name else where0)
+    try:
+        _load_object(gov, obj, where0, source)
+    except InvalidValue as exc:
+        written = as_written(original, exc)
+        if written is exc:
+            raise
+        raise written from None
+    return obj
 
 
 def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: str) -> None:
@@ -450,21 +461,7 @@ def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: s
             f"{source}: {kind} {name}: spec",
         )
         return
-    if obj.get("apiVersion") != API_VERSION:
-        raise InvalidValue(
-            f"{source}: {label}: apiVersion",
-            f"{obj.get('apiVersion')!r} is not supported: {not_governance(obj)}",
-        )
-    if kind not in KINDS:
-        why = (
-            "gpuaas has no equivalent"
-            if kind in UNSUPPORTED_KUEUE_KINDS
-            else "not a Kueue governance kind"
-        )
-        raise InvalidValue(
-            f"{where0}.kind",
-            f"{kind!r} is not supported ({why}; supported: {', '.join(KINDS)})",
-        )
+    check_kind(obj, source)
     allowed_top = {"apiVersion", "kind", "metadata", "status"}
     allowed_top |= {"value", "description"} if kind == "WorkloadPriorityClass" else {"spec"}
     _only(obj, allowed_top, f"{source}: {label}")
@@ -510,6 +507,29 @@ def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: s
         )
 
 
+def check_kind(obj: Mapping[str, Any], source: str) -> None:
+    """Refuse, naming the object, what is not a v1beta2 kind gpuaas loads (after conversion):
+    another API group (a Job, a Namespace: not governance) or a Kueue kind with no equivalent."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata")
+    label = f"{kind} {meta.get('name', '?') if isinstance(meta, Mapping) else '?'}"
+    if obj.get("apiVersion") != API_VERSION:
+        raise InvalidValue(
+            f"{source}: {label}: apiVersion",
+            f"{obj.get('apiVersion')!r} is not supported: {not_governance(obj)}",
+        )
+    if kind not in KINDS:
+        why = (
+            "gpuaas has no equivalent"
+            if kind in UNSUPPORTED_KUEUE_KINDS
+            else "not a Kueue governance kind"
+        )
+        raise InvalidValue(
+            f"{source}: {label}: kind",
+            f"{kind!r} is not supported ({why}; supported: {', '.join(KINDS)})",
+        )
+
+
 def not_governance(obj: Mapping[str, Any]) -> str:
     """Why an object of another API group or version is not imported."""
     version = obj.get("apiVersion")
@@ -531,8 +551,8 @@ def same_object(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     on its own (a reference to an object the other one lacks does not count) is a change."""
     try:
         left, right = Governance(), Governance()
-        _load_object(left, to_v1beta2(a, "a"), "a", "a")
-        _load_object(right, to_v1beta2(b, "b"), "b", "b")
+        _add_object(left, a, 0, "a")
+        _add_object(right, b, 0, "b")
     except InvalidValue:
         return False
     return left == right and _explicit(left) == _explicit(right)
