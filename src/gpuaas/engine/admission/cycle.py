@@ -674,7 +674,7 @@ class AdmissionEngine:
                             f"flavor {fq.name} does not match the nodeSelector of pod set {ps.name}"
                         )
                         continue
-                    if not _offers_level(self.gov, flavor, ps):
+                    if flavor.topology_name is not None and not _offers_level(self.gov, flavor, ps):
                         out.reasons.append(
                             f"flavor {fq.name}'s Topology {flavor.topology_name} has no level "
                             f"{ps.topology.level.short if ps.topology else ''} "
