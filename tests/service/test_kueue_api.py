@@ -241,6 +241,12 @@ def test_export_import_is_a_no_op_and_keeps_quantities_as_written(api: Api) -> N
     same = api.post("/v1/kueue/import", content=other_form, headers=YAML).json()
     assert same["unchanged"] == ["ResourceFlavor default-flavor", "ClusterQueue big"]
     assert api.get("/v1/kueue/export").text == exported
+    twice = api.post("/v1/kueue/import", content=f"{exported}---\n{exported}", headers=YAML)
+    assert twice.status_code == 422
+    assert twice.json()["errors"][0] == {
+        "field": "import: ResourceFlavor default-flavor",
+        "message": "defined twice",
+    }
     # a real change is an update, and is then exported as written
     more = QUANTITIES.replace("nominalQuota: 3072", "nominalQuota: 4k")
     changed = api.post("/v1/kueue/import", content=more, headers=YAML).json()

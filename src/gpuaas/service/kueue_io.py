@@ -106,6 +106,7 @@ def import_documents(
     outcome = ImportOutcome()
     changes = []
     tenants = {name for (name,) in session.execute(select(Tenant.name))}
+    seen: set[tuple[str, str, str]] = set()
     for index, raw in enumerate(docs):
         # each object's own fields first, as the loader checks them (a Job, an AdmissionCheck or
         # an unsupported field is named as what it is), then its key (names are looked up)
@@ -114,6 +115,9 @@ def import_documents(
         if kind == gv.LOCAL_QUEUE:
             namespace = _map_namespace(doc, namespace, name, mapping, tenants)
         label = f"{kind} {namespace + '/' if namespace else ''}{name}"
+        if (kind, namespace, name) in seen:  # also when both copies would be unchanged
+            raise InvalidValue(f"{SOURCE}: {label}", "defined twice")
+        seen.add((kind, namespace, name))
         existing = gv.find_object(session, kind, name, namespace)
         if existing is not None and same_object(existing.document, doc):
             outcome.unchanged.append(label)
