@@ -91,14 +91,25 @@ _SCHEMA_FILES = {
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
     "Topology": "kueue.x-k8s.io_topologies.yaml",
 }
-#: Topology node label -> gpuaas level: the levels' own labels, then the cloud labels the
-#: Kubernetes node loader reads for them.
-_LEVEL_FIELDS = {"zone": Level.ZONE, "block": Level.BLOCK, "rack": Level.RACK}
-_LEVEL_FIELDS["nvlink_domain"] = Level.NVLINK
-TOPOLOGY_LEVEL_LABELS: dict[str, Level] = {level.value: level for level in LEVELS}
-for _field, _labels in TOPOLOGY_LABELS.items():
-    for _label in _labels:
-        TOPOLOGY_LEVEL_LABELS.setdefault(_label, _LEVEL_FIELDS[_field])
+
+
+def _topology_level_labels() -> dict[str, Level]:
+    """Topology node label -> gpuaas level: the levels' own labels, then the cloud labels the
+    Kubernetes node loader reads for them (so a Topology means what the nodes' labels do)."""
+    by_field = {
+        "zone": Level.ZONE,
+        "block": Level.BLOCK,
+        "rack": Level.RACK,
+        "nvlink_domain": Level.NVLINK,
+    }
+    out = {level.value: level for level in LEVELS}
+    for name, labels in TOPOLOGY_LABELS.items():
+        for label in labels:
+            out.setdefault(label, by_field[name])
+    return out
+
+
+TOPOLOGY_LEVEL_LABELS = _topology_level_labels()
 #: Kueue's limit on a Topology's levels.
 MAX_TOPOLOGY_LEVELS = 16
 
