@@ -111,7 +111,7 @@ def import_documents(
         # each object's own fields first, as the loader checks them (a Job, an AdmissionCheck or
         # an unsupported field is named as what it is), then its key (names are looked up)
         doc = check_object(raw, index, SOURCE)
-        kind, namespace, name = gv.check_key(doc)  # kind and names first: looked up below
+        kind, namespace, name = gv.check_key(doc)
         if kind == gv.LOCAL_QUEUE:
             namespace = _map_namespace(doc, namespace, name, mapping, tenants)
         label = f"{kind} {namespace + '/' if namespace else ''}{name}"
