@@ -19,6 +19,7 @@ from gpuaas.service.app import create_app
 from gpuaas.service.settings import Settings
 
 ADMIN = "gpa_cli-admin-token-0123456789abcdef"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue-samples"
 URL = "http://testserver"
 runner = CliRunner()
 
@@ -283,3 +284,32 @@ def test_nodes_register_errors_name_the_entry_and_register_nothing(
     assert "metadata.labels.nvidia.com/gpu.memory" in message
     names = [n["name"] for n in ok_json("nodes", "list")["items"]]  # type: ignore[index]
     assert names == ["n-1", "n-2"]  # only the fleet the server started with
+
+
+def test_kueue_import_maps_namespaces_to_tenants(http: TestClient, tmp_path: Path) -> None:
+    """Kueue's quick-start file: its LocalQueue lives in namespace default."""
+    gpuaas("login", URL, ADMIN)
+    ok_json("tenants", "create", "acme-ai")
+    sample = SAMPLES / "v0.14.8" / "admin" / "single-clusterqueue-setup.yaml"  # v1beta1
+    refused = failed("kueue", "import", str(sample))
+    assert "LocalQueue default/user-queue: metadata.namespace" in refused
+    assert "--namespace-map default=<tenant>" in refused
+    bad = gpuaas("kueue", "import", str(sample), "--namespace-map", "default")
+    assert bad.exit_code == 2 and "NAMESPACE=TENANT" in bad.output
+    dry = ok_json("kueue", "import", str(sample), "--namespace-map", "default=acme-ai", "--dry-run")
+    assert dry["dryRun"] is True  # type: ignore[index]
+    done = ok_json("kueue", "import", str(sample), "--namespace-map", "default=acme-ai")
+    assert done["created"] == [  # type: ignore[index]
+        "ResourceFlavor default-flavor",
+        "ClusterQueue cluster-queue",
+        "LocalQueue acme-ai/user-queue",
+    ]
+    again = ok_json("kueue", "import", str(sample), "--tenant", "acme-ai")
+    assert len(again["unchanged"]) == 3  # type: ignore[index]
+    table = gpuaas("kueue", "import", str(sample), "--tenant", "acme-ai")
+    assert table.exit_code == 0 and "unchanged" in table.stdout
+    exported = tmp_path / "export.yaml"
+    assert gpuaas("kueue", "export", "-o", str(exported)).exit_code == 0
+    assert "kueue.x-k8s.io/v1beta1" not in exported.read_text()  # stored as v1beta2
+    back = ok_json("kueue", "import", str(exported))
+    assert back["created"] == back["updated"] == []  # type: ignore[index]

@@ -219,7 +219,7 @@ def _mutate(kind: str, name: str, change: Any) -> list[dict[str, Any]]:
             "ResourceFlavor",
             "h100",
             lambda d: d["spec"].update(topologyName="default"),
-            r"ResourceFlavor h100: spec.topologyName: field 'topologyName' is not supported",
+            r"ResourceFlavor h100: spec.topologyName: Topology 'default' does not exist",
         ),
         (
             "ClusterQueue",
@@ -236,8 +236,9 @@ def _mutate(kind: str, name: str, change: Any) -> list[dict[str, Any]]:
         (
             "ClusterQueue",
             "team-a",
-            lambda d: d.update(apiVersion="kueue.x-k8s.io/v1beta1"),
-            r"ClusterQueue team-a: apiVersion: 'kueue.x-k8s.io/v1beta1' is not supported",
+            lambda d: d.update(apiVersion="kueue.x-k8s.io/v1"),
+            r"ClusterQueue team-a: apiVersion: 'kueue.x-k8s.io/v1' is not supported: Kueue API "
+            r"versions read are kueue.x-k8s.io/v1beta2, kueue.x-k8s.io/v1beta1",
         ),
         (
             "ClusterQueue",

@@ -314,7 +314,22 @@ def profiles_get(profile: str, tenant: TenantOption = None, as_json: JsonOption 
     print_json(hp) if as_json else show_object(hp)
 
 
-kueue_app = group("kueue", "Kueue v1beta2 YAML in and out, unchanged.")
+kueue_app = group("kueue", "Kueue YAML in (v1beta2, v1beta1, v1alpha1) and out (v1beta2).")
+
+
+def _namespace_map(entries: list[str]) -> dict[str, str]:
+    """``--namespace-map default=acme-ai`` (repeatable, or comma-separated) as a mapping."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        for item in filter(None, (part.strip() for part in entry.split(","))):
+            namespace, sep, tenant = item.partition("=")
+            if not sep or not namespace.strip() or not tenant.strip():
+                raise typer.BadParameter(
+                    f"{item!r} is not NAMESPACE=TENANT (e.g. default=acme-ai)",
+                    param_hint="--namespace-map",
+                )
+            out[namespace.strip()] = tenant.strip()
+    return out
 
 
 @kueue_app.command("import")
@@ -322,11 +337,29 @@ kueue_app = group("kueue", "Kueue v1beta2 YAML in and out, unchanged.")
 def kueue_import(
     file: Annotated[Path, typer.Argument(help="Kueue YAML (multi-document); '-' for stdin.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate only.")] = False,
+    namespace_map: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace-map",
+            help="NAMESPACE=TENANT: the tenant a LocalQueue namespace belongs to (repeatable). "
+            "By default a namespace is the tenant of the same name.",
+        ),
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant", help="Tenant of every LocalQueue namespace --namespace-map does not name."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Import ResourceFlavors, Cohorts, ClusterQueues, LocalQueues and priority classes."""
+    """Import ResourceFlavors, Topologies, Cohorts, ClusterQueues, LocalQueues and priority
+    classes; objects that mean what is stored already are reported unchanged."""
+    mapping = _namespace_map(namespace_map or [])
     with connect() as client:
-        result = client.import_kueue(read_text(file), dry_run=dry_run)
+        result = client.import_kueue(
+            read_text(file), dry_run=dry_run, namespace_map=mapping, tenant=tenant
+        )
     if as_json:
         print_json(result)
     elif isinstance(result, Mapping):

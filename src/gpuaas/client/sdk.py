@@ -509,12 +509,22 @@ class Client:
     def delete_hardware_profile(self, name: str, *, tenant: str | None = None) -> None:
         self.request("DELETE", f"{self._scoped('hardware-profiles', tenant)}/{_seg(name)}")
 
-    def import_kueue(self, yaml_text: str, *, dry_run: bool = False) -> JSON:
-        """Kueue objects as multi-document YAML, unchanged; ``dry_run`` validates only."""
+    def import_kueue(
+        self,
+        yaml_text: str,
+        *,
+        dry_run: bool = False,
+        namespace_map: Mapping[str, str] | None = None,
+        tenant: str | None = None,
+    ) -> JSON:
+        """Kueue objects as multi-document YAML, unchanged; ``dry_run`` validates only.
+        ``namespace_map`` sends LocalQueue namespaces to tenants, ``tenant`` every namespace the
+        map does not name (by default a namespace is the tenant of the same name)."""
+        entries = [f"{ns}={t}" for ns, t in (namespace_map or {}).items()]
         return self.request(
             "POST",
             "/v1/kueue/import",
-            params=_query(dryRun=dry_run or None),
+            params=_query(dryRun=dry_run or None, namespaceMap=entries or None, tenant=tenant),
             content=yaml_text.encode("utf-8"),
             headers={"Content-Type": "application/yaml"},
         )

@@ -16,6 +16,7 @@ from fractions import Fraction
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.node import Taint, Toleration
 from gpuaas.model.resources import ResourceList
+from gpuaas.model.topology import Level
 from gpuaas.model.workload import TopologyRequest
 
 FlavorResource = tuple[str, str]
@@ -115,6 +116,20 @@ class ResourceFlavor:
     node_labels: dict[str, str] = field(default_factory=dict, hash=False)
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    #: Kueue's ``topologyName``: the :class:`NamedTopology` whose levels a pod set admitted on
+    #: this flavor may ask to share; None offers every gpuaas level.
+    topology_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTopology:
+    """Kueue's ``Topology`` object: the levels of the network a flavor's nodes are grouped by,
+    outermost first. ``node_labels`` are the labels as written (Kueue's ``levels[].nodeLabel``,
+    e.g. ``cloud.google.com/gce-topology-block``), ``levels`` what each one is in gpuaas."""
+
+    name: str
+    node_labels: tuple[str, ...]
+    levels: tuple[Level, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +261,7 @@ class Governance:
     local_queues: dict[str, LocalQueue] = field(default_factory=dict)  # by "ns/name"
     priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     hardware_profiles: dict[str, HardwareProfile] = field(default_factory=dict)
+    topologies: dict[str, NamedTopology] = field(default_factory=dict)
 
     def cohort_names(self) -> set[str]:
         """Explicit Cohort objects plus cohorts that exist only because something names them."""
@@ -259,6 +275,12 @@ class Governance:
 
     def validate(self) -> None:
         """Reject what Kueue would reject: unknown flavors, bad quotas, cycles, dangling queues."""
+        for flavor in self.flavors.values():
+            if flavor.topology_name is not None and flavor.topology_name not in self.topologies:
+                raise InvalidValue(
+                    f"ResourceFlavor {flavor.name}: spec.topologyName",
+                    f"Topology {flavor.topology_name!r} does not exist" + _known(self.topologies),
+                )
         for cq in self.cluster_queues.values():
             _validate_groups(f"ClusterQueue {cq.name}", cq.resource_groups, self.flavors, True)
             if cq.fair_sharing_weight is not None and cq.fair_sharing_weight < 0:

@@ -3,7 +3,15 @@
 A platform engineer brings their Kueue configuration unchanged. Every field we understand is
 mapped; every field we do not is rejected by name (never dropped silently), so that a
 configuration never means something different here than in Kueue. Server-populated metadata and
-``status`` are runtime output, not configuration, and are ignored.
+``status`` are runtime output, not configuration, and are ignored. Objects of the older versions
+(``v1beta1``, ``v1alpha1`` Topology and Cohort) are converted first, as Kueue's conversion
+webhook does (:mod:`gpuaas.supply.kueue_conversion`).
+
+A ``Topology`` names the levels of the network, outermost first, by node label. Each label must
+be one gpuaas knows a level by: the level's own label (:class:`gpuaas.model.topology.Level`) or a
+cloud label the Kubernetes node loader reads for it (``cloud.google.com/gce-topology-block`` is
+a block, ``topology.k8s.aws/network-node-layer-3`` a rack); a label gpuaas would not find on
+its nodes is refused, listing the known ones.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from gpuaas.model.governance import (
     Governance,
     HardwareProfile,
     LocalQueue,
+    NamedTopology,
     PreemptionPolicy,
     QueueingStrategy,
     ReclaimWithinCohort,
@@ -41,9 +50,27 @@ from gpuaas.model.governance import (
 from gpuaas.model.node import Taint, TaintEffect, Toleration
 from gpuaas.model.quantity import Quantity
 from gpuaas.model.resources import canonical_amount, format_amount
+from gpuaas.model.topology import LEVELS, Level
+from gpuaas.supply.kueue_conversion import V1ALPHA1, V1BETA1, as_written, to_v1beta2
+from gpuaas.supply.loaders.kubernetes import TOPOLOGY_LABELS
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
-KINDS = ("ResourceFlavor", "ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass")
+KINDS = (
+    "ResourceFlavor",
+    "ClusterQueue",
+    "Cohort",
+    "LocalQueue",
+    "WorkloadPriorityClass",
+    "Topology",
+)
+#: Kinds of the kueue.x-k8s.io group that gpuaas has no meaning for (refused by kind, saying so).
+UNSUPPORTED_KUEUE_KINDS = (
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+    "MultiKueueConfig",
+    "MultiKueueCluster",
+    "Workload",
+)
 #: gpuaas' own objects, loaded next to Kueue's: what Kueue has no CRD for.
 GPUAAS_API_VERSION = "gpuaas.io/v1"
 GPUAAS_KINDS = ("HardwareProfile",)
@@ -62,7 +89,29 @@ _SCHEMA_FILES = {
     "Cohort": "kueue.x-k8s.io_cohorts.yaml",
     "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
     "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+    "Topology": "kueue.x-k8s.io_topologies.yaml",
 }
+
+
+def _topology_level_labels() -> dict[str, Level]:
+    """Topology node label -> gpuaas level: the levels' own labels, then the cloud labels the
+    Kubernetes node loader reads for them (so a Topology means what the nodes' labels do)."""
+    by_field = {
+        "zone": Level.ZONE,
+        "block": Level.BLOCK,
+        "rack": Level.RACK,
+        "nvlink_domain": Level.NVLINK,
+    }
+    out = {level.value: level for level in LEVELS}
+    for name, labels in TOPOLOGY_LABELS.items():
+        for label in labels:
+            out.setdefault(label, by_field[name])
+    return out
+
+
+TOPOLOGY_LEVEL_LABELS = _topology_level_labels()
+#: Kueue's limit on a Topology's levels.
+MAX_TOPOLOGY_LEVELS = 16
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
@@ -187,7 +236,7 @@ def _stop_policy(spec: Mapping[str, Any], where: str) -> None:
 
 
 def _flavor(name: str, spec: Mapping[str, Any], where: str) -> ResourceFlavor:
-    _only(spec, ("nodeLabels", "nodeTaints", "tolerations"), where)
+    _only(spec, ("nodeLabels", "nodeTaints", "tolerations", "topologyName"), where)
     labels = {
         _str(k, f"{where}.nodeLabels"): str(v)
         for k, v in _mapping(spec.get("nodeLabels"), f"{where}.nodeLabels").items()
@@ -220,7 +269,56 @@ def _flavor(name: str, spec: Mapping[str, Any], where: str) -> ResourceFlavor:
                 effect=str(tol.get("effect") or ""),
             )
         )
-    return ResourceFlavor(name, labels, tuple(taints), tuple(tolerations))
+    topology = spec.get("topologyName")
+    return ResourceFlavor(
+        name,
+        labels,
+        tuple(taints),
+        tuple(tolerations),
+        None if topology is None else _str(topology, f"{where}.topologyName"),
+    )
+
+
+def _topology(name: str, spec: Mapping[str, Any], where: str) -> NamedTopology:
+    """Kueue's ``Topology``: 1 to 16 levels, outermost first, each a node label gpuaas reads
+    (see the module docstring); their gpuaas levels must run outside-in too, each once."""
+    _only(spec, ("levels",), where)
+    raw_levels = _list(spec.get("levels"), f"{where}.levels")
+    if not 1 <= len(raw_levels) <= MAX_TOPOLOGY_LEVELS:
+        raise InvalidValue(
+            f"{where}.levels", f"must list 1 to {MAX_TOPOLOGY_LEVELS} levels, got {len(raw_levels)}"
+        )
+    labels: list[str] = []
+    levels: list[Level] = []
+    for i, raw in enumerate(raw_levels):
+        lwhere = f"{where}.levels[{i}]"
+        entry = _mapping(raw, lwhere)
+        _only(entry, ("nodeLabel",), lwhere)
+        label = _str(entry.get("nodeLabel"), f"{lwhere}.nodeLabel")
+        level = TOPOLOGY_LEVEL_LABELS.get(label)
+        if level is None:
+            raise InvalidValue(
+                f"{lwhere}.nodeLabel",
+                f"{label!r} is not a topology label gpuaas reads from nodes (known: "
+                f"{', '.join(TOPOLOGY_LEVEL_LABELS)}); label the nodes with one of them",
+            )
+        if label in labels:
+            raise InvalidValue(f"{lwhere}.nodeLabel", f"{label!r} is listed twice")
+        if level in levels:
+            raise InvalidValue(
+                f"{lwhere}.nodeLabel",
+                f"{label!r} is the {level.short} level, which {labels[levels.index(level)]!r} "
+                "already is",
+            )
+        if levels and LEVELS.index(level) < LEVELS.index(levels[-1]):
+            raise InvalidValue(
+                f"{lwhere}.nodeLabel",
+                f"levels run from the outermost to the innermost: {label!r} ({level.short}) "
+                f"cannot be inside {labels[-1]!r} ({levels[-1].short})",
+            )
+        labels.append(label)
+        levels.append(level)
+    return NamedTopology(name, tuple(labels), tuple(levels))
 
 
 def _cluster_queue(name: str, spec: Mapping[str, Any], where: str) -> ClusterQueue:
@@ -318,90 +416,162 @@ def _cluster_queue(name: str, spec: Mapping[str, Any], where: str) -> ClusterQue
 
 
 def load_objects(objects: Iterable[object], source: str = "objects") -> Governance:
-    """Build a validated :class:`Governance` from Kueue objects (parsed YAML documents)."""
+    """Build a validated :class:`Governance` from Kueue objects (parsed YAML documents);
+    v1beta1 and v1alpha1 objects are converted to v1beta2 first."""
     gov = Governance()
     for index, raw in enumerate(objects):
-        where0 = f"{source}[{index}]"
-        obj = _mapping(raw, where0)
-        kind = obj.get("kind")
-        meta = _mapping(obj.get("metadata"), f"{where0}.metadata")
-        label = f"{kind} {meta.get('name', '?')}"
-        if obj.get("apiVersion") == GPUAAS_API_VERSION:
-            if kind not in GPUAAS_KINDS:
-                raise InvalidValue(
-                    f"{where0}.kind",
-                    f"{kind!r} is not a {GPUAAS_API_VERSION} kind "
-                    f"(supported: {', '.join(GPUAAS_KINDS)})",
-                )
-            _only(obj, ("apiVersion", "kind", "metadata", "spec"), f"{source}: {label}")
-            _only(meta, {"name"} | _SERVER_METADATA, f"{source}: {label}: metadata")
-            name = _str(meta.get("name"), f"{source}: {kind}: metadata.name")
-            _unique(gov.hardware_profiles, name, kind, source)
-            gov.hardware_profiles[name] = _hardware_profile(
-                name,
-                _mapping(obj.get("spec"), f"{source}: {kind} {name}: spec"),
-                f"{source}: {kind} {name}: spec",
-            )
-            continue
-        if obj.get("apiVersion") != API_VERSION:
-            raise InvalidValue(
-                f"{source}: {label}: apiVersion",
-                f"{obj.get('apiVersion')!r} is not supported "
-                f"(expected {API_VERSION}, or {GPUAAS_API_VERSION} for {', '.join(GPUAAS_KINDS)})",
-            )
-        if kind not in KINDS:
-            raise InvalidValue(
-                f"{where0}.kind", f"{kind!r} is not supported (supported: {', '.join(KINDS)})"
-            )
-        allowed_top = {"apiVersion", "kind", "metadata", "status"}
-        allowed_top |= {"value", "description"} if kind == "WorkloadPriorityClass" else {"spec"}
-        _only(obj, allowed_top, f"{source}: {label}")
-        allowed_meta = {"name"} | _SERVER_METADATA
-        if kind == "LocalQueue":
-            allowed_meta.add("namespace")
-        _only(meta, allowed_meta, f"{source}: {label}: metadata")
-        name = _str(meta.get("name"), f"{source}: {kind}: metadata.name")
-        where = f"{source}: {kind} {name}: spec"
-        spec = _mapping(obj.get("spec"), where)
-        if kind == "ResourceFlavor":
-            _unique(gov.flavors, name, kind, source)
-            gov.flavors[name] = _flavor(name, spec, where)
-        elif kind == "ClusterQueue":
-            _unique(gov.cluster_queues, name, kind, source)
-            gov.cluster_queues[name] = _cluster_queue(name, spec, where)
-        elif kind == "Cohort":
-            _unique(gov.cohorts, name, kind, source)
-            _only(spec, ("parentName", "resourceGroups", "fairSharing"), where)
-            parent = spec.get("parentName")
-            gov.cohorts[name] = Cohort(
-                name=name,
-                parent=None if not parent else _str(parent, f"{where}.parentName"),
-                resource_groups=_groups(spec.get("resourceGroups"), f"{where}.resourceGroups"),
-                fair_sharing_weight=_fair_sharing(spec.get("fairSharing"), f"{where}.fairSharing"),
-            )
-        elif kind == "LocalQueue":
-            _only(spec, ("clusterQueue", "stopPolicy"), where)
-            _stop_policy(spec, where)
-            namespace = _str(
-                meta.get("namespace"), f"{source}: LocalQueue {name}: metadata.namespace"
-            )
-            lq = LocalQueue(
-                name, namespace, _str(spec.get("clusterQueue"), f"{where}.clusterQueue")
-            )
-            _unique(gov.local_queues, lq.key, kind, source)
-            gov.local_queues[lq.key] = lq
-        else:
-            _unique(gov.priority_classes, name, kind, source)
-            gov.priority_classes[name] = WorkloadPriorityClass(
-                name,
-                _int(obj.get("value"), f"{source}: {kind} {name}: value"),
-                str(obj.get("description") or ""),
-            )
+        _add_object(gov, raw, index, source)
     try:
         gov.validate()
     except InvalidValue as exc:
         raise InvalidValue(f"{source}: {exc.field}", exc.problem) from None
     return gov
+
+
+def check_object(raw: object, index: int, source: str) -> dict[str, Any]:
+    """One object checked on its own, as :func:`load_objects` checks it before looking at the
+    others (shape, fields, kind; not its references); returns it converted to v1beta2."""
+    return _add_object(Governance(), raw, index, source)
+
+
+def _add_object(gov: Governance, raw: object, index: int, source: str) -> dict[str, Any]:
+    where0 = f"{source}[{index}]"
+    original = _mapping(raw, where0)
+    meta = original.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    obj = to_v1beta2(original, f"{source}: {original.get('kind')} {name}" if name else where0)
+    try:
+        _load_object(gov, obj, where0, source)
+    except InvalidValue as exc:
+        written = as_written(original, exc)
+        if written is exc:
+            raise
+        raise written from None
+    return obj
+
+
+def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: str) -> None:
+    """Add one (v1beta2 or gpuaas.io/v1) object to ``gov``, unvalidated as a whole."""
+    kind = obj.get("kind")
+    meta = _mapping(obj.get("metadata"), f"{where0}.metadata")
+    label = f"{kind} {meta.get('name', '?')}"
+    if obj.get("apiVersion") == GPUAAS_API_VERSION:
+        if kind not in GPUAAS_KINDS:
+            raise InvalidValue(
+                f"{where0}.kind",
+                f"{kind!r} is not a {GPUAAS_API_VERSION} kind "
+                f"(supported: {', '.join(GPUAAS_KINDS)})",
+            )
+        _only(obj, ("apiVersion", "kind", "metadata", "spec"), f"{source}: {label}")
+        _only(meta, {"name"} | _SERVER_METADATA, f"{source}: {label}: metadata")
+        name = _str(meta.get("name"), f"{source}: {kind}: metadata.name")
+        _unique(gov.hardware_profiles, name, kind, source)
+        gov.hardware_profiles[name] = _hardware_profile(
+            name,
+            _mapping(obj.get("spec"), f"{source}: {kind} {name}: spec"),
+            f"{source}: {kind} {name}: spec",
+        )
+        return
+    check_kind(obj, source)
+    allowed_top = {"apiVersion", "kind", "metadata", "status"}
+    allowed_top |= {"value", "description"} if kind == "WorkloadPriorityClass" else {"spec"}
+    _only(obj, allowed_top, f"{source}: {label}")
+    allowed_meta = {"name"} | _SERVER_METADATA
+    if kind == "LocalQueue":
+        allowed_meta.add("namespace")
+    _only(meta, allowed_meta, f"{source}: {label}: metadata")
+    name = _str(meta.get("name"), f"{source}: {kind}: metadata.name")
+    where = f"{source}: {kind} {name}: spec"
+    spec = _mapping(obj.get("spec"), where)
+    if kind == "ResourceFlavor":
+        _unique(gov.flavors, name, kind, source)
+        gov.flavors[name] = _flavor(name, spec, where)
+    elif kind == "ClusterQueue":
+        _unique(gov.cluster_queues, name, kind, source)
+        gov.cluster_queues[name] = _cluster_queue(name, spec, where)
+    elif kind == "Cohort":
+        _unique(gov.cohorts, name, kind, source)
+        _only(spec, ("parentName", "resourceGroups", "fairSharing"), where)
+        parent = spec.get("parentName")
+        gov.cohorts[name] = Cohort(
+            name=name,
+            parent=None if not parent else _str(parent, f"{where}.parentName"),
+            resource_groups=_groups(spec.get("resourceGroups"), f"{where}.resourceGroups"),
+            fair_sharing_weight=_fair_sharing(spec.get("fairSharing"), f"{where}.fairSharing"),
+        )
+    elif kind == "LocalQueue":
+        _only(spec, ("clusterQueue", "stopPolicy"), where)
+        _stop_policy(spec, where)
+        namespace = _str(meta.get("namespace"), f"{source}: LocalQueue {name}: metadata.namespace")
+        lq = LocalQueue(name, namespace, _str(spec.get("clusterQueue"), f"{where}.clusterQueue"))
+        _unique(gov.local_queues, lq.key, kind, source)
+        gov.local_queues[lq.key] = lq
+    elif kind == "Topology":
+        _unique(gov.topologies, name, kind, source)
+        gov.topologies[name] = _topology(name, spec, where)
+    else:
+        _unique(gov.priority_classes, name, kind, source)
+        gov.priority_classes[name] = WorkloadPriorityClass(
+            name,
+            _int(obj.get("value"), f"{source}: {kind} {name}: value"),
+            str(obj.get("description") or ""),
+        )
+
+
+def check_kind(obj: Mapping[str, Any], source: str) -> None:
+    """Refuse, naming the object, what is not a v1beta2 kind gpuaas loads (after conversion):
+    another API group (a Job, a Namespace: not governance) or a Kueue kind with no equivalent."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata")
+    label = f"{kind} {meta.get('name', '?') if isinstance(meta, Mapping) else '?'}"
+    if obj.get("apiVersion") != API_VERSION:
+        raise InvalidValue(
+            f"{source}: {label}: apiVersion",
+            f"{obj.get('apiVersion')!r} is not supported: {not_governance(obj)}",
+        )
+    if kind not in KINDS:
+        why = (
+            "gpuaas has no equivalent"
+            if kind in UNSUPPORTED_KUEUE_KINDS
+            else "not a Kueue governance kind"
+        )
+        raise InvalidValue(
+            f"{source}: {label}: kind",
+            f"{kind!r} is not supported ({why}; supported: {', '.join(KINDS)})",
+        )
+
+
+def not_governance(obj: Mapping[str, Any]) -> str:
+    """Why an object of another API group or version is not imported."""
+    version = obj.get("apiVersion")
+    if isinstance(version, str) and version.startswith("kueue.x-k8s.io/"):
+        return (
+            f"Kueue API versions read are {API_VERSION}, {V1BETA1} and {V1ALPHA1} "
+            "(converted as Kueue converts them)"
+        )
+    return (
+        f"{obj.get('kind')} is not a Kueue governance object (gpuaas imports "
+        f"{API_VERSION} {', '.join(KINDS)}, and {GPUAAS_API_VERSION} {', '.join(GPUAAS_KINDS)}); "
+        "submit workloads with `gpuaas jobs submit`, tenants are created with `gpuaas tenants`"
+    )
+
+
+def same_object(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two documents of one object mean the same: equal once loaded, so quantities
+    compare by amount (``cpu: 3072`` and ``cpu: 3Ki`` are one quota). Either failing to load
+    on its own (a reference to an object the other one lacks does not count) is a change."""
+    try:
+        left, right = Governance(), Governance()
+        _add_object(left, a, 0, "a")
+        _add_object(right, b, 0, "b")
+    except InvalidValue:
+        return False
+    return left == right and _explicit(left) == _explicit(right)
+
+
+def _explicit(gov: Governance) -> dict[str, frozenset[str]]:
+    """What each ClusterQueue wrote out at its default (not part of ClusterQueue equality)."""
+    return {name: cq.explicit for name, cq in gov.cluster_queues.items()}
 
 
 def _amount(resource: str, value: object, where: str) -> int:
@@ -505,6 +675,9 @@ def export_objects(gov: Governance) -> list[dict[str, Any]]:
             meta["namespace"] = namespace
         out.append({"apiVersion": API_VERSION, "kind": kind, "metadata": meta, **body})
 
+    for t in gov.topologies.values():
+        levels = [{"nodeLabel": label} for label in t.node_labels]
+        obj("Topology", t.name, {"spec": {"levels": levels}})
     for f in gov.flavors.values():
         spec: dict[str, Any] = {}
         if f.node_labels:
@@ -528,6 +701,8 @@ def export_objects(gov: Governance) -> list[dict[str, Any]]:
                 }
                 for t in f.tolerations
             ]
+        if f.topology_name is not None:
+            spec["topologyName"] = f.topology_name
         obj("ResourceFlavor", f.name, {"spec": spec})
     for c in gov.cohorts.values():
         spec = {}

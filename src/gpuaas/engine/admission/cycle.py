@@ -42,6 +42,7 @@ from gpuaas.model.governance import (
     FungibilityPreference,
     Governance,
     QueueingStrategy,
+    ResourceFlavor,
     WithinClusterQueue,
 )
 from gpuaas.model.node import Node
@@ -101,6 +102,16 @@ def _fmt(resource: str, amount: int) -> str:
     return (
         format_amount(resource, amount) if amount >= 0 else f"-{format_amount(resource, -amount)}"
     )
+
+
+def _offers_level(gov: Governance, flavor: ResourceFlavor, ps: AdmissionPodSet) -> bool:
+    """Whether a pod set's topology request can be met on ``flavor``: as in Kueue, a flavor that
+    names a Topology offers only that Topology's levels (required or preferred alike); a flavor
+    without one offers every gpuaas level."""
+    if ps.topology is None or flavor.topology_name is None:
+        return True
+    topology = gov.topologies.get(flavor.topology_name)
+    return topology is None or ps.topology.level in topology.levels
 
 
 def _should_try_next(mode: Mode, borrow: int, fung: FlavorFungibility) -> bool:
@@ -661,6 +672,13 @@ class AdmissionEngine:
                     if any(flavor.node_labels.get(k) != v for k, v in selector.items()):
                         out.reasons.append(
                             f"flavor {fq.name} does not match the nodeSelector of pod set {ps.name}"
+                        )
+                        continue
+                    if flavor.topology_name is not None and not _offers_level(self.gov, flavor, ps):
+                        out.reasons.append(
+                            f"flavor {fq.name}'s Topology {flavor.topology_name} has no level "
+                            f"{ps.topology.level.short if ps.topology else ''} "
+                            f"(pod set {ps.name})"
                         )
                         continue
                     mode, borrow = Mode.FIT, 0

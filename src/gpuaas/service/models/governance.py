@@ -75,3 +75,5 @@ class ImportResult(CamelOut):
     dry_run: bool
     created: list[str]
     updated: list[str]
+    #: objects that mean what is stored already (quantities compared by amount): left alone
+    unchanged: list[str]

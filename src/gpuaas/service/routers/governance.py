@@ -24,6 +24,7 @@ from gpuaas.service.auth import Need, require_platform, tenant_for
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import ApiError, conflict, invalid, not_found
 from gpuaas.service.fleet import text_cursor
+from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
 from gpuaas.service.models.common import Page, paginate
 from gpuaas.service.models.governance import (
     ClusterQueueIn,
@@ -36,7 +37,6 @@ from gpuaas.service.models.governance import (
     PriorityClassOut,
 )
 from gpuaas.store.tables import GovernanceObject, Job, Tenant
-from gpuaas.supply.kueue import dump_yaml
 
 router = APIRouter(prefix="/v1", tags=["governance"])
 
@@ -726,19 +726,6 @@ def _parse_import(raw: bytes, content_type: str) -> list[Any]:
     return docs
 
 
-def _import_owner(session: Session, doc: Mapping[str, Any]) -> int | None:
-    """Keep the owner of an object that exists; a new one is the provider's (a LocalQueue's
-    owner is its namespace's tenant, set by put_objects)."""
-    meta = doc.get("metadata") or {}
-    kind = doc.get("kind")
-    namespace = str(meta.get("namespace") or "") if kind == gv.LOCAL_QUEUE else ""
-    name = meta.get("name")
-    if not isinstance(kind, str) or not isinstance(name, str):
-        return None
-    existing = gv.find_object(session, kind, name, namespace)
-    return None if existing is None else existing.tenant_id
-
-
 _IMPORT_BODY = {
     "requestBody": {
         "required": True,
@@ -756,40 +743,33 @@ async def import_kueue(
     session: SessionDep,
     p: PrincipalDep,
     dry_run: bool = Query(False, alias="dryRun", description="validate only, store nothing"),
+    namespace_map: list[str] = Query(
+        [],
+        alias="namespaceMap",
+        description="LocalQueue namespace -> tenant, as namespace=tenant (repeat, or separate "
+        "with commas); by default a namespace is the tenant of the same name",
+    ),
+    tenant: str | None = Query(
+        None, description="the tenant of every LocalQueue namespace namespaceMap does not name"
+    ),
 ) -> ImportResult:
-    """Create or replace Kueue objects (``kueue.x-k8s.io/v1beta2``, and gpuaas
-    HardwareProfiles) from a multi-document YAML, validated together with what is stored:
-    all of them are stored, or none."""
+    """Create or replace Kueue objects (``kueue.x-k8s.io/v1beta2``; ``v1beta1`` and
+    ``v1alpha1`` converted as Kueue converts them; gpuaas HardwareProfiles) from a
+    multi-document YAML, validated together with what is stored: all of them are stored, or
+    none. Objects that mean what is stored already are reported unchanged and left alone."""
     require_platform(p, write=True)
+    mapping = NamespaceMapping.parse(namespace_map, tenant)
     docs = _parse_import(await request.body(), request.headers.get("content-type", ""))
-    return _apply_import(session, docs, dry_run)
-
-
-def _apply_import(session: Session, docs: list[Any], dry_run: bool) -> ImportResult:
-    created: list[str] = []
-    updated: list[str] = []
-    changes = []
-    for doc in docs:
-        gv.check_key(doc)  # kind and names first: they are looked up below
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
-        kind, name = doc.get("kind"), meta.get("name")
-        namespace = meta.get("namespace") if kind == gv.LOCAL_QUEUE else None
-        label = f"{kind} {namespace + '/' if namespace else ''}{name}"
-        exists = (
-            isinstance(kind, str)
-            and isinstance(name, str)
-            and gv.find_object(session, kind, name, str(namespace or "")) is not None
-        )
-        (updated if exists else created).append(label)
-        changes.append((dict(doc), _import_owner(session, doc), None))
-    gv.put_objects(session, changes, time.time(), source="import", write=not dry_run)
-    return ImportResult(dry_run=dry_run, created=created, updated=updated)
+    done = import_documents(session, docs, mapping, dry_run)
+    return ImportResult(
+        dry_run=dry_run, created=done.created, updated=done.updated, unchanged=done.unchanged
+    )
 
 
 @router.get("/kueue/export", response_class=Response)
 def export_kueue(session: SessionDep, p: PrincipalDep) -> Response:
-    """Every shared object as Kueue v1beta2 YAML (HardwareProfiles as gpuaas.io/v1), ready for
-    ``kubectl apply`` or for import elsewhere; tenants' own priority classes are left out."""
+    """Every shared object as Kueue v1beta2 YAML (HardwareProfiles as gpuaas.io/v1), as it was
+    written (quantities keep their form), ready for ``kubectl apply`` or for import elsewhere;
+    tenants' own priority classes are left out."""
     require_platform(p, write=False)
-    gov, _ = gv.load_governance(session)
-    return Response(dump_yaml(gov), media_type="application/yaml")
+    return Response(export_yaml(session), media_type="application/yaml")
