@@ -45,7 +45,7 @@ from gpuaas.model.governance import (
     WithinClusterQueue,
 )
 from gpuaas.model.node import Node
-from gpuaas.model.resources import NVIDIA_GPU, format_amount
+from gpuaas.model.resources import NVIDIA_GPU, describe_amount
 
 _VICTIM_ORDER = attrgetter("victim_order")
 
@@ -98,9 +98,7 @@ def _reason_text(reason: object) -> str:
 
 
 def _fmt(resource: str, amount: int) -> str:
-    return (
-        format_amount(resource, amount) if amount >= 0 else f"-{format_amount(resource, -amount)}"
-    )
+    return describe_amount(resource, amount)
 
 
 def _should_try_next(mode: Mode, borrow: int, fung: FlavorFungibility) -> bool:
