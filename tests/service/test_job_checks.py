@@ -5,14 +5,17 @@ with the field and both numbers; GPUs read as GPUs in pending reasons; batches a
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from job_world import TOKENS, build_world, job_spec
 
 from conftest import Api
+from gpuaas.service.auth import TenantRef
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.governance import put_objects
+from gpuaas.service.jobs import serialized_writes, submit_jobs
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.store.db import Database
 
@@ -256,3 +259,23 @@ def test_a_rerun_after_the_fix_creates_only_what_is_missing(world: Api) -> None:
     assert again.status_code == 200
     assert [i["job"]["id"] for i in again.json()["items"]] == [i["job"]["id"] for i in items]
     assert sorted(j["name"] for j in _stored(world)) == ["first", "second"]
+
+
+def test_concurrent_reruns_of_a_batch_make_each_job_once(api: Api) -> None:
+    """Eight reruns of the same three documents at once: three jobs, every rerun answered."""
+    db = _db(api)
+    ids = build_world(db)
+    docs = [job_spec(f"j{i}", idempotencyKey=f"key-{i}") for i in range(3)]
+
+    def rerun() -> list[int]:
+        with db.sessions() as s:
+            with serialized_writes(s):
+                made = submit_jobs(s, TenantRef(ids["tenant"], "acme"), ids["alice"], docs, 0.0)
+                s.commit()
+            return [job.id for job, _ in made if job is not None]
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: rerun(), range(8)))
+    assert all(len(a) == 3 for a in answers)
+    assert len({tuple(a) for a in answers}) == 1
+    assert sorted(j["name"] for j in _stored(api)) == ["j0", "j1", "j2"]

@@ -5,7 +5,9 @@ SQLite), so it is one short transaction: the governance it checks against (Local
 classes, hardware profiles) is cached per process and keyed by ``governance.version``, and the
 job and its first event are two inserts. The same idempotency key (per tenant and user) never
 makes two jobs, even when two requests race: the database's unique constraint decides and the
-loser reads the winner's job.
+loser reads the winner's job. What a job may ask for (known resources, amounts some node and its
+ClusterQueue could ever give) is checked by :mod:`gpuaas.service.job_checks` from cached bounds;
+:func:`submit_jobs` checks several jobs and creates all or none.
 
 Every state change goes through :func:`transition`, a conditional update (``WHERE state IN
 ...``) plus a :class:`JobEvent`, so the API and the reconciler never overwrite each other's
