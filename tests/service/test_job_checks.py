@@ -6,21 +6,28 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from fastapi.testclient import TestClient
 from job_world import TOKENS, build_world, job_spec
 
 from conftest import Api
+from gpuaas.service.app import create_app
 from gpuaas.service.auth import TenantRef
+from gpuaas.service.demo import seed_demo
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.governance import put_objects
 from gpuaas.service.jobs import serialized_writes, submit_jobs
 from gpuaas.service.reconciler import Reconciler
+from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 JOBS = "/v1/tenants/acme/jobs"
+EXAMPLE = Path(__file__).parents[2] / "examples/finetune.yaml"
 
 
 @pytest.fixture
@@ -279,3 +286,28 @@ def test_concurrent_reruns_of_a_batch_make_each_job_once(api: Api) -> None:
     assert all(len(a) == 3 for a in answers)
     assert len({tuple(a) for a in answers}) == 1
     assert sorted(j["name"] for j in _stored(api)) == ["j0", "j1", "j2"]
+
+
+def test_the_readme_example_passes_in_the_demo_world(sqlite_url: str, tmp_path: Path) -> None:
+    """examples/finetune.yaml, as the README submits it, passes the checks on the demo fleet;
+    the same job asking 16 GPUs per pod is refused with the demo's largest H100 node."""
+    db = Database(sqlite_url)
+    db.upgrade()
+    settings = Settings(
+        db_url=sqlite_url, data_dir=tmp_path, demo=True, reconcile=False, admin_token="a" * 24
+    )
+    users = {u.user: u for u in seed_demo(db, settings)}
+    db.dispose()
+    settings.demo = False
+    spec = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    with TestClient(create_app(settings)) as client:
+        headers = {"Authorization": f"Bearer {users['arjun'].token}"}
+        r = client.post("/v1/tenants/acme-ai/jobs", json=spec, headers=headers)
+        assert r.status_code == 201, r.text
+        spec["name"] = "too-big"
+        spec["podSets"][0]["resources"]["nvidia.com/gpu"] = 16
+        r = client.post("/v1/tenants/acme-ai/jobs", json=spec, headers=headers)
+        field, message = _error(r)
+        assert field == "podSets[0].resources.nvidia.com/gpu"
+        assert message.startswith("asks for 16 GPUs per pod; the largest node of flavor")
+        assert message.endswith("has 8 GPUs")
