@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner, Result
 
 import gpuaas.cli.client as cli_client
+from gpuaas.cli.client_jobs import gpus_text
 from gpuaas.cli.main import app
 from gpuaas.client import Client
 from gpuaas.service.app import create_app
@@ -237,7 +238,8 @@ def test_several_documents_and_every_field_error_once(http: TestClient, tmp_path
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**JOB, "name": "Bad_Name", "podSets": [{"count": 0}]}))
     err = failed("jobs", "submit", "-f", str(bad))
-    assert err.count("Bad_Name") == 1 and err.count("podSets.0.count") == 1
+    assert err.count("is not a DNS-1123 label") == 1 and err.count("podSets.0.count") == 1
+    assert err.startswith("error: document 1 (Bad_Name): name: ")
     lines = err.splitlines()
     assert lines[0].startswith("error: ") and any(line.startswith("  ") for line in lines[1:])
 
@@ -313,3 +315,42 @@ def test_kueue_import_maps_namespaces_to_tenants(http: TestClient, tmp_path: Pat
     assert "kueue.x-k8s.io/v1beta1" not in exported.read_text()  # stored as v1beta2
     back = ok_json("kueue", "import", str(exported))
     assert back["created"] == back["updated"] == []  # type: ignore[index]
+
+
+def test_several_documents_all_or_none_named_errors_and_reruns_never_duplicate(
+    http: TestClient, tmp_path: Path
+) -> None:
+    gpuaas("login", URL, ADMIN)
+    gpuaas("login", URL, set_up_acme(tmp_path))
+    jobs_file = tmp_path / "jobs.yaml"
+    jobs_file.write_text(yaml.safe_dump_all([JOB]))
+    [first] = [ok_json("jobs", "submit", "-f", str(jobs_file))]
+    typo = {**JOB, "name": "eval", "podSets": [{"name": "w", "resources": {"nvidia.com/gpus": 1}}]}
+    huge = {**JOB, "name": "huge", "podSets": [{"name": "w", "resources": {"nvidia.com/gpu": 64}}]}
+    jobs_file.write_text(yaml.safe_dump_all([JOB, typo, huge]))
+    err = failed("jobs", "submit", "-f", str(jobs_file))
+    assert "document 2 (eval): podSets[0].resources.nvidia.com/gpus: unknown resource" in err
+    assert "did you mean nvidia.com/gpu?" in err
+    assert (
+        "document 3 (huge): podSets[0].resources.nvidia.com/gpu: asks for 64 GPUs per pod; "
+        "the largest node of flavor h100 has 8 GPUs"
+    ) in err
+    assert "document 1" not in err
+    assert [j["id"] for j in ok_json("jobs", "list")["items"]] == [first["id"]]  # type: ignore[index]
+    typo["podSets"] = [{"name": "w", "resources": {"nvidia.com/gpu": 1}}]
+    huge["podSets"] = [{"name": "w", "resources": {"nvidia.com/gpu": 8}}]
+    jobs_file.write_text(yaml.safe_dump_all([JOB, typo, huge]))
+    checked = gpuaas("jobs", "submit", "-f", str(jobs_file), "--dry-run")
+    assert checked.exit_code == 0 and "3 job(s) checked: all valid, none created" in checked.stdout
+    assert len(ok_json("jobs", "list")["items"]) == 1  # type: ignore[index]
+    rerun = gpuaas("jobs", "submit", "-f", str(jobs_file))
+    assert rerun.exit_code == 0, rerun.output
+    assert "not created again: 1 (train)" in rerun.stdout
+    again = gpuaas("jobs", "submit", "-f", str(jobs_file))
+    assert "not created again: 1 (train), 2 (eval), 3 (huge)" in again.stdout
+    listed = ok_json("jobs", "list")["items"]  # type: ignore[index]
+    assert sorted(j["name"] for j in listed) == ["eval", "huge", "train"]
+
+
+def test_the_jobs_table_counts_gpus_plainly() -> None:
+    assert [gpus_text(v) for v in (0.0, 2.0, 0.5, 1.25)] == ["0", "2", "0.5", "1.25"]

@@ -256,3 +256,24 @@ def test_async_client_submits_concurrently(admin: Client, http: TestClient) -> N
     ids, page = asyncio.run(submit_ten())
     assert len(set(ids)) == 10
     assert sorted(j["id"] for j in page.items) == sorted(ids)
+
+
+def test_submit_jobs_is_all_or_none_and_errors_name_the_document(
+    admin: Client, http: TestClient
+) -> None:
+    alice = Client.from_httpx(http, make_tenant(admin))
+    bad = job("typo", podSets=[{"name": "main", "resources": {"amd.com/gpu": 1}}])
+    with pytest.raises(ApiError) as err:
+        alice.submit_jobs("acme", [job("a", idempotencyKey="a"), bad])
+    assert err.value.status == 422
+    assert [(e["document"], e["name"], e["field"]) for e in err.value.errors] == [
+        (1, "typo", "podSets[0].resources.amd.com/gpu")
+    ]
+    assert alice.list_jobs("acme").items == []
+    checked = alice.submit_jobs("acme", [job("a", idempotencyKey="a")], dry_run=True)
+    assert checked["dryRun"] is True and alice.list_jobs("acme").items == []
+    first = alice.submit_jobs("acme", [job("a", idempotencyKey="a")])["items"]
+    both = alice.submit_jobs("acme", [job("a", idempotencyKey="a"), job("b", idempotencyKey="b")])
+    assert [i["created"] for i in both["items"]] == [False, True]
+    assert both["items"][0]["job"]["id"] == first[0]["job"]["id"]
+    assert len(alice.list_jobs("acme").items) == 2

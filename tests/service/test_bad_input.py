@@ -868,6 +868,7 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants/{}/hardware-profiles": ("junk",),
     "PUT /v1/tenants/{}/hardware-profiles/{}": ("junk", "junk-hp"),
     "POST /v1/tenants/{}/jobs": ("junk",),
+    "POST /v1/tenants/{}/jobs/batch": ("junk",),
     "POST /v1/tenants/{}/jobs/{}/cancel": ("junk", "{job}"),
 }
 
@@ -908,6 +909,9 @@ VALID: dict[str, Any] = {
     "PUT /v1/tenants/{}/priority-classes/{}": {"value": 5},
     "POST /v1/tenants/{}/hardware-profiles": hardware_profile("fresh-tenant-hp", "junk-lq"),
     "PUT /v1/tenants/{}/hardware-profiles/{}": hardware_profile("junk-hp", "junk-lq"),
+    "POST /v1/tenants/{}/jobs/batch": {
+        "jobs": [job_spec("fresh-batch-job", "junk-lq"), job_spec("another-batch-job", "junk-lq")]
+    },
     "POST /v1/tenants/{}/jobs": {
         **job_spec("fresh-job", "junk-lq"),
         "priorityClass": "junk-pc",

@@ -105,7 +105,7 @@ def test_cluster_queues_and_capacity(api: Api) -> None:
     )
     assert r.status_code == 422, r.text
     assert r.json()["errors"][0]["field"] == f"spec.resourceGroups: flavor h100 resource {GPU}"
-    assert "nominal quota of 18, above its capacity of 16" in r.json()["detail"]
+    assert "nominal quota of 18 GPUs, above its capacity of 16 GPUs" in r.json()["detail"]
     r = admin.put("/v1/tenants/acme/cluster-queues/acme-a", json={"spec": quota_spec("h100", 16)})
     assert r.status_code == 200, r.text
     r = admin.post(

@@ -609,6 +609,7 @@ NEW_TENANT_LQ = new(lambda w, s: local_queue(w.fresh("lq"), s.cq), under_tenant=
 NEW_TENANT_PC = new(lambda w, s: priority_class(w.fresh("pc"), 7), under_tenant=True)
 NEW_TENANT_HP = new(lambda w, s: hardware_profile(w.fresh("hp"), s.lq), under_tenant=True)
 NEW_JOB = new(lambda w, s: job_spec(w.fresh("j"), s.lq), under_tenant=True)
+NEW_JOBS = new(lambda w, s: {"jobs": [job_spec(w.fresh("j"), s.lq)]}, under_tenant=True)
 
 T = "/v1/tenants/{}"
 ROUTES: list[Route] = [
@@ -694,6 +695,7 @@ ROUTES: list[Route] = [
     Route("DELETE", T + "/hardware-profiles/{}", TENANT_ADMIN, 204, TENANT_HP_TMP),
     # jobs
     Route("POST", T + "/jobs", TENANT_SUBMIT, 201, NEW_JOB),
+    Route("POST", T + "/jobs/batch", TENANT_SUBMIT, 201, NEW_JOBS),
     Route("GET", T + "/jobs", TENANT_READ, prepare=tenant, own_jobs_only=True),
     Route("GET", T + "/jobs/{}", JOB_READ, prepare=owned_job, own_jobs_only=True),
     Route("GET", T + "/jobs/{}/events", JOB_READ, prepare=owned_job, own_jobs_only=True),

@@ -82,6 +82,15 @@ def fail(message: str, details: Iterable[str] = ()) -> NoReturn:
     raise typer.Exit(1)
 
 
+def error_line(error: Mapping[str, Any]) -> str:
+    """``field: message``; an error of a batch names its document first (counting from 1)."""
+    line = f"{error['field']}: {error['message']}"
+    if isinstance(error.get("document"), int):
+        name = f" ({error['name']})" if error.get("name") else ""
+        line = f"document {error['document'] + 1}{name}: {line}"
+    return line
+
+
 def handles_errors(command: Callable[P, R]) -> Callable[P, R]:
     """Turn API, configuration, connection and input errors into one line on stderr."""
 
@@ -90,7 +99,7 @@ def handles_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except ApiError as exc:
-            lines = [f"{e['field']}: {e['message']}" for e in exc.errors]
+            lines = [error_line(e) for e in exc.errors]
             if lines and exc.detail in (lines[0], "; ".join(lines)):
                 fail(lines[0], lines[1:])  # the detail is these lines joined: say each once
             fail(exc.detail, lines)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,6 +33,14 @@ from gpuaas.cli.client import (
     show_table,
 )
 
+
+def gpus_text(value: Any) -> str:
+    """GPUs held, as a count: ``2``, ``0.5`` (a share), never ``2.0``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g}"
+    return str(value)
+
+
 # -- jobs and workloads -----------------------------------------------------------------------
 
 jobs_app = group("jobs", "Submit and follow jobs.")
@@ -41,9 +51,19 @@ JOB_COLUMNS: list[Column] = [
     ("QUEUE", field("queue")),
     ("STATE", field("state")),
     ("USER", field("user")),
-    ("GPUS", field("gpus")),
+    ("GPUS", field("gpus", fmt=gpus_text)),
     ("SUBMITTED", field("createdAt", fmt=short_when)),
 ]
+
+
+def document_key(document: Mapping[str, Any], index: int) -> str:
+    """The idempotency key a document of ``jobs submit -f`` gets unless it sets one: a digest
+    of the document's content and its index in the file, so a rerun of the same file (after
+    fixing another document, even) returns the jobs already made instead of making them again.
+    """
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+    digest = hashlib.sha256(f"{index}\n{text}".encode()).hexdigest()
+    return f"file-{digest[:40]}"
 
 
 @jobs_app.command("submit")
@@ -55,21 +75,41 @@ def jobs_submit(
         str | None,
         typer.Option("--idempotency-key", help="Resubmitting the same key never makes two jobs."),
     ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check every document; create nothing.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Submit the job spec(s) of a YAML file (several documents: several jobs)."""
+    """Submit the job spec(s) of a YAML file (several documents: several jobs).
+
+    The server checks every document before it creates any: with an error anywhere nothing is
+    created, and each error names its document. Each document carries an idempotency key (its
+    own ``idempotencyKey``, else one derived from its content and position), so running the
+    same file again never makes a job twice: it creates only what is missing.
+    """
     docs = read_documents(file)
     if idempotency_key is not None:
         if len(docs) != 1:
             raise UsageError("--idempotency-key needs a file with exactly one job")
         docs[0]["idempotencyKey"] = idempotency_key
+    for index, doc in enumerate(docs):
+        doc.setdefault("idempotencyKey", document_key(doc, index))
     with connect() as client:
         name = resolve_tenant(client, tenant)
-        jobs = [client.submit_job(name, doc) for doc in docs]
+        result = client.submit_jobs(name, docs, dry_run=dry_run)
+    items = result.get("items", []) if isinstance(result, Mapping) else []
+    if dry_run:
+        show_done(result, as_json, f"{len(docs)} job(s) checked: all valid, none created")
+        return
+    jobs = [item["job"] for item in items]
     if as_json:
         print_json(jobs[0] if len(jobs) == 1 else jobs)
-    else:
-        show_table(jobs, JOB_COLUMNS, title=f"submitted to {name}")
+        return
+    show_table(jobs, JOB_COLUMNS, title=f"submitted to {name}")
+    existing = [item for item in items if not item.get("created")]
+    if existing:
+        names = ", ".join(f"{item['document'] + 1} ({item['name']})" for item in existing)
+        typer.echo(f"already submitted (same idempotency key), not created again: {names}")
 
 
 @jobs_app.command("list")

@@ -31,11 +31,12 @@ JSON = Any
 class ApiError(Exception):
     """An error answer: its HTTP status, the problem's detail and the per-field errors."""
 
-    def __init__(self, status: int, detail: str, errors: list[dict[str, str]] | None = None):
+    def __init__(self, status: int, detail: str, errors: list[dict[str, Any]] | None = None):
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.detail = detail
-        self.errors: list[dict[str, str]] = errors or []
+        #: ``{field, message}``, and for a batch ``document`` (from 0) and ``name``
+        self.errors: list[dict[str, Any]] = errors or []
 
     @classmethod
     def from_response(cls, response: httpx.Response) -> ApiError:
@@ -48,11 +49,18 @@ class ApiError(Exception):
         if isinstance(body, dict):
             detail = body.get("detail") or body.get("title") or response.reason_phrase
             raw_errors = body.get("errors") or []
-            errors = [
-                {"field": str(e.get("field", "")), "message": str(e.get("message", ""))}
-                for e in raw_errors
-                if isinstance(e, dict)
-            ]
+            errors: list[dict[str, Any]] = []
+            for e in raw_errors:
+                if not isinstance(e, dict):
+                    continue
+                error: dict[str, Any] = {
+                    "field": str(e.get("field", "")),
+                    "message": str(e.get("message", "")),
+                }
+                if isinstance(e.get("document"), int):
+                    error["document"] = e["document"]
+                    error["name"] = e.get("name")
+                errors.append(error)
             return cls(response.status_code, str(detail), errors)
         text = response.text.strip()[:500] or response.reason_phrase or "error"
         return cls(response.status_code, text)
@@ -539,6 +547,20 @@ class Client:
         """Submit a job spec; resubmitting the same ``idempotencyKey`` returns the same job."""
         return self.request("POST", f"/v1/tenants/{_seg(tenant)}/jobs", json=dict(spec))
 
+    def submit_jobs(
+        self, tenant: str, specs: list[Mapping[str, Any]], *, dry_run: bool = False
+    ) -> JSON:
+        """Submit several job specs, all or none: the server checks every one before creating
+        any; an error anywhere raises ApiError whose ``errors`` name each bad ``document``
+        (from 0) and its ``name``. Returns ``{dryRun, items: [{document, name, created, job}]}``;
+        a spec whose ``idempotencyKey`` already made a job returns that job (not created)."""
+        return self.request(
+            "POST",
+            f"/v1/tenants/{_seg(tenant)}/jobs/batch",
+            params=_query(dryRun=dry_run or None),
+            json={"jobs": [dict(spec) for spec in specs]},
+        )
+
     def list_jobs(
         self,
         tenant: str,
@@ -662,6 +684,16 @@ class AsyncClient:
 
     async def submit_job(self, tenant: str, spec: Mapping[str, Any]) -> JSON:
         return await self.request("POST", f"/v1/tenants/{_seg(tenant)}/jobs", json=dict(spec))
+
+    async def submit_jobs(
+        self, tenant: str, specs: list[Mapping[str, Any]], *, dry_run: bool = False
+    ) -> JSON:
+        return await self.request(
+            "POST",
+            f"/v1/tenants/{_seg(tenant)}/jobs/batch",
+            params=_query(dryRun=dry_run or None),
+            json={"jobs": [dict(spec) for spec in specs]},
+        )
 
     async def list_jobs(
         self,

@@ -192,7 +192,7 @@ class Snapshot:
             mig_slots=mig_slots,
             mig_profile_of=mig_profile_of,
             domains={},
-            labels=[_node_labels(node) for node in nodes],
+            labels=[node_labels(node) for node in nodes],
             taints=[tuple(node.taints) for node in nodes],
             tainted=np.array([i for i, node in enumerate(nodes) if node.taints], dtype=np.int64),
             gpu_uuids=[[gpu.uuid for gpu in node.gpus] for node in nodes],
@@ -477,7 +477,9 @@ class Snapshot:
         )
 
 
-def _node_labels(node: Node) -> dict[str, str]:
+def node_labels(node: Node) -> dict[str, str]:
+    """The labels a flavor's ``nodeLabels`` and a pod's selector match: the node's own, its
+    topology's, and its hostname."""
     labels = dict(node.labels)
     labels.update(node.topology.labels())
     labels.setdefault(Level.HOSTNAME.value, node.name)

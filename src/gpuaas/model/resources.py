@@ -18,6 +18,12 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
 NVIDIA_GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
+#: A share of one GPU, or whole GPUs in thousands (see gpuaas.engine.admission.gpu_size).
+GPU_MILLI = "gpuaas.io/gpu-milli"
+#: Time-sliced or MPS replicas, when the device plugin renames them (``renameByDefault``).
+SHARED_GPU = "nvidia.com/gpu.shared"
+#: Resources whose amounts are bytes (memory-like): only these keep a binary suffix.
+BYTE_RESOURCES = (MEMORY, EPHEMERAL_STORAGE)
 GPU_DRIVER = "gpu.nvidia.com"
 
 ResourceList = dict[str, int]
@@ -77,15 +83,53 @@ def parse_resource_list(values: Mapping[str, object], field: str = "resources") 
 _FORMATTED: dict[tuple[str, int], str] = {}
 
 
+def is_bytes(name: str) -> bool:
+    """Whether ``name`` is counted in bytes (memory, ephemeral storage, huge pages)."""
+    return name in BYTE_RESOURCES or name.startswith("hugepages-")
+
+
 def format_amount(name: str, amount: int) -> str:
-    """Human text for a canonical amount (``cpu`` 1500 -> ``1500m``, memory -> ``64Gi``)."""
+    """A canonical amount as a Kubernetes quantity, the form API documents and exports carry.
+
+    ``cpu`` 1500 -> ``1500m``, memory -> ``64Gi``; every other resource counts things (GPUs, MIG
+    instances, replicas), and a count is written as its plain number: ``1024`` GPUs, never
+    ``1Ki``. What a person reads in a sentence is :func:`describe_amount`.
+    """
     found = _FORMATTED.get((name, amount))
     if found is None:
-        quantity = Quantity.from_milli(amount) if name == CPU else Quantity.parse(amount)
-        found = str(quantity)
+        if name == CPU:
+            found = str(Quantity.from_milli(amount))
+        elif is_bytes(name):
+            found = str(Quantity.parse(amount))
+        else:
+            found = str(amount)
         if len(_FORMATTED) < 100_000:
             _FORMATTED[(name, amount)] = found
     return found
+
+
+def describe_amount(name: str, amount: int) -> str:
+    """An amount as a person reads it in a reason, an error or a table: the one display rule.
+
+    GPUs are GPUs (``3 GPUs``; ``gpuaas.io/gpu-milli`` 1500 is ``1.5 GPUs``), MIG instances are
+    instances of their profile (``2 x nvidia.com/mig-1g.10gb``), renamed time-sliced or MPS
+    replicas are shares (``4 GPU shares``), other counted resources are their number; CPU and
+    memory keep their Kubernetes forms (``1500m``, ``64Gi``). A negative amount (a deficit)
+    reads as its magnitude with a minus sign.
+    """
+    if amount < 0:
+        return f"-{describe_amount(name, -amount)}"
+    if name == NVIDIA_GPU:
+        return f"{amount} GPU" if amount == 1 else f"{amount} GPUs"
+    if name == GPU_MILLI:
+        whole, milli = divmod(amount, 1000)
+        text = str(whole) if not milli else f"{whole}.{milli:03d}".rstrip("0")
+        return f"{text} GPU" if amount == 1000 else f"{text} GPUs"
+    if name.startswith(MIG_PREFIX):
+        return f"{amount} x {name}"
+    if name == SHARED_GPU:
+        return f"{amount} GPU share" if amount == 1 else f"{amount} GPU shares"
+    return format_amount(name, amount)
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int]) -> ResourceList:

@@ -74,7 +74,7 @@ class ProblemResponse(JSONResponse):
 def problem(
     status: int,
     detail: str,
-    errors: list[dict[str, str]] | None = None,
+    errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from gpuaas.engine.admission.state import AdmissionConfig
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import Governance, HardwareProfile
-from gpuaas.model.resources import canonical_amount, format_amount
+from gpuaas.model.resources import canonical_amount, describe_amount
 from gpuaas.service.errors import conflict, invalid, not_found
 from gpuaas.service.fleet import bump_version, take_turn_on
 from gpuaas.store.tables import GovernanceObject, Job, Tenant
@@ -358,8 +358,8 @@ def check_capacity(
                 raise invalid(
                     where if field is None else f"{field}.{flavor}.{resource}",
                     f"tenant {tenant.name}'s ClusterQueues would hold a nominal quota of "
-                    f"{format_amount(resource, used)}, above its capacity of "
-                    f"{format_amount(resource, given)}",
+                    f"{describe_amount(resource, used)}, above its capacity of "
+                    f"{describe_amount(resource, given)}",
                 )
 
 

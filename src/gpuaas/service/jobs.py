@@ -5,7 +5,9 @@ SQLite), so it is one short transaction: the governance it checks against (Local
 classes, hardware profiles) is cached per process and keyed by ``governance.version``, and the
 job and its first event are two inserts. The same idempotency key (per tenant and user) never
 makes two jobs, even when two requests race: the database's unique constraint decides and the
-loser reads the winner's job.
+loser reads the winner's job. What a job may ask for (known resources, amounts some node and its
+ClusterQueue could ever give) is checked by :mod:`gpuaas.service.job_checks` from cached bounds;
+:func:`submit_jobs` checks several jobs and creates all or none.
 
 Every state change goes through :func:`transition`, a conditional update (``WHERE state IN
 ...``) plus a :class:`JobEvent`, so the API and the reconciler never overwrite each other's
@@ -16,11 +18,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -42,6 +45,7 @@ from gpuaas.service.auth import TenantRef
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
+from gpuaas.service.job_checks import check_requests
 from gpuaas.service.models.jobs import JobEventView, JobSpec, JobView, WorkloadView
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
 
@@ -220,29 +224,29 @@ def _find_by_key(session: Session, tenant_id: int, user_id: int, key: str) -> Jo
     )
 
 
-def submit_job(
+def prepare_job(
     session: Session, tenant: Tenant | TenantRef, user_id: int, spec: JobSpec, now: float
-) -> tuple[Job, bool]:
-    """Queue ``spec`` for ``tenant``; returns (job, created). The caller commits.
+) -> dict[str, Any]:
+    """The row ``spec`` makes for ``tenant``, every check passed; InvalidValue names the field.
 
-    A repeated idempotency key is found by the insert itself (the unique constraint), not by a
-    query before it: the first submission, the common case, costs no extra round trip.
+    The checks against governance and the fleet sit here, one call each, in the order a user
+    fixes them: the queue and the requests as written, then what they could ever be given.
     """
     tenant_id, tenant_name = tenant.id, tenant.name
-    key = spec.idempotencyKey
     version, gov = cached_governance(session)
     queue, pod_sets = _resolve_pod_sets(spec, tenant, gov)
+    check_requests(session, version, gov, f"{tenant_name}/{queue}", pod_sets)
     priority = 0
     if spec.priorityClass is not None:
         priority = cached_priority(session, version, tenant_id, spec.priorityClass)
     document = spec.model_dump(mode="json", exclude_none=True)
     document["resolved"] = {"queue": f"{tenant_name}/{queue}", "podSets": pod_sets}
-    values: dict[str, Any] = {
+    return {
         "tenant_id": tenant_id,
         "user_id": user_id,
         "name": spec.name,
         "kind": spec.kind.value,
-        "idempotency_key": key,
+        "idempotency_key": spec.idempotencyKey,
         "local_queue": queue,
         "priority_class": spec.priorityClass,
         "priority": priority,
@@ -255,18 +259,104 @@ def submit_job(
         "created_at": now,
         "updated_at": now,
     }
-    # Core inserts: the ORM's unit of work costs more than the two statements themselves
+
+
+def _insert(session: Session, values: dict[str, Any]) -> Job:
+    """Insert a prepared job and its first event (Core inserts: the ORM's unit of work costs
+    more than the two statements themselves); IntegrityError on a repeated key."""
+    job_id = session.execute(_INSERT_JOB, values).scalar_one()
+    event = {"job_id": job_id, "at": values["created_at"], "from_state": None}
+    session.execute(
+        _INSERT_EVENT, {**event, "to_state": JobState.PENDING.value, "reason": "submitted"}
+    )
+    return Job(id=job_id, **values)
+
+
+def submit_job(
+    session: Session, tenant: Tenant | TenantRef, user_id: int, spec: JobSpec, now: float
+) -> tuple[Job, bool]:
+    """Queue ``spec`` for ``tenant``; returns (job, created). The caller commits.
+
+    A repeated idempotency key is found by the insert itself (the unique constraint), not by a
+    query before it: the first submission, the common case, costs no extra round trip.
+    """
+    values = prepare_job(session, tenant, user_id, spec, now)
     try:
-        job_id = session.execute(_INSERT_JOB, values).scalar_one()
+        return _insert(session, values), True
     except IntegrityError:
         session.rollback()
-        existing = _find_by_key(session, tenant_id, user_id, key) if key is not None else None
+        key = spec.idempotencyKey
+        existing = _find_by_key(session, tenant.id, user_id, key) if key is not None else None
         if existing is None:  # not the key: the tenant or the user was deleted meanwhile
-            raise not_found(f"tenant {tenant_name}") from None
+            raise not_found(f"tenant {tenant.name}") from None
         return existing, False
-    event = {"job_id": job_id, "at": now, "from_state": None, "to_state": JobState.PENDING.value}
-    session.execute(_INSERT_EVENT, {**event, "reason": "submitted"})
-    return Job(id=job_id, **values), True
+
+
+def submit_jobs(
+    session: Session,
+    tenant: Tenant | TenantRef,
+    user_id: int,
+    documents: Sequence[Mapping[str, Any]],
+    now: float,
+    dry_run: bool = False,
+) -> list[tuple[Job | None, bool]]:
+    """Several jobs, all or none: every document is checked before any is stored.
+
+    Raises :class:`BatchInvalid` with every document's errors (index, name, field, message)
+    when one is bad. Otherwise, per document, (job, created): a document whose idempotency key
+    already made a job returns that job (created False), the others are inserted in this one
+    transaction; ``dry_run`` inserts nothing and returns (None, True) for those. The caller
+    commits. Two batches racing on the same key: the loser's insert fails, its transaction is
+    rolled back whole, and it is checked again once (now finding the winner's jobs).
+    """
+    prepared: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for index, document in enumerate(documents):
+        name = document.get("name") if isinstance(document, Mapping) else None
+        where = {"document": index, "name": name if isinstance(name, str) else None}
+        try:
+            spec = JobSpec.model_validate(document)
+            prepared.append(prepare_job(session, tenant, user_id, spec, now))
+        except ValidationError as exc:
+            for error in exc.errors():
+                field = ".".join(str(p) for p in error.get("loc", ())) or "body"
+                errors.append({**where, "field": field, "message": str(error.get("msg", ""))})
+        except InvalidValue as exc:
+            errors.append({**where, "field": exc.field, "message": exc.problem})
+    if errors:
+        raise BatchInvalid(errors)
+    for attempt in (1, 2):
+        out: list[tuple[Job | None, bool]] = []
+        try:
+            for values in prepared:
+                key = values["idempotency_key"]
+                existing = _find_by_key(session, tenant.id, user_id, key) if key else None
+                if existing is not None:
+                    out.append((existing, False))
+                elif dry_run:
+                    out.append((None, True))
+                else:
+                    out.append((_insert(session, values), True))
+            return out
+        except IntegrityError:
+            session.rollback()
+            if attempt == 2:
+                raise not_found(f"tenant {tenant.name}") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class BatchInvalid(Exception):
+    """Documents of a batch that cannot be submitted: ``errors`` holds one entry per problem,
+    ``{document, name, field, message}`` (``document`` counts from 0)."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        lines = [
+            f"document {e['document'] + 1}" + (f" ({e['name']})" if e["name"] else "")
+            + f": {e['field']}: {e['message']}"
+            for e in errors
+        ]  # fmt: skip
+        super().__init__("; ".join(lines))
+        self.errors = errors
 
 
 @contextmanager

@@ -56,6 +56,31 @@ def test_pending_reason_names_resource_flavor_amount_and_cohort() -> None:
     assert engine.pending_names() == ["big", "more"]
 
 
+@pytest.mark.parametrize(
+    ("resource", "quota", "asked", "capacity_text", "asked_text"),
+    [
+        ("nvidia.com/gpu", 8, 2**63, "8 GPUs", "9223372036854775808 GPUs"),
+        ("nvidia.com/gpu", 1024, 2048, "1024 GPUs", "2048 GPUs"),
+        ("gpuaas.io/gpu-milli", 1000, 1500, "1 GPU", "1.5 GPUs"),
+        ("nvidia.com/mig-1g.10gb", 7, 14, "7 x nvidia.com/mig-1g.10gb",
+         "14 x nvidia.com/mig-1g.10gb"),
+    ],
+)  # fmt: skip
+def test_pending_reasons_count_gpus_as_gpus(
+    resource: str, quota: int, asked: int, capacity_text: str, asked_text: str
+) -> None:
+    """Never a byte suffix (``8Ei``, ``1Ki``) for a device: GPUs, shares, MIG instances."""
+    gov = make_gov([ClusterQueue("a", (quota_group(resource, [("default", quota, None, None)]),))])
+    engine = AdmissionEngine(gov)
+    pod_set = AdmissionPodSet("main", 1, {resource: asked})
+    engine.submit(AdmissionWorkload("big", "ns/a", (pod_set,)))
+    engine.run(0)
+    assert engine.reasons["big"] == (
+        f"insufficient quota for {resource} in flavor default: {asked_text} requested > "
+        f"{capacity_text} maximum capacity of ClusterQueue a"
+    )
+
+
 def test_strict_fifo_blocks_and_says_why() -> None:
     gov = make_gov([cq("a", 3000, queueing_strategy=QueueingStrategy.STRICT_FIFO)])
     engine = AdmissionEngine(gov)

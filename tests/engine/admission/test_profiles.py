@@ -87,7 +87,7 @@ def test_defaults_are_filled_and_overrides_kept() -> None:
     [
         ({"cpu": "64"}, "hardware profile h100-small: cpu: 64 is above the maximum 32"),
         ({"cpu": "500m"}, "hardware profile h100-small: cpu: 500m is below the minimum 1"),
-        ({"nvidia.com/gpu": 0}, "nvidia.com/gpu: 0 is below the minimum 1"),
+        ({"nvidia.com/gpu": 0}, "nvidia.com/gpu: 0 GPUs is below the minimum 1 GPU"),
         ({"example.com/fpga": 1}, "example.com/fpga: not offered by this profile"),
         ({"cpu": "lots"}, "hardware profile h100-small: cpu"),
     ],

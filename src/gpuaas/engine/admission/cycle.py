@@ -46,7 +46,7 @@ from gpuaas.model.governance import (
     WithinClusterQueue,
 )
 from gpuaas.model.node import Node
-from gpuaas.model.resources import NVIDIA_GPU, format_amount
+from gpuaas.model.resources import NVIDIA_GPU, describe_amount
 
 _VICTIM_ORDER = attrgetter("victim_order")
 
@@ -99,9 +99,7 @@ def _reason_text(reason: object) -> str:
 
 
 def _fmt(resource: str, amount: int) -> str:
-    return (
-        format_amount(resource, amount) if amount >= 0 else f"-{format_amount(resource, -amount)}"
-    )
+    return describe_amount(resource, amount)
 
 
 def _offers_level(gov: Governance, flavor: ResourceFlavor, ps: AdmissionPodSet) -> bool:

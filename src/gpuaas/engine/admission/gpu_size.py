@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from functools import cache
 
 from gpuaas.model.errors import InvalidValue
+from gpuaas.model.resources import GPU_MILLI as GPU_MILLI  # defined with the other names
 from gpuaas.model.resources import MIG_PREFIX, NVIDIA_GPU
 from gpuaas.supply.mig import COMPUTE_SLICES, profile_table, slice_totals
 
-GPU_MILLI = "gpuaas.io/gpu-milli"
 MILLI = 1000
 _NAME = re.compile(r"^(\d+)g\.")
 

@@ -20,7 +20,7 @@ from gpuaas.model.governance import (
     HardwareProfile,
 )
 from gpuaas.model.quantity import Quantity
-from gpuaas.model.resources import ResourceList, canonical_amount, format_amount
+from gpuaas.model.resources import ResourceList, canonical_amount, describe_amount
 
 
 def profile_requests(
@@ -44,14 +44,14 @@ def profile_requests(
                 f"not offered by this profile (it offers: {', '.join(sorted(offered))})",
             )
         amount = canonical_amount(resource, value, where)
-        shown = format_amount(resource, amount)
+        shown = describe_amount(resource, amount)
         if amount < bounds.minimum:
             raise InvalidValue(
-                where, f"{shown} is below the minimum {format_amount(resource, bounds.minimum)}"
+                where, f"{shown} is below the minimum {describe_amount(resource, bounds.minimum)}"
             )
         if bounds.maximum is not None and amount > bounds.maximum:
             raise InvalidValue(
-                where, f"{shown} is above the maximum {format_amount(resource, bounds.maximum)}"
+                where, f"{shown} is above the maximum {describe_amount(resource, bounds.maximum)}"
             )
         out[resource] = amount
     return {name: amount for name, amount in out.items() if amount > 0}

@@ -202,3 +202,25 @@ class WorkloadView(BaseModel):
     gpus: float
     createdAt: float
     admittedAt: float | None
+
+
+#: The most documents one batch may hold.
+MAX_BATCH = 500
+
+
+class JobBatch(Strict):
+    """Job specs submitted together; each is checked as a single submission checks it."""
+
+    jobs: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class JobBatchItem(BaseModel):
+    document: int  # its index in ``jobs``, from 0
+    name: str
+    created: bool  # False: its idempotencyKey had already made ``job``, or a dry run
+    job: JobView | None  # None in a dry run for a job not made yet
+
+
+class JobBatchView(BaseModel):
+    dryRun: bool
+    items: list[JobBatchItem]

@@ -23,18 +23,29 @@ from gpuaas.service.auth import (
     tenant_for,
 )
 from gpuaas.service.deps import PrincipalDep, SessionDep, principal
-from gpuaas.service.errors import invalid, not_found
+from gpuaas.service.errors import invalid, not_found, problem
 from gpuaas.service.jobs import (
+    BatchInvalid,
     JobState,
     cancel_job,
     event_view,
     job_view,
     serialized_writes,
     submit_job,
+    submit_jobs,
     workload_view,
 )
 from gpuaas.service.models.common import Page, paginate
-from gpuaas.service.models.jobs import JobEventView, JobKind, JobSpec, JobView, WorkloadView
+from gpuaas.service.models.jobs import (
+    JobBatch,
+    JobBatchItem,
+    JobBatchView,
+    JobEventView,
+    JobKind,
+    JobSpec,
+    JobView,
+    WorkloadView,
+)
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, JobEvent, Tenant, User
 
@@ -149,6 +160,51 @@ def _submit(
             job, created = submit_job(session, row, p.user_id, spec, time.time())
             session.commit()  # acknowledged means stored: commit before answering
     return job_view(job, tenant_name, p.user), created
+
+
+@router.post(
+    "/v1/tenants/{tenant}/jobs/batch",
+    response_model=JobBatchView,
+    responses={422: {"description": "some document is invalid: every error, nothing created"}},
+)
+def submit_batch(
+    tenant: str,
+    batch: JobBatch,
+    request: Request,
+    dry_run: bool = Query(False, alias="dryRun", description="check only, create nothing"),
+) -> Response:
+    """Several jobs, all or none: every document is checked (as ``POST .../jobs`` checks one)
+    before any is created. With an error anywhere nothing is created and the 422 lists every
+    error with its ``document`` (from 0) and ``name``; ``dryRun`` checks without creating.
+    A document whose idempotencyKey already made a job returns that job (``created: false``).
+    """
+    p = principal(request)
+    db: Database = request.app.state.db
+    tenants: TenantCache = request.app.state.tenant_ids
+    with db.sessions() as session:
+        row = tenants.ref_for(session, p, tenant, Need.SUBMIT)
+        try:
+            with serialized_writes(session):
+                results = submit_jobs(
+                    session, row, p.user_id, batch.jobs, time.time(), dry_run=dry_run
+                )
+                if not dry_run:
+                    session.commit()
+        except BatchInvalid as exc:
+            session.rollback()
+            return problem(422, str(exc), exc.errors)
+        items = [
+            JobBatchItem(
+                document=i,
+                name=str(batch.jobs[i].get("name")),
+                created=created and not dry_run,
+                job=job_view(job, row.name, p.user) if job is not None else None,
+            )
+            for i, (job, created) in enumerate(results)
+        ]
+    view = JobBatchView(dryRun=dry_run, items=items)
+    status = 201 if any(item.created for item in items) else 200
+    return Response(view.model_dump_json(), status_code=status, media_type="application/json")
 
 
 @router.get("/v1/tenants/{tenant}/jobs", response_model=Page[JobView])
