@@ -42,6 +42,7 @@ from gpuaas.model.governance import (
     FungibilityPreference,
     Governance,
     QueueingStrategy,
+    ReclaimWithinCohort,
     WithinClusterQueue,
 )
 from gpuaas.model.node import Node
@@ -721,12 +722,18 @@ class AdmissionEngine:
         reasons.append(
             ("unused", node.parent.name if node.parent else None, fr, value - available, lend)
         )
+        # Kueue tries preemption only when the request fits the queue's nominal quota, when a
+        # subtree below the root could hold it (hierarchical reclaim), or when the queue may
+        # preempt while borrowing (borrowWithinCohort, or fair sharing with reclaim enabled)
         policy = self.gov.cluster_queues[cq_name].preemption
         if not (
             node.nominal.get(fr, 0) >= value
             or may_reclaim
-            or policy.within_cluster_queue != WithinClusterQueue.NEVER
             or policy.borrow_within_cohort == BorrowWithinCohortPolicy.LOWER_PRIORITY
+            or (
+                self.config.fair_sharing
+                and policy.reclaim_within_cohort != ReclaimWithinCohort.NEVER
+            )
         ):
             return Mode.NO_FIT, borrow
         return Mode.PREEMPT, borrow

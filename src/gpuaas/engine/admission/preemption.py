@@ -384,6 +384,11 @@ class Preemptor:
 
         heap = heap_of(groups)
         preemptor_share = tree.share(node, plus=request)
+        # A preemptor that stays within its nominal quota once admitted reclaims what it is
+        # owed, whatever the shares say (Kueue's FairSharingPreemptWithinNominal, on by default)
+        within_nominal = all(
+            node.usage.get(fr, 0) + request.get(fr, 0) <= node.nominal.get(fr, 0) for fr in frs
+        )
         without: dict[tuple[object, ...], float] = {}  # share of a queue minus one victim shape
         targets: list[Target] = []
         retry: dict[str, list[AdmittedWorkload]] = {}
@@ -403,13 +408,22 @@ class Preemptor:
                 if workloads:
                     heapq.heappush(heap, (-tree.share(cq_node), name))
                 continue
+            if within_nominal:
+                cand = workloads.pop(0)
+                self._remove(cand)
+                targets.append((cand, EvictionReason.IN_COHORT_RECLAMATION))
+                if self._fits(request, node, True):
+                    fits = True
+                    break
+                if workloads and tree.is_borrowing(cq_node, frs):
+                    heapq.heappush(heap, (-tree.share(cq_node), name))
+                continue
             for i, cand in enumerate(workloads):
-                below = threshold is not None and cand.priority < threshold
                 memo = (name, cand.usage_key)
                 new_share = without.get(memo)
                 if new_share is None:
                     new_share = without[memo] = tree.share(cq_node, minus=cand.usage)
-                if below or strategies[0](preemptor_share, -neg_share, new_share):
+                if strategies[0](preemptor_share, -neg_share, new_share):
                     without.clear()
                     self._remove(cand)
                     targets.append((cand, EvictionReason.IN_COHORT_FAIR_SHARING))
@@ -461,7 +475,7 @@ class _Candidate(NamedTuple):
     lca: QuotaNode | None = None
 
 
-def _by_victim(cand: _Candidate) -> tuple[int, float, int, str]:
+def _by_victim(cand: _Candidate) -> tuple[int, float, str]:
     return cand.workload.victim_order
 
 
