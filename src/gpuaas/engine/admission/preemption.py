@@ -30,12 +30,11 @@ share while a strategy allows it.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import NamedTuple
 
-from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
+from gpuaas.engine.admission.quota import INFINITE_SHARE, QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload
 from gpuaas.model.governance import (
     AdmissionWorkload,
@@ -95,52 +94,24 @@ class Preemptor:
     def candidates(
         self, wl: AdmissionWorkload, cq_name: str, frs: set[FlavorResource]
     ) -> list[AdmittedWorkload]:
-        cq = self.cluster_queues[cq_name]
+        """Fair sharing's candidates: the queue's own (by ``withinClusterQueue``) and those of
+        every queue of the cohort tree that borrows a contested flavor-resource (by
+        ``reclaimWithinCohort``), other queues' first, each in victim order."""
         node = self.tree.cqs[cq_name]
-        policy = cq.preemption
-        own: list[AdmittedWorkload] = []
-        within = policy.within_cluster_queue
-        if within != WithinClusterQueue.NEVER:
-            newer = within == WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-            for cand in self.ordered.get(cq_name, ()):  # lowest priority first
-                if cand.priority > wl.priority or (cand.priority == wl.priority and not newer):
-                    break
-                eligible = cand.priority < wl.priority or wl.created < cand.workload.created
-                if eligible and _uses(cand, frs) and not self._protected(cand):
-                    own.append(cand)
+        own = [c.workload for c in self._own_candidates(wl, cq_name, frs)]
         others: list[AdmittedWorkload] = []
-        if node.parent is not None and policy.reclaim_within_cohort != ReclaimWithinCohort.NEVER:
-            only_lower = policy.reclaim_within_cohort != ReclaimWithinCohort.ANY
-            ancestors = set(map(id, node.path_to_root()))
+        policy = self.cluster_queues[cq_name].preemption.reclaim_within_cohort
+        if node.parent is not None and policy != ReclaimWithinCohort.NEVER:
             for other in self._tree_cqs.get(node.root().name, ()):
-                if other == cq_name or not self._exceeds_to_lca(
-                    self.tree.cqs[other], ancestors, frs
-                ):
+                if other == cq_name or not self.tree.is_borrowing(self.tree.cqs[other], frs):
                     continue
                 for cand in self.ordered.get(other, ()):
-                    if only_lower and cand.priority >= wl.priority:
+                    if policy != ReclaimWithinCohort.ANY and cand.priority >= wl.priority:
                         break
                     if _uses(cand, frs) and not self._protected(cand):
                         others.append(cand)
             others.sort(key=_ORDER)  # merges the already sorted runs
-        # other queues' workloads first, then the queue's own
-        out = others + own
-        return out
-
-    def _exceeds_to_lca(
-        self, other: QuotaNode, ancestors: set[int], frs: set[FlavorResource]
-    ) -> bool:
-        """Whether ``other`` and every cohort between it and the common ancestor with the
-        preemptor use more than their quota: a subtree within its quota is not reclaimed from."""
-        tree = self.tree
-        if not tree.is_borrowing(other, frs):
-            return False
-        cohort = other.parent
-        while cohort is not None and id(cohort) not in ancestors:
-            if not tree.is_borrowing(cohort, frs):
-                return False
-            cohort = cohort.parent
-        return True
+        return others + own
 
     # --- targets --------------------------------------------------------------------------
 
@@ -161,17 +132,7 @@ class Preemptor:
             candidates = self.candidates(wl, cq_name, frs)
             if not candidates:
                 return []
-            if all(c.cluster_queue == cq_name for c in candidates):
-                own = [_Candidate(c, _WITHIN) for c in candidates]
-                return self._minimal(request, node, frs, own, True)
-            threshold: int | None = None
-            bwc = cq.preemption.borrow_within_cohort
-            if bwc is not None and bwc != BorrowWithinCohortPolicy.NEVER:
-                threshold = wl.priority
-                limit = cq.preemption.max_priority_threshold
-                if limit is not None and limit < threshold:
-                    threshold = limit + 1
-            return self._fair(wl, request, node, frs, candidates, threshold)
+            return self._fair(wl, request, node, frs, candidates)
         own = self._own_candidates(wl, cq_name, frs)
         hierarchical, by_priority = self._cohort_candidates(wl, node, request, frs)
         if not hierarchical and not by_priority:
@@ -362,10 +323,12 @@ class Preemptor:
         node: QuotaNode,
         frs: set[FlavorResource],
         candidates: list[AdmittedWorkload],
-        threshold: int | None,
     ) -> list[Target]:
-        """Fair-sharing preemption: take from the queue with the highest share first, while the
-        configured strategy says the preemptor's share would stay no higher than the victim's."""
+        """Fair-sharing preemption, as Kueue's tournament: with the preemptor's request counted
+        in, walk down from the root to the child (cohort or queue) with the highest dominant
+        resource share at each level, and take from the queue reached while the configured
+        strategy, comparing the shares of the two subtrees just below the common ancestor of
+        preemptor and target, allows it. ``borrowWithinCohort`` plays no part here."""
         tree = self.tree
         # cheap bound: evicting every candidate frees at most their usage
         for fr, amount in request.items():
@@ -373,83 +336,169 @@ class Preemptor:
             if room < amount:
                 return []
         strategies = [_strategy(s) for s in self.config.fair_sharing_strategies]
-        groups: dict[str, list[AdmittedWorkload]] = {}
-        for cand in candidates:
-            groups.setdefault(cand.cluster_queue, []).append(cand)
-
-        def heap_of(groups: Mapping[str, list[AdmittedWorkload]]) -> list[tuple[float, str]]:
-            heap = [(-tree.share(tree.cqs[name]), name) for name, ws in groups.items() if ws]
-            heapq.heapify(heap)
-            return heap
-
-        heap = heap_of(groups)
-        preemptor_share = tree.share(node, plus=request)
         # A preemptor that stays within its nominal quota once admitted reclaims what it is
         # owed, whatever the shares say (Kueue's FairSharingPreemptWithinNominal, on by default)
         within_nominal = all(
             node.usage.get(fr, 0) + request.get(fr, 0) <= node.nominal.get(fr, 0) for fr in frs
         )
-        without: dict[tuple[object, ...], float] = {}  # share of a queue minus one victim shape
+        tree.add_usage(node, request)  # shares are those with the preemptor admitted
         targets: list[Target] = []
-        retry: dict[str, list[AdmittedWorkload]] = {}
-        fits = False
-        while heap and not fits:
-            neg_share, name = heapq.heappop(heap)
-            cq_node = tree.cqs[name]
-            workloads = groups[name]
-            if name == node.name:
-                cand = workloads.pop(0)
-                self._remove(cand)
-                targets.append((cand, EvictionReason.IN_CLUSTER_QUEUE))
-                if self._fits(request, node, True):
-                    fits = True
+
+        def fits() -> bool:
+            tree.remove_usage(node, request)
+            ok = self._fits(request, node, True)
+            tree.add_usage(node, request)
+            return ok
+
+        def take(cand: AdmittedWorkload, reason: EvictionReason) -> bool:
+            self._remove(cand)
+            targets.append((cand, reason))
+            return fits()
+
+        done = False
+        retry: list[AdmittedWorkload] = []
+        tournament = _Tournament(tree, node, candidates)
+        for target in tournament:
+            queue = tournament.queue[target.name]
+            if target is node:
+                if take(queue.pop(0), EvictionReason.IN_CLUSTER_QUEUE):
+                    done = True
                     break
-                preemptor_share = tree.share(node, plus=request)
-                if workloads:
-                    heapq.heappush(heap, (-tree.share(cq_node), name))
                 continue
             if within_nominal:
-                cand = workloads.pop(0)
-                self._remove(cand)
-                targets.append((cand, EvictionReason.IN_COHORT_RECLAMATION))
-                if self._fits(request, node, True):
-                    fits = True
+                if take(queue.pop(0), EvictionReason.IN_COHORT_RECLAMATION):
+                    done = True
                     break
-                if workloads and tree.is_borrowing(cq_node, frs):
-                    heapq.heappush(heap, (-tree.share(cq_node), name))
                 continue
-            for i, cand in enumerate(workloads):
-                memo = (name, cand.usage_key)
-                new_share = without.get(memo)
-                if new_share is None:
-                    new_share = without[memo] = tree.share(cq_node, minus=cand.usage)
-                if strategies[0](preemptor_share, -neg_share, new_share):
-                    without.clear()
-                    self._remove(cand)
-                    targets.append((cand, EvictionReason.IN_COHORT_FAIR_SHARING))
-                    if self._fits(request, node, True):
-                        fits = True
-                        break
-                    groups[name] = workloads[i + 1 :]
-                    if groups[name] and tree.is_borrowing(cq_node, frs):
-                        heapq.heappush(heap, (-tree.share(cq_node), name))
+            mine, theirs = tournament.almost_lcas(target)
+            preemptor_new, target_old = tree.share(mine), tree.share(theirs)
+            if preemptor_new == INFINITE_SHARE and target_old != INFINITE_SHARE:
+                retry.extend(queue)  # no candidate here can pass: keep them for rule S2-b
+                queue.clear()
+                continue
+            while queue:
+                cand = queue.pop(0)
+                tree.remove_usage(tree.cqs[cand.cluster_queue], cand.usage)
+                target_new = tree.share(theirs)
+                tree.add_usage(tree.cqs[cand.cluster_queue], cand.usage)
+                if strategies[0](preemptor_new, target_old, target_new):
+                    done = take(cand, EvictionReason.IN_COHORT_FAIR_SHARING)
+                    break  # shares changed: pick the target again
+                retry.append(cand)
+            if done:
+                break
+        if not done and len(strategies) > 1 and retry:
+            tournament = _Tournament(tree, node, retry)
+            for target in tournament:
+                queue = tournament.queue[target.name]
+                mine, theirs = tournament.almost_lcas(target)
+                cand = queue.pop(0)
+                if strategies[1](tree.share(mine), tree.share(theirs), 0.0) and take(
+                    cand, EvictionReason.IN_COHORT_FAIR_SHARING
+                ):
+                    done = True
                     break
-                retry.setdefault(name, []).append(cand)
-        if not fits and len(strategies) > 1:
-            heap = heap_of(retry)
-            while heap and not fits:
-                neg_share, name = heapq.heappop(heap)
-                if strategies[1](preemptor_share, -neg_share, 0.0):
-                    cand = retry[name][0]
-                    self._remove(cand)
-                    targets.append((cand, EvictionReason.IN_COHORT_FAIR_SHARING))
-                    fits = self._fits(request, node, True)
-        if not fits:
+                tournament.drop(target)  # rule S2-b applies at most once per queue
+        tree.remove_usage(node, request)
+        if not done:
             self._restore(targets)
             return []
         targets = self._fill_back(targets, request, node, True)
         self._restore(targets)
         return targets
+
+
+class _Tournament:
+    """Kueue's order of target queues in fair-sharing preemption: from the root, the child with
+    the highest share (a cohort when tied with a queue), pruning what does not borrow."""
+
+    def __init__(
+        self, tree: QuotaTree, preemptor: QuotaNode, candidates: Iterable[AdmittedWorkload]
+    ) -> None:
+        self.tree = tree
+        self.preemptor = preemptor
+        self.ancestors = {id(a) for a in preemptor.path_to_root()}
+        self.queue: dict[str, list[AdmittedWorkload]] = {}
+        for cand in candidates:
+            self.queue.setdefault(cand.cluster_queue, []).append(cand)
+        self.pruned: set[int] = set()
+
+    def drop(self, cq: QuotaNode) -> None:
+        self.pruned.add(id(cq))
+
+    def __iter__(self) -> Iterator[QuotaNode]:
+        preemptor = self.preemptor
+        if preemptor.parent is None:
+            while id(preemptor) not in self.pruned and self.queue.get(preemptor.name):
+                yield preemptor
+            return
+        root = preemptor.root()
+        while id(root) not in self.pruned:
+            target = self._next(root)
+            if target is not None:
+                yield target
+
+    def _next(self, cohort: QuotaNode) -> QuotaNode | None:
+        tree = self.tree
+        best_cq: QuotaNode | None = None
+        best_cq_share = -1.0
+        best_cohort: QuotaNode | None = None
+        best_cohort_share = -1.0
+        for child in cohort.children:
+            if id(child) in self.pruned:
+                continue
+            if child.is_cq:
+                if not self.queue.get(child.name) or (
+                    child is not self.preemptor and not _borrows(child)
+                ):
+                    self.pruned.add(id(child))
+                    continue
+                share = tree.share(child)
+                if share > best_cq_share or (
+                    share == best_cq_share
+                    and best_cq is not None
+                    and _before(self.queue[child.name][0], self.queue[best_cq.name][0], self)
+                ):
+                    best_cq, best_cq_share = child, share
+            else:
+                share = tree.share(child)
+                if not _borrows(child) and id(child) not in self.ancestors:
+                    self.pruned.add(id(child))
+                elif share >= best_cohort_share:
+                    best_cohort, best_cohort_share = child, share
+        if best_cohort is None and best_cq is None:
+            self.pruned.add(id(cohort))
+            return None
+        if best_cohort is not None and best_cohort_share >= best_cq_share:
+            return self._next(best_cohort)
+        return best_cq
+
+    def almost_lcas(self, target: QuotaNode) -> tuple[QuotaNode, QuotaNode]:
+        """The children of the common ancestor of preemptor and ``target`` on either side."""
+        theirs = target
+        lca = target.parent
+        while lca is not None and id(lca) not in self.ancestors:
+            theirs = lca
+            lca = lca.parent
+        mine = self.preemptor
+        while mine.parent is not lca:
+            mine = mine.parent  # type: ignore[assignment]
+        return mine, theirs
+
+
+def _borrows(node: QuotaNode) -> bool:
+    usage = node.usage
+    return any(usage.get(fr, 0) > quota for fr, quota in node.subtree.items()) or any(
+        fr not in node.subtree and amount > 0 for fr, amount in usage.items()
+    )
+
+
+def _before(a: AdmittedWorkload, b: AdmittedWorkload, t: _Tournament) -> bool:
+    """Kueue's candidate order between two queues' first candidates: other queues before the
+    preemptor's own, then lower priority, then more recently admitted."""
+    key_a = (a.cluster_queue == t.preemptor.name, *a.victim_order)
+    key_b = (b.cluster_queue == t.preemptor.name, *b.victim_order)
+    return key_a < key_b
 
 
 def _uses(cand: AdmittedWorkload, frs: set[FlavorResource]) -> bool:
