@@ -30,6 +30,8 @@ share while a strategy allows it.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import NamedTuple
@@ -134,19 +136,24 @@ class Preemptor:
                 return []
             return self._fair(wl, request, node, frs, candidates)
         own = self._own_candidates(wl, cq_name, frs)
-        hierarchical, by_priority = self._cohort_candidates(wl, node, request, frs)
-        if not hierarchical and not by_priority:
+        hierarchical, by_priority = self._cohort_runs(node, request, frs)
+
+        def cohort(runs: list[_Run]) -> Iterator[_Candidate]:
+            return self._cohort_candidates(wl, cq, runs, frs)
+
+        has_hierarchical = _any(cohort(hierarchical))
+        if not has_hierarchical and not _any(cohort(by_priority)):
             return self._minimal(request, node, frs, own, True) if own else []
         bwc = cq.preemption.borrow_within_cohort
         forbidden = bwc is None or bwc == BorrowWithinCohortPolicy.NEVER
         if forbidden and not self._under_nominal(node, frs):
             attempts: tuple[bool, ...] = (True,)
-        elif forbidden and not hierarchical:
+        elif forbidden and not has_hierarchical:
             attempts = (False, True)
         else:
             attempts = (True, False)
-        ordered = hierarchical + by_priority + own
         for allow_borrowing in attempts:
+            ordered = itertools.chain(cohort(hierarchical), cohort(by_priority), own)
             found = self._minimal(request, node, frs, ordered, allow_borrowing)
             if found:
                 return found
@@ -168,54 +175,71 @@ class Preemptor:
                 out.append(_Candidate(cand, _WITHIN))
         return out
 
-    def _cohort_candidates(
-        self,
-        wl: AdmissionWorkload,
-        node: QuotaNode,
-        request: Mapping[FlavorResource, int],
-        frs: set[FlavorResource],
-    ) -> tuple[list[_Candidate], list[_Candidate]]:
-        """Other queues' candidates, split into hierarchical and priority ones (each in victim
-        order). Walks up from the preemptor; at each cohort only the subtrees that use more than
-        their quota of a contested flavor-resource are entered."""
+    def _cohort_runs(
+        self, node: QuotaNode, request: Mapping[FlavorResource, int], frs: set[FlavorResource]
+    ) -> tuple[list[_Run], list[_Run]]:
+        """The other queues whose workloads may be reclaimed, as runs of candidates (each queue's
+        admitted workloads in victim order, with the common ancestor they were reached from),
+        split into hierarchical and priority ones. Walks up from the preemptor; at each cohort
+        only the subtrees that use more than their quota of a contested flavor-resource are
+        entered, so the walk costs nothing where nobody borrows."""
         cq = self.cluster_queues[node.name]
-        policy = cq.preemption.reclaim_within_cohort
-        if node.parent is None or policy == ReclaimWithinCohort.NEVER:
+        if node.parent is None or cq.preemption.reclaim_within_cohort == ReclaimWithinCohort.NEVER:
             return [], []
-        bwc = cq.preemption.borrow_within_cohort
-        forbidden = bwc is None or bwc == BorrowWithinCohortPolicy.NEVER
-        threshold = None if forbidden else cq.preemption.max_priority_threshold
-        hierarchical: list[_Candidate] = []
-        by_priority: list[_Candidate] = []
+        hierarchical: list[_Run] = []
+        by_priority: list[_Run] = []
         advantage, remaining = _fits_in_quota(node, request)
         previous: QuotaNode | None = None
         for subtree in node.path_to_root():
             queues: list[QuotaNode] = []
             self._over_quota_queues(subtree, previous, node, frs, queues)
-            out = hierarchical if advantage else by_priority
+            runs = hierarchical if advantage else by_priority
             for other in queues:
-                for cand in self.ordered.get(other.name, ()):
-                    if policy != ReclaimWithinCohort.ANY and cand.priority >= wl.priority:
-                        break  # sorted by priority: no later one qualifies either
-                    if not _uses(cand, frs) or self._protected(cand):
-                        continue
-                    if advantage:
-                        variant = _HIERARCHICAL
-                    elif (
-                        forbidden
-                        or cand.priority >= wl.priority
-                        or (threshold is not None and cand.priority > threshold)
-                    ):
-                        variant = _WITHOUT_BORROWING
-                    else:
-                        variant = _WHILE_BORROWING
-                    out.append(_Candidate(cand, variant, subtree))
+                workloads = self.ordered.get(other.name)
+                if workloads:
+                    runs.append((workloads, subtree, advantage))
             fits, remaining = _fits_in_quota(subtree, remaining)
             advantage = advantage or fits
             previous = subtree
-        hierarchical.sort(key=_by_victim)
-        by_priority.sort(key=_by_victim)
         return hierarchical, by_priority
+
+    def _cohort_candidates(
+        self, wl: AdmissionWorkload, cq: ClusterQueue, runs: list[_Run], frs: set[FlavorResource]
+    ) -> Iterator[_Candidate]:
+        """The candidates of ``runs`` merged in victim order, each with its kind; lazy, since a
+        minimal victim set is usually found among the first few."""
+        policy = cq.preemption.reclaim_within_cohort
+        only_lower = policy != ReclaimWithinCohort.ANY
+        bwc = cq.preemption.borrow_within_cohort
+        forbidden = bwc is None or bwc == BorrowWithinCohortPolicy.NEVER
+        threshold = None if forbidden else cq.preemption.max_priority_threshold
+        priority = wl.priority
+
+        def run(
+            workloads: list[AdmittedWorkload], lca: QuotaNode, advantage: bool
+        ) -> Iterator[tuple[tuple[int, float, str], AdmittedWorkload, QuotaNode, bool]]:
+            for cand in workloads:
+                if only_lower and cand.priority >= priority:
+                    return  # sorted by priority: no later one qualifies either
+                yield cand.victim_order, cand, lca, advantage
+
+        if not runs:
+            return
+        merged = heapq.merge(*(run(*r) for r in runs)) if len(runs) > 1 else run(*runs[0])
+        for _, cand, lca, advantage in merged:
+            if not _uses(cand, frs) or self._protected(cand):
+                continue
+            if advantage:
+                variant = _HIERARCHICAL
+            elif (
+                forbidden
+                or cand.priority >= priority
+                or (threshold is not None and cand.priority > threshold)
+            ):
+                variant = _WITHOUT_BORROWING
+            else:
+                variant = _WHILE_BORROWING
+            yield _Candidate(cand, variant, lca)
 
     def _over_quota_queues(
         self,
@@ -296,7 +320,7 @@ class Preemptor:
         request: Mapping[FlavorResource, int],
         node: QuotaNode,
         frs: set[FlavorResource],
-        candidates: list[_Candidate],
+        candidates: Iterable[_Candidate],
         allow_borrowing: bool,
     ) -> list[Target]:
         targets: list[Target] = []
@@ -524,8 +548,13 @@ class _Candidate(NamedTuple):
     lca: QuotaNode | None = None
 
 
-def _by_victim(cand: _Candidate) -> tuple[int, float, str]:
-    return cand.workload.victim_order
+# a queue's admitted workloads (victim order), the common ancestor they are reached from, and
+# whether the preemptor has the hierarchical advantage over them
+_Run = tuple[list[AdmittedWorkload], QuotaNode, bool]
+
+
+def _any(candidates: Iterator[_Candidate]) -> bool:
+    return next(candidates, None) is not None
 
 
 def _fits_in_quota(
