@@ -152,12 +152,44 @@ class Preemptor:
             attempts = (False, True)
         else:
             attempts = (True, False)
+        if not self._could_fit(wl, cq, request, node, hierarchical + by_priority, own):
+            return []
         for allow_borrowing in attempts:
-            ordered = itertools.chain(cohort(hierarchical), cohort(by_priority), own)
+            # without borrowWithinCohort every priority candidate needs a non-borrowing preemptor
+            priority_candidates = () if allow_borrowing and forbidden else cohort(by_priority)
+            ordered = itertools.chain(cohort(hierarchical), priority_candidates, own)
             found = self._minimal(request, node, frs, ordered, allow_borrowing)
             if found:
                 return found
         return []
+
+    def _could_fit(
+        self,
+        wl: AdmissionWorkload,
+        cq: ClusterQueue,
+        request: Mapping[FlavorResource, int],
+        node: QuotaNode,
+        runs: list[_Run],
+        own: list[_Candidate],
+    ) -> bool:
+        """A cheap necessary condition: evicting every candidate frees at most their usage."""
+        room = {fr: self.tree.available(node, fr) - amount for fr, amount in request.items()}
+        for cand in own:
+            for fr in room:
+                room[fr] += cand.workload.usage.get(fr, 0)
+        only_lower = cq.preemption.reclaim_within_cohort != ReclaimWithinCohort.ANY
+        for workloads, _, _, queue in runs:
+            if not only_lower:  # every workload of the queue: its usage is the queue's
+                for fr in room:
+                    room[fr] += queue.usage.get(fr, 0)
+                continue
+            for other in workloads:
+                if other.priority >= wl.priority:
+                    break
+                usage = other.usage
+                for fr in room:
+                    room[fr] += usage.get(fr, 0)
+        return all(value >= 0 for value in room.values())
 
     def _own_candidates(
         self, wl: AdmissionWorkload, cq_name: str, frs: set[FlavorResource]
@@ -197,7 +229,7 @@ class Preemptor:
             for other in queues:
                 workloads = self.ordered.get(other.name)
                 if workloads:
-                    runs.append((workloads, subtree, advantage))
+                    runs.append((workloads, subtree, advantage, other))
             fits, remaining = _fits_in_quota(subtree, remaining)
             advantage = advantage or fits
             previous = subtree
@@ -216,7 +248,7 @@ class Preemptor:
         priority = wl.priority
 
         def run(
-            workloads: list[AdmittedWorkload], lca: QuotaNode, advantage: bool
+            workloads: list[AdmittedWorkload], lca: QuotaNode, advantage: bool, _: QuotaNode
         ) -> Iterator[tuple[tuple[int, float, str], AdmittedWorkload, QuotaNode, bool]]:
             for cand in workloads:
                 if only_lower and cand.priority >= priority:
@@ -548,9 +580,9 @@ class _Candidate(NamedTuple):
     lca: QuotaNode | None = None
 
 
-# a queue's admitted workloads (victim order), the common ancestor they are reached from, and
-# whether the preemptor has the hierarchical advantage over them
-_Run = tuple[list[AdmittedWorkload], QuotaNode, bool]
+# a queue's admitted workloads (victim order), the common ancestor they are reached from,
+# whether the preemptor has the hierarchical advantage over them, and the queue
+_Run = tuple[list[AdmittedWorkload], QuotaNode, bool, QuotaNode]
 
 
 def _any(candidates: Iterator[_Candidate]) -> bool:
