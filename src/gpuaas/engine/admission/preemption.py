@@ -406,9 +406,13 @@ class Preemptor:
             tree.add_usage(node, request)
             return ok
 
+        without: dict[tuple[int, str, tuple[object, ...]], float] = {}  # shares minus a victim
+
         def take(cand: AdmittedWorkload, reason: EvictionReason) -> bool:
             self._remove(cand)
             targets.append((cand, reason))
+            without.clear()
+            tournament.changed()
             return fits()
 
         done = False
@@ -434,9 +438,12 @@ class Preemptor:
                 continue
             while queue:
                 cand = queue.pop(0)
-                tree.remove_usage(tree.cqs[cand.cluster_queue], cand.usage)
-                target_new = tree.share(theirs)
-                tree.add_usage(tree.cqs[cand.cluster_queue], cand.usage)
+                memo = (id(theirs), cand.cluster_queue, cand.usage_key)
+                target_new = without.get(memo)
+                if target_new is None:  # victims of one shape in one queue share the answer
+                    tree.remove_usage(tree.cqs[cand.cluster_queue], cand.usage)
+                    target_new = without[memo] = tree.share(theirs)
+                    tree.add_usage(tree.cqs[cand.cluster_queue], cand.usage)
                 if strategies[0](preemptor_new, target_old, target_new):
                     done = take(cand, EvictionReason.IN_COHORT_FAIR_SHARING)
                     break  # shares changed: pick the target again
@@ -478,6 +485,17 @@ class _Tournament:
         for cand in candidates:
             self.queue.setdefault(cand.cluster_queue, []).append(cand)
         self.pruned: set[int] = set()
+        self._shares: dict[int, tuple[float, bool]] = {}  # per node, until usage changes
+
+    def changed(self) -> None:
+        """Usage changed (a victim was taken): shares must be computed again."""
+        self._shares.clear()
+
+    def _share(self, node: QuotaNode) -> tuple[float, bool]:
+        known = self._shares.get(id(node))
+        if known is None:
+            known = self._shares[id(node)] = (self.tree.share(node), _borrows(node))
+        return known
 
     def drop(self, cq: QuotaNode) -> None:
         self.pruned.add(id(cq))
@@ -495,7 +513,6 @@ class _Tournament:
                 yield target
 
     def _next(self, cohort: QuotaNode) -> QuotaNode | None:
-        tree = self.tree
         best_cq: QuotaNode | None = None
         best_cq_share = -1.0
         best_cohort: QuotaNode | None = None
@@ -504,12 +521,13 @@ class _Tournament:
             if id(child) in self.pruned:
                 continue
             if child.is_cq:
-                if not self.queue.get(child.name) or (
-                    child is not self.preemptor and not _borrows(child)
-                ):
+                if not self.queue.get(child.name):
                     self.pruned.add(id(child))
                     continue
-                share = tree.share(child)
+                share, borrows = self._share(child)
+                if child is not self.preemptor and not borrows:
+                    self.pruned.add(id(child))
+                    continue
                 if share > best_cq_share or (
                     share == best_cq_share
                     and best_cq is not None
@@ -517,8 +535,8 @@ class _Tournament:
                 ):
                     best_cq, best_cq_share = child, share
             else:
-                share = tree.share(child)
-                if not _borrows(child) and id(child) not in self.ancestors:
+                share, borrows = self._share(child)
+                if not borrows and id(child) not in self.ancestors:
                     self.pruned.add(id(child))
                 elif share >= best_cohort_share:
                     best_cohort, best_cohort_share = child, share
