@@ -197,6 +197,13 @@ def _mutate(kind: str, name: str, change: Any) -> list[dict[str, Any]]:
             r".nominalQuota: must not be negative",
         ),
         (
+            "ClusterQueue",
+            "team-a",
+            lambda d: d["spec"]["flavorFungibility"].update(preference="PreemptionOverBorrowing"),
+            r"ClusterQueue team-a: spec.flavorFungibility.preference: can only be set when both "
+            r"whenCanBorrow and whenCanPreempt are TryNextFlavor",
+        ),
+        (
             "Cohort",
             "org",
             lambda d: d["spec"].update(parentName="ai-lab"),

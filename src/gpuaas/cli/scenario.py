@@ -58,6 +58,8 @@ def run(
         typer.echo(json.dumps(outcome.to_json(), indent=2, sort_keys=True))
         return
     typer.echo(f"scenario {scenario.name}")
+    if scenario.origin is not None:
+        typer.echo(f"source: {scenario.origin}")
     typer.echo(_format(outcome))
     if outcome.oscillated:
         typer.echo(
@@ -76,10 +78,11 @@ def check(
         typer.echo(f"error: {file}: no `expect` section to check against", err=True)
         raise typer.Exit(2)
     differences = diff_outcomes(scenario.expect, outcome)
+    origin = f" (from {scenario.origin})" if scenario.origin is not None else ""
     if not differences:
-        typer.echo(f"ok: {scenario.name}")
+        typer.echo(f"ok: {scenario.name}{origin}")
         return
-    typer.echo(f"FAIL: {scenario.name}: {len(differences)} difference(s)")
+    typer.echo(f"FAIL: {scenario.name}{origin}: {len(differences)} difference(s)")
     for line in differences:
         typer.echo(f"  - {line}")
     raise typer.Exit(1)

@@ -37,7 +37,7 @@ from gpuaas.model.workload import TopologyMode, TopologyRequest
 from gpuaas.supply.kueue import load_objects
 from gpuaas.supply.loaders.inventory import parse_taint
 
-_TOP = {"name", "description", "nodes", "objects", "workloads", "expect", "config"}
+_TOP = {"name", "description", "source", "nodes", "objects", "workloads", "expect", "config"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,21 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class ScenarioOrigin:
+    """Where a scenario's situation comes from (e.g. the upstream Kueue test it translates), so
+    that a reader can compare the expectation with the test that set it."""
+
+    repo: str
+    file: str
+    test: str
+    commit: str | None = None
+
+    def __str__(self) -> str:
+        at = f"@{self.commit[:12]}" if self.commit else ""
+        return f"{self.repo}{at} {self.file} {self.test}"
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     description: str
@@ -78,6 +93,7 @@ class Scenario:
     config: AdmissionConfig
     expect: Outcome | None
     source: str = "scenario"
+    origin: ScenarioOrigin | None = None
 
 
 def _map(value: object, where: str) -> Mapping[str, Any]:
@@ -290,6 +306,25 @@ def _workload(raw: object, index: int, gov: Governance) -> ScenarioWorkload:
     return ScenarioWorkload(workload, flavors, _number(adm.get("at", 0), f"{where}: admitted.at"))
 
 
+def _origin(raw: object) -> ScenarioOrigin | None:
+    """The optional top-level ``source``: ``{repo, file, test, commit?}``, all strings."""
+    if raw is None:
+        return None
+    src = _map(raw, "source")
+    for key in src:
+        if key not in ("repo", "file", "test", "commit"):
+            raise InvalidValue(f"source.{key}", "unknown field (known: repo, commit, file, test)")
+    values: dict[str, str] = {}
+    for key in ("repo", "file", "test", "commit"):
+        value = src.get(key)
+        if value is None and key == "commit":
+            continue
+        if not isinstance(value, str) or not value:
+            raise InvalidValue(f"source.{key}", f"expected a non-empty string, got {value!r}")
+        values[key] = value
+    return ScenarioOrigin(**values)
+
+
 def _expect(raw: object) -> Outcome | None:
     if raw is None:
         return None
@@ -357,6 +392,7 @@ def parse_scenario(data: object, source: str = "scenario") -> Scenario:
             config=_config(doc.get("config"), "config"),
             expect=_expect(doc.get("expect")),
             source=source,
+            origin=_origin(doc.get("source")),
         )
     except InvalidValue as exc:
         raise GpuaasError(f"{source}: {exc}") from None

@@ -394,6 +394,14 @@ def _cluster_queue(name: str, spec: Mapping[str, Any], where: str) -> ClusterQue
             else _enum(FungibilityPreference, fung["preference"], f"{fwhere}.preference")
         ),
     )
+    if fungibility.preference is not None and (
+        fungibility.when_can_borrow != FungibilityPolicy.TRY_NEXT_FLAVOR
+        or fungibility.when_can_preempt != FungibilityPolicy.TRY_NEXT_FLAVOR
+    ):  # Kueue's own validation rule: the preference only orders flavors all of which are tried
+        raise InvalidValue(
+            f"{fwhere}.preference",
+            "can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
+        )
     cohort = spec.get("cohortName")
     explicit = {k for k in ("queueingStrategy", "preemption", "flavorFungibility") if k in spec}
     explicit |= {f"preemption.{k}" for k in pre}

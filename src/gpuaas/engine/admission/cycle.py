@@ -42,6 +42,7 @@ from gpuaas.model.governance import (
     FungibilityPreference,
     Governance,
     QueueingStrategy,
+    ReclaimWithinCohort,
     ResourceFlavor,
     WithinClusterQueue,
 )
@@ -172,7 +173,7 @@ class AdmissionEngine:
         # backlog that cannot move costs a pass nothing but its new arrivals
         self._order: dict[str, list[AdmissionWorkload]] = {name: [] for name in gov.cluster_queues}
         self._frontier: dict[str, tuple[tuple[tuple[int, int], float], int]] = {}
-        self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode]] = {}
+        self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode, int]] = {}
         self._known: set[str] = set()
         self._user_admitted: dict[tuple[str, str], int] = {}
         self._group_of: dict[str, dict[str, int]] = {}
@@ -679,7 +680,7 @@ class AdmissionEngine:
                             f"(pod set {ps.name})"
                         )
                         continue
-                    mode, borrow = Mode.FIT, 0
+                    mode, borrow, fit_borrow = Mode.FIT, 0, 0
                     need: dict[FlavorResource, int] = {}
                     for resource, amount in request.items():
                         fr = (fq.name, resource)
@@ -689,12 +690,20 @@ class AdmissionEngine:
                         borrow = max(borrow, b)
                         if m != Mode.FIT:
                             need[fr] = value
+                        else:
+                            fit_borrow = max(fit_borrow, b)
                         if mode == Mode.NO_FIT:
                             break
                     if mode == Mode.PREEMPT and simulate:
-                        mode = self._preemption_mode(wl, cq_name, need)
+                        mode, after = self._preemption_mode(wl, cq_name, need)
                         if mode == Mode.NO_FIT:
                             out.reasons.append(("novictim",))
+                        else:  # a flavor is ranked by what it borrows once the victims are gone
+                            borrow = max(fit_borrow, after)
+                    elif mode == Mode.PREEMPT:
+                        # not simulated: assume the victims free all borrowing, the least it can
+                        # be, so that a fit elsewhere wins only if it also wins after simulation
+                        borrow = fit_borrow
                     if mode == Mode.NO_FIT:
                         continue
                     if best is None or _preferred((mode, borrow), best[:2], fung):
@@ -737,21 +746,29 @@ class AdmissionEngine:
         reasons.append(
             ("unused", node.parent.name if node.parent else None, fr, value - available, lend)
         )
+        # Kueue tries preemption only when the request fits the queue's nominal quota, when a
+        # subtree below the root could hold it (hierarchical reclaim), or when the queue may
+        # preempt while borrowing (borrowWithinCohort, or fair sharing with reclaim enabled)
         policy = self.gov.cluster_queues[cq_name].preemption
         if not (
             node.nominal.get(fr, 0) >= value
             or may_reclaim
-            or policy.within_cluster_queue != WithinClusterQueue.NEVER
             or policy.borrow_within_cohort == BorrowWithinCohortPolicy.LOWER_PRIORITY
+            or (
+                self.config.fair_sharing
+                and policy.reclaim_within_cohort != ReclaimWithinCohort.NEVER
+            )
         ):
             return Mode.NO_FIT, borrow
         return Mode.PREEMPT, borrow
 
     def _preemption_mode(
         self, wl: AdmissionWorkload, cq_name: str, request: dict[FlavorResource, int]
-    ) -> Mode:
+    ) -> tuple[Mode, int]:
         """Whether preempting could make room for ``request``: RECLAIM (only other queues'
-        borrowers), PREEMPT (some of the queue's own workloads) or NO_FIT (no victim set)."""
+        borrowers), PREEMPT (some of the queue's own workloads) or NO_FIT (no victim set); and
+        how far the workload would borrow once the victims are gone (Kueue ranks flavors by
+        that)."""
         # Equivalent attempts (same queue, rank and request) on an unchanged cohort tree give
         # the same answer: remember it, so a full queue does not re-simulate for every workload.
         policy = self.gov.cluster_queues[cq_name].preemption
@@ -760,16 +777,27 @@ class AdmissionEngine:
         state = self._tree(cq_name)
         cached = self._preempt_cache.get(key)
         if cached is not None and cached[0] == state:
-            return cached[1]
+            return cached[1], cached[2]
         targets = self.preemptor.targets(wl, cq_name, request, set(request))
+        borrow = 0
         if not targets:
             mode = Mode.NO_FIT
-        elif all(t.cluster_queue != cq_name for t, _ in targets):
-            mode = Mode.RECLAIM
         else:
-            mode = Mode.PREEMPT
-        self._preempt_cache[key] = (state, mode)
-        return mode
+            mode = (
+                Mode.RECLAIM
+                if all(t.cluster_queue != cq_name for t, _ in targets)
+                else Mode.PREEMPT
+            )
+            tree = self.tree
+            node = tree.cqs[cq_name]
+            for victim, _ in targets:
+                tree.remove_usage(tree.cqs[victim.cluster_queue], victim.usage)
+            for fr, value in request.items():
+                borrow = max(borrow, tree.borrow_height(node, fr, value)[0])
+            for victim, _ in targets:
+                tree.add_usage(tree.cqs[victim.cluster_queue], victim.usage)
+        self._preempt_cache[key] = (state, mode, borrow)
+        return mode, borrow
 
     # --- outputs --------------------------------------------------------------------------
 

@@ -1,22 +1,42 @@
 """Preemption: which admitted workloads to evict so that a pending one fits.
 
-Kueue's rules: candidates come from the preemptor's own ClusterQueue (``withinClusterQueue``)
-and from ClusterQueues of the same cohort tree that borrow the contested flavor-resources
-(``reclaimWithinCohort``). Candidates are ordered (other queues first, lower priority first, most
-recently admitted first); they are removed one by one until the preemptor fits, then every
-victim that is not needed after all is put back (the "fill-back" pass), which gives a minimal
-set. ``borrowWithinCohort`` lets a preemptor that borrows evict lower-priority borrowers below a
-priority threshold. With fair sharing, victims are taken from the ClusterQueue with the highest
-dominant resource share while a strategy allows it.
+Kueue's classical rules. Candidates are of three kinds:
+
+- *hierarchical*: workloads of other ClusterQueues over which the preemptor has a hierarchical
+  advantage. Walking up from the preemptor's queue, the first node (the queue itself, or a
+  cohort) whose own quota would hold the request, after what the nodes below keep locally, makes
+  every borrower inside it reclaimable whatever the preemptor borrows. A queue within its
+  nominal quota thus always reclaims from the borrowers of its cohort, and a cohort within its
+  quota reclaims from borrowers elsewhere in the tree;
+- *priority* candidates: borrowers of other queues reached before such a node is found; they
+  may be evicted only if the preemptor does not borrow afterwards, unless ``borrowWithinCohort``
+  allows it for candidates of lower priority, at or below ``maxPriorityThreshold``
+  (``InCohortReclaimWhileBorrowing``);
+- the queue's own workloads (``withinClusterQueue``).
+
+``reclaimWithinCohort`` decides which other queues' workloads qualify by priority. Only queues
+(and cohorts up to the common ancestor) that use more than their quota of a contested
+flavor-resource are reclaimed from, and a subtree within its quota is not even visited: the cost
+is paid only where someone borrows. Candidates are tried hierarchical first, then priority, then
+the queue's own, each kind lowest priority and most recently admitted first; they are removed one
+by one until the preemptor's whole request fits, then every victim that is not needed after all
+is put back (the "fill-back" pass), which gives a minimal set. Whether the preemptor may borrow
+is decided per attempt, as Kueue does: with borrowing first, or without borrowing first when
+reclaiming without borrowing is the only way to reach other queues.
+
+With fair sharing, victims are taken from the ClusterQueue with the highest dominant resource
+share while a strategy allows it.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import attrgetter
+from typing import NamedTuple
 
-from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
+from gpuaas.engine.admission.quota import INFINITE_SHARE, QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload
 from gpuaas.model.governance import (
     AdmissionWorkload,
@@ -76,52 +96,24 @@ class Preemptor:
     def candidates(
         self, wl: AdmissionWorkload, cq_name: str, frs: set[FlavorResource]
     ) -> list[AdmittedWorkload]:
-        cq = self.cluster_queues[cq_name]
+        """Fair sharing's candidates: the queue's own (by ``withinClusterQueue``) and those of
+        every queue of the cohort tree that borrows a contested flavor-resource (by
+        ``reclaimWithinCohort``), other queues' first, each in victim order."""
         node = self.tree.cqs[cq_name]
-        policy = cq.preemption
-        own: list[AdmittedWorkload] = []
-        within = policy.within_cluster_queue
-        if within != WithinClusterQueue.NEVER:
-            newer = within == WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-            for cand in self.ordered.get(cq_name, ()):  # lowest priority first
-                if cand.priority > wl.priority or (cand.priority == wl.priority and not newer):
-                    break
-                eligible = cand.priority < wl.priority or wl.created < cand.workload.created
-                if eligible and _uses(cand, frs) and not self._protected(cand):
-                    own.append(cand)
+        own = [c.workload for c in self._own_candidates(wl, cq_name, frs)]
         others: list[AdmittedWorkload] = []
-        if node.parent is not None and policy.reclaim_within_cohort != ReclaimWithinCohort.NEVER:
-            only_lower = policy.reclaim_within_cohort != ReclaimWithinCohort.ANY
-            ancestors = set(map(id, node.path_to_root()))
+        policy = self.cluster_queues[cq_name].preemption.reclaim_within_cohort
+        if node.parent is not None and policy != ReclaimWithinCohort.NEVER:
             for other in self._tree_cqs.get(node.root().name, ()):
-                if other == cq_name or not self._exceeds_to_lca(
-                    self.tree.cqs[other], ancestors, frs
-                ):
+                if other == cq_name or not self.tree.is_borrowing(self.tree.cqs[other], frs):
                     continue
                 for cand in self.ordered.get(other, ()):
-                    if only_lower and cand.priority >= wl.priority:
+                    if policy != ReclaimWithinCohort.ANY and cand.priority >= wl.priority:
                         break
                     if _uses(cand, frs) and not self._protected(cand):
                         others.append(cand)
             others.sort(key=_ORDER)  # merges the already sorted runs
-        # other queues' workloads first, then the queue's own
-        out = others + own
-        return out
-
-    def _exceeds_to_lca(
-        self, other: QuotaNode, ancestors: set[int], frs: set[FlavorResource]
-    ) -> bool:
-        """Whether ``other`` and every cohort between it and the common ancestor with the
-        preemptor use more than their quota: a subtree within its quota is not reclaimed from."""
-        tree = self.tree
-        if not tree.is_borrowing(other, frs):
-            return False
-        cohort = other.parent
-        while cohort is not None and id(cohort) not in ancestors:
-            if not tree.is_borrowing(cohort, frs):
-                return False
-            cohort = cohort.parent
-        return True
+        return others + own
 
     # --- targets --------------------------------------------------------------------------
 
@@ -132,35 +124,173 @@ class Preemptor:
         request: Mapping[FlavorResource, int],
         frs: set[FlavorResource],
     ) -> list[Target]:
-        """A minimal set of victims after which ``request`` fits in ``cq_name``, or ``[]``."""
-        candidates = self.candidates(wl, cq_name, frs)
-        if not candidates:
-            return []
+        """A minimal set of victims after which ``request`` fits in ``cq_name``, or ``[]``.
+
+        ``request`` is everything the workload would be charged; ``frs`` the flavor-resources
+        that need preemption (victims must use one of them)."""
         node = self.tree.cqs[cq_name]
         cq = self.cluster_queues[cq_name]
-        same = [c for c in candidates if c.cluster_queue == cq_name]
-        if len(same) == len(candidates):
-            return self._minimal(request, node, frs, candidates, True, None)
-        threshold: int | None = None
-        bwc = cq.preemption.borrow_within_cohort
-        if bwc is not None and bwc != BorrowWithinCohortPolicy.NEVER:
-            threshold = wl.priority
-            limit = cq.preemption.max_priority_threshold
-            if limit is not None and limit < threshold:
-                threshold = limit + 1
         if self.config.fair_sharing:
-            return self._fair(wl, request, node, frs, candidates, threshold)
-        if threshold is not None:
-            if not self._under_nominal(node, frs):
-                candidates = [
-                    c for c in candidates if c.cluster_queue == cq_name or c.priority < threshold
-                ]
-            return self._minimal(request, node, frs, candidates, True, threshold)
-        if self._under_nominal(node, frs):
-            found = self._minimal(request, node, frs, candidates, False, None)
+            candidates = self.candidates(wl, cq_name, frs)
+            if not candidates:
+                return []
+            return self._fair(wl, request, node, frs, candidates)
+        own = self._own_candidates(wl, cq_name, frs)
+        hierarchical, by_priority = self._cohort_runs(node, request, frs)
+
+        def cohort(runs: list[_Run]) -> Iterator[_Candidate]:
+            return self._cohort_candidates(wl, cq, runs, frs)
+
+        has_hierarchical = _any(cohort(hierarchical))
+        if not has_hierarchical and not _any(cohort(by_priority)):
+            return self._minimal(request, node, frs, own, True) if own else []
+        bwc = cq.preemption.borrow_within_cohort
+        forbidden = bwc is None or bwc == BorrowWithinCohortPolicy.NEVER
+        if forbidden and not self._under_nominal(node, frs):
+            attempts: tuple[bool, ...] = (True,)
+        elif forbidden and not has_hierarchical:
+            attempts = (False, True)
+        else:
+            attempts = (True, False)
+        if not self._could_fit(wl, cq, request, node, hierarchical + by_priority, own):
+            return []
+        for allow_borrowing in attempts:
+            # without borrowWithinCohort every priority candidate needs a non-borrowing preemptor
+            priority_candidates = () if allow_borrowing and forbidden else cohort(by_priority)
+            ordered = itertools.chain(cohort(hierarchical), priority_candidates, own)
+            found = self._minimal(request, node, frs, ordered, allow_borrowing)
             if found:
                 return found
-        return self._minimal(request, node, frs, same, True, None)
+        return []
+
+    def _could_fit(
+        self,
+        wl: AdmissionWorkload,
+        cq: ClusterQueue,
+        request: Mapping[FlavorResource, int],
+        node: QuotaNode,
+        runs: list[_Run],
+        own: list[_Candidate],
+    ) -> bool:
+        """A cheap necessary condition: evicting every candidate frees at most their usage."""
+        room = {fr: self.tree.available(node, fr) - amount for fr, amount in request.items()}
+        for cand in own:
+            for fr in room:
+                room[fr] += cand.workload.usage.get(fr, 0)
+        only_lower = cq.preemption.reclaim_within_cohort != ReclaimWithinCohort.ANY
+        for workloads, _, _, queue in runs:
+            if not only_lower:  # every workload of the queue: its usage is the queue's
+                for fr in room:
+                    room[fr] += queue.usage.get(fr, 0)
+                continue
+            for other in workloads:
+                if other.priority >= wl.priority:
+                    break
+                usage = other.usage
+                for fr in room:
+                    room[fr] += usage.get(fr, 0)
+        return all(value >= 0 for value in room.values())
+
+    def _own_candidates(
+        self, wl: AdmissionWorkload, cq_name: str, frs: set[FlavorResource]
+    ) -> list[_Candidate]:
+        within = self.cluster_queues[cq_name].preemption.within_cluster_queue
+        if within == WithinClusterQueue.NEVER:
+            return []
+        newer = within == WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        out: list[_Candidate] = []
+        for cand in self.ordered.get(cq_name, ()):  # lowest priority first
+            if cand.priority > wl.priority or (cand.priority == wl.priority and not newer):
+                break
+            eligible = cand.priority < wl.priority or wl.created < cand.workload.created
+            if eligible and _uses(cand, frs) and not self._protected(cand):
+                out.append(_Candidate(cand, _WITHIN))
+        return out
+
+    def _cohort_runs(
+        self, node: QuotaNode, request: Mapping[FlavorResource, int], frs: set[FlavorResource]
+    ) -> tuple[list[_Run], list[_Run]]:
+        """The other queues whose workloads may be reclaimed, as runs of candidates (each queue's
+        admitted workloads in victim order, with the common ancestor they were reached from),
+        split into hierarchical and priority ones. Walks up from the preemptor; at each cohort
+        only the subtrees that use more than their quota of a contested flavor-resource are
+        entered, so the walk costs nothing where nobody borrows."""
+        cq = self.cluster_queues[node.name]
+        if node.parent is None or cq.preemption.reclaim_within_cohort == ReclaimWithinCohort.NEVER:
+            return [], []
+        hierarchical: list[_Run] = []
+        by_priority: list[_Run] = []
+        advantage, remaining = _fits_in_quota(node, request)
+        previous: QuotaNode | None = None
+        for subtree in node.path_to_root():
+            queues: list[QuotaNode] = []
+            self._over_quota_queues(subtree, previous, node, frs, queues)
+            runs = hierarchical if advantage else by_priority
+            for other in queues:
+                workloads = self.ordered.get(other.name)
+                if workloads:
+                    runs.append((workloads, subtree, advantage, other))
+            fits, remaining = _fits_in_quota(subtree, remaining)
+            advantage = advantage or fits
+            previous = subtree
+        return hierarchical, by_priority
+
+    def _cohort_candidates(
+        self, wl: AdmissionWorkload, cq: ClusterQueue, runs: list[_Run], frs: set[FlavorResource]
+    ) -> Iterator[_Candidate]:
+        """The candidates of ``runs`` merged in victim order, each with its kind; lazy, since a
+        minimal victim set is usually found among the first few."""
+        policy = cq.preemption.reclaim_within_cohort
+        only_lower = policy != ReclaimWithinCohort.ANY
+        bwc = cq.preemption.borrow_within_cohort
+        forbidden = bwc is None or bwc == BorrowWithinCohortPolicy.NEVER
+        threshold = None if forbidden else cq.preemption.max_priority_threshold
+        priority = wl.priority
+
+        def run(
+            workloads: list[AdmittedWorkload], lca: QuotaNode, advantage: bool, _: QuotaNode
+        ) -> Iterator[tuple[tuple[int, float, str], AdmittedWorkload, QuotaNode, bool]]:
+            for cand in workloads:
+                if only_lower and cand.priority >= priority:
+                    return  # sorted by priority: no later one qualifies either
+                yield cand.victim_order, cand, lca, advantage
+
+        if not runs:
+            return
+        merged = heapq.merge(*(run(*r) for r in runs)) if len(runs) > 1 else run(*runs[0])
+        for _, cand, lca, advantage in merged:
+            if not _uses(cand, frs) or self._protected(cand):
+                continue
+            if advantage:
+                variant = _HIERARCHICAL
+            elif (
+                forbidden
+                or cand.priority >= priority
+                or (threshold is not None and cand.priority > threshold)
+            ):
+                variant = _WITHOUT_BORROWING
+            else:
+                variant = _WHILE_BORROWING
+            yield _Candidate(cand, variant, lca)
+
+    def _over_quota_queues(
+        self,
+        cohort: QuotaNode,
+        skip: QuotaNode | None,
+        preemptor: QuotaNode,
+        frs: set[FlavorResource],
+        out: list[QuotaNode],
+    ) -> None:
+        """The queues below ``cohort`` (but not in ``skip``) that use more than their quota,
+        reached through cohorts that do too."""
+        tree = self.tree
+        for child in cohort.children:
+            if child is skip or child is preemptor or not tree.is_borrowing(child, frs):
+                continue  # within its quota: nothing below it is reclaimed
+            if child.is_cq:
+                out.append(child)
+            else:
+                self._over_quota_queues(child, skip, preemptor, frs, out)
 
     def _under_nominal(self, node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.nominal.get(fr, 0) for fr in frs)
@@ -201,30 +331,37 @@ class Preemptor:
                 self._remove(cand)
         return kept
 
+    def _valid(self, cand: _Candidate, borrow: bool, frs: set[FlavorResource]) -> bool:
+        """Whether a candidate may still be taken: an own-queue one always; another queue's
+        only while it (and every cohort below the common ancestor) still uses more than its
+        quota, and, when the preemptor may borrow, only if its kind allows that."""
+        if cand.variant == _WITHIN:
+            return True
+        if borrow and cand.variant == _WITHOUT_BORROWING:
+            return False
+        tree = self.tree
+        node: QuotaNode | None = tree.cqs[cand.workload.cluster_queue]
+        while node is not None and node is not cand.lca:
+            if not tree.is_borrowing(node, frs):
+                return False
+            node = node.parent
+        return True
+
     def _minimal(
         self,
         request: Mapping[FlavorResource, int],
         node: QuotaNode,
         frs: set[FlavorResource],
-        candidates: list[AdmittedWorkload],
+        candidates: Iterable[_Candidate],
         allow_borrowing: bool,
-        threshold: int | None,
     ) -> list[Target]:
         targets: list[Target] = []
         fits = False
         for cand in candidates:
-            reason = EvictionReason.IN_CLUSTER_QUEUE
-            if cand.cluster_queue != node.name:
-                if not self.tree.is_borrowing(self.tree.cqs[cand.cluster_queue], frs):
-                    continue
-                reason = EvictionReason.IN_COHORT_RECLAMATION
-                if threshold is not None:
-                    if cand.priority >= threshold:
-                        allow_borrowing = False
-                    else:
-                        reason = EvictionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
-            self._remove(cand)
-            targets.append((cand, reason))
+            if not self._valid(cand, allow_borrowing, frs):
+                continue
+            self._remove(cand.workload)
+            targets.append((cand.workload, _REASON[cand.variant]))
             if self._fits(request, node, allow_borrowing):
                 fits = True
                 break
@@ -242,10 +379,12 @@ class Preemptor:
         node: QuotaNode,
         frs: set[FlavorResource],
         candidates: list[AdmittedWorkload],
-        threshold: int | None,
     ) -> list[Target]:
-        """Fair-sharing preemption: take from the queue with the highest share first, while the
-        configured strategy says the preemptor's share would stay no higher than the victim's."""
+        """Fair-sharing preemption, as Kueue's tournament: with the preemptor's request counted
+        in, walk down from the root to the child (cohort or queue) with the highest dominant
+        resource share at each level, and take from the queue reached while the configured
+        strategy, comparing the shares of the two subtrees just below the common ancestor of
+        preemptor and target, allows it. ``borrowWithinCohort`` plays no part here."""
         tree = self.tree
         # cheap bound: evicting every candidate frees at most their usage
         for fr, amount in request.items():
@@ -253,64 +392,78 @@ class Preemptor:
             if room < amount:
                 return []
         strategies = [_strategy(s) for s in self.config.fair_sharing_strategies]
-        groups: dict[str, list[AdmittedWorkload]] = {}
-        for cand in candidates:
-            groups.setdefault(cand.cluster_queue, []).append(cand)
-
-        def heap_of(groups: Mapping[str, list[AdmittedWorkload]]) -> list[tuple[float, str]]:
-            heap = [(-tree.share(tree.cqs[name]), name) for name, ws in groups.items() if ws]
-            heapq.heapify(heap)
-            return heap
-
-        heap = heap_of(groups)
-        preemptor_share = tree.share(node, plus=request)
-        without: dict[tuple[object, ...], float] = {}  # share of a queue minus one victim shape
+        # A preemptor that stays within its nominal quota once admitted reclaims what it is
+        # owed, whatever the shares say (Kueue's FairSharingPreemptWithinNominal, on by default)
+        within_nominal = all(
+            node.usage.get(fr, 0) + request.get(fr, 0) <= node.nominal.get(fr, 0) for fr in frs
+        )
+        tree.add_usage(node, request)  # shares are those with the preemptor admitted
         targets: list[Target] = []
-        retry: dict[str, list[AdmittedWorkload]] = {}
-        fits = False
-        while heap and not fits:
-            neg_share, name = heapq.heappop(heap)
-            cq_node = tree.cqs[name]
-            workloads = groups[name]
-            if name == node.name:
-                cand = workloads.pop(0)
-                self._remove(cand)
-                targets.append((cand, EvictionReason.IN_CLUSTER_QUEUE))
-                if self._fits(request, node, True):
-                    fits = True
+
+        def fits() -> bool:
+            tree.remove_usage(node, request)
+            ok = self._fits(request, node, True)
+            tree.add_usage(node, request)
+            return ok
+
+        without: dict[tuple[int, str, tuple[object, ...]], float] = {}  # shares minus a victim
+
+        def take(cand: AdmittedWorkload, reason: EvictionReason) -> bool:
+            self._remove(cand)
+            targets.append((cand, reason))
+            without.clear()
+            tournament.changed()
+            return fits()
+
+        done = False
+        retry: list[AdmittedWorkload] = []
+        tournament = _Tournament(tree, node, candidates)
+        for target in tournament:
+            queue = tournament.queue[target.name]
+            if target is node:
+                if take(queue.pop(0), EvictionReason.IN_CLUSTER_QUEUE):
+                    done = True
                     break
-                preemptor_share = tree.share(node, plus=request)
-                if workloads:
-                    heapq.heappush(heap, (-tree.share(cq_node), name))
                 continue
-            for i, cand in enumerate(workloads):
-                below = threshold is not None and cand.priority < threshold
-                memo = (name, cand.usage_key)
-                new_share = without.get(memo)
-                if new_share is None:
-                    new_share = without[memo] = tree.share(cq_node, minus=cand.usage)
-                if below or strategies[0](preemptor_share, -neg_share, new_share):
-                    without.clear()
-                    self._remove(cand)
-                    targets.append((cand, EvictionReason.IN_COHORT_FAIR_SHARING))
-                    if self._fits(request, node, True):
-                        fits = True
-                        break
-                    groups[name] = workloads[i + 1 :]
-                    if groups[name] and tree.is_borrowing(cq_node, frs):
-                        heapq.heappush(heap, (-tree.share(cq_node), name))
+            if within_nominal:
+                if take(queue.pop(0), EvictionReason.IN_COHORT_RECLAMATION):
+                    done = True
                     break
-                retry.setdefault(name, []).append(cand)
-        if not fits and len(strategies) > 1:
-            heap = heap_of(retry)
-            while heap and not fits:
-                neg_share, name = heapq.heappop(heap)
-                if strategies[1](preemptor_share, -neg_share, 0.0):
-                    cand = retry[name][0]
-                    self._remove(cand)
-                    targets.append((cand, EvictionReason.IN_COHORT_FAIR_SHARING))
-                    fits = self._fits(request, node, True)
-        if not fits:
+                continue
+            mine, theirs = tournament.almost_lcas(target)
+            preemptor_new, target_old = tree.share(mine), tree.share(theirs)
+            if preemptor_new == INFINITE_SHARE and target_old != INFINITE_SHARE:
+                retry.extend(queue)  # no candidate here can pass: keep them for rule S2-b
+                queue.clear()
+                continue
+            while queue:
+                cand = queue.pop(0)
+                memo = (id(theirs), cand.cluster_queue, cand.usage_key)
+                target_new = without.get(memo)
+                if target_new is None:  # victims of one shape in one queue share the answer
+                    tree.remove_usage(tree.cqs[cand.cluster_queue], cand.usage)
+                    target_new = without[memo] = tree.share(theirs)
+                    tree.add_usage(tree.cqs[cand.cluster_queue], cand.usage)
+                if strategies[0](preemptor_new, target_old, target_new):
+                    done = take(cand, EvictionReason.IN_COHORT_FAIR_SHARING)
+                    break  # shares changed: pick the target again
+                retry.append(cand)
+            if done:
+                break
+        if not done and len(strategies) > 1 and retry:
+            tournament = _Tournament(tree, node, retry)
+            for target in tournament:
+                queue = tournament.queue[target.name]
+                mine, theirs = tournament.almost_lcas(target)
+                cand = queue.pop(0)
+                if strategies[1](tree.share(mine), tree.share(theirs), 0.0) and take(
+                    cand, EvictionReason.IN_COHORT_FAIR_SHARING
+                ):
+                    done = True
+                    break
+                tournament.drop(target)  # rule S2-b applies at most once per queue
+        tree.remove_usage(node, request)
+        if not done:
             self._restore(targets)
             return []
         targets = self._fill_back(targets, request, node, True)
@@ -318,5 +471,152 @@ class Preemptor:
         return targets
 
 
+class _Tournament:
+    """Kueue's order of target queues in fair-sharing preemption: from the root, the child with
+    the highest share (a cohort when tied with a queue), pruning what does not borrow."""
+
+    def __init__(
+        self, tree: QuotaTree, preemptor: QuotaNode, candidates: Iterable[AdmittedWorkload]
+    ) -> None:
+        self.tree = tree
+        self.preemptor = preemptor
+        self.ancestors = {id(a) for a in preemptor.path_to_root()}
+        self.queue: dict[str, list[AdmittedWorkload]] = {}
+        for cand in candidates:
+            self.queue.setdefault(cand.cluster_queue, []).append(cand)
+        self.pruned: set[int] = set()
+        self._shares: dict[int, tuple[float, bool]] = {}  # per node, until usage changes
+
+    def changed(self) -> None:
+        """Usage changed (a victim was taken): shares must be computed again."""
+        self._shares.clear()
+
+    def _share(self, node: QuotaNode) -> tuple[float, bool]:
+        known = self._shares.get(id(node))
+        if known is None:
+            known = self._shares[id(node)] = (self.tree.share(node), _borrows(node))
+        return known
+
+    def drop(self, cq: QuotaNode) -> None:
+        self.pruned.add(id(cq))
+
+    def __iter__(self) -> Iterator[QuotaNode]:
+        preemptor = self.preemptor
+        if preemptor.parent is None:
+            while id(preemptor) not in self.pruned and self.queue.get(preemptor.name):
+                yield preemptor
+            return
+        root = preemptor.root()
+        while id(root) not in self.pruned:
+            target = self._next(root)
+            if target is not None:
+                yield target
+
+    def _next(self, cohort: QuotaNode) -> QuotaNode | None:
+        best_cq: QuotaNode | None = None
+        best_cq_share = -1.0
+        best_cohort: QuotaNode | None = None
+        best_cohort_share = -1.0
+        for child in cohort.children:
+            if id(child) in self.pruned:
+                continue
+            if child.is_cq:
+                if not self.queue.get(child.name):
+                    self.pruned.add(id(child))
+                    continue
+                share, borrows = self._share(child)
+                if child is not self.preemptor and not borrows:
+                    self.pruned.add(id(child))
+                    continue
+                if share > best_cq_share or (
+                    share == best_cq_share
+                    and best_cq is not None
+                    and _before(self.queue[child.name][0], self.queue[best_cq.name][0], self)
+                ):
+                    best_cq, best_cq_share = child, share
+            else:
+                share, borrows = self._share(child)
+                if not borrows and id(child) not in self.ancestors:
+                    self.pruned.add(id(child))
+                elif share >= best_cohort_share:
+                    best_cohort, best_cohort_share = child, share
+        if best_cohort is None and best_cq is None:
+            self.pruned.add(id(cohort))
+            return None
+        if best_cohort is not None and best_cohort_share >= best_cq_share:
+            return self._next(best_cohort)
+        return best_cq
+
+    def almost_lcas(self, target: QuotaNode) -> tuple[QuotaNode, QuotaNode]:
+        """The children of the common ancestor of preemptor and ``target`` on either side."""
+        theirs = target
+        lca = target.parent
+        while lca is not None and id(lca) not in self.ancestors:
+            theirs = lca
+            lca = lca.parent
+        mine = self.preemptor
+        while mine.parent is not lca:
+            mine = mine.parent  # type: ignore[assignment]
+        return mine, theirs
+
+
+def _borrows(node: QuotaNode) -> bool:
+    usage = node.usage
+    return any(usage.get(fr, 0) > quota for fr, quota in node.subtree.items()) or any(
+        fr not in node.subtree and amount > 0 for fr, amount in usage.items()
+    )
+
+
+def _before(a: AdmittedWorkload, b: AdmittedWorkload, t: _Tournament) -> bool:
+    """Kueue's candidate order between two queues' first candidates: other queues before the
+    preemptor's own, then lower priority, then more recently admitted."""
+    key_a = (a.cluster_queue == t.preemptor.name, *a.victim_order)
+    key_b = (b.cluster_queue == t.preemptor.name, *b.victim_order)
+    return key_a < key_b
+
+
 def _uses(cand: AdmittedWorkload, frs: set[FlavorResource]) -> bool:
     return not cand.frs.isdisjoint(frs)
+
+
+# candidate kinds (Kueue's preemption variants) and the reason each is evicted with
+_WITHIN, _HIERARCHICAL, _WITHOUT_BORROWING, _WHILE_BORROWING = range(4)
+_REASON = {
+    _WITHIN: EvictionReason.IN_CLUSTER_QUEUE,
+    _HIERARCHICAL: EvictionReason.IN_COHORT_RECLAMATION,
+    _WITHOUT_BORROWING: EvictionReason.IN_COHORT_RECLAMATION,
+    _WHILE_BORROWING: EvictionReason.IN_COHORT_RECLAIM_WHILE_BORROWING,
+}
+
+
+class _Candidate(NamedTuple):
+    """A possible victim, its kind, and (for another queue's) the common ancestor with the
+    preemptor: cohorts below it must still be over quota for the victim to be taken."""
+
+    workload: AdmittedWorkload
+    variant: int
+    lca: QuotaNode | None = None
+
+
+# a queue's admitted workloads (victim order), the common ancestor they are reached from,
+# whether the preemptor has the hierarchical advantage over them, and the queue
+_Run = tuple[list[AdmittedWorkload], QuotaNode, bool, QuotaNode]
+
+
+def _any(candidates: Iterator[_Candidate]) -> bool:
+    return next(candidates, None) is not None
+
+
+def _fits_in_quota(
+    node: QuotaNode, request: Mapping[FlavorResource, int]
+) -> tuple[bool, dict[FlavorResource, int]]:
+    """Whether ``node``'s own subtree quota holds ``request`` on top of its usage, and what of
+    the request is left for the ancestors once the node's locally kept quota is used."""
+    fits = True
+    remaining: dict[FlavorResource, int] = {}
+    for fr, amount in request.items():
+        usage = node.usage.get(fr, 0)
+        if node.subtree.get(fr, 0) < usage + amount:
+            fits = False
+        remaining[fr] = max(0, amount - max(0, node.guaranteed.get(fr, 0) - usage))
+    return fits, remaining

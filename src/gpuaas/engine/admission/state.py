@@ -32,19 +32,20 @@ class AdmittedWorkload:
     flavors: dict[str, dict[str, str]]  # pod set -> resource -> flavor
     usage: dict[FlavorResource, int]
     admitted_at: float
-    sequence: int  # breaks ties between admissions at the same time: later is more recent
+    sequence: int  # the order of admission (admissions at the same time tie, as in Kueue)
     placement: NodePlacement | None = None  # the reserved pods, when nodes are known
     priority: int = 0
     frs: frozenset[FlavorResource] = frozenset()
     usage_key: tuple[tuple[FlavorResource, int], ...] = ()
-    victim_order: tuple[int, float, int, str] = (0, 0.0, 0, "")
+    victim_order: tuple[int, float, str] = (0, 0.0, "")
 
     def __post_init__(self) -> None:
         self.priority = self.workload.priority
         self.frs = frozenset(self.usage)
         self.usage_key = tuple(sorted(self.usage.items()))
-        # Kueue's candidate order: lower priority first, then most recently admitted first
-        self.victim_order = (self.priority, -self.admitted_at, -self.sequence, self.workload.name)
+        # Kueue's candidate order: lower priority first, then most recently admitted first; Kueue
+        # keeps admission times to the second and breaks ties by UID, the name here
+        self.victim_order = (self.priority, -self.admitted_at, self.workload.name)
 
     @property
     def name(self) -> str:
