@@ -223,7 +223,7 @@ def delete_tenant(tenant: str, session: SessionDep, p: PrincipalDep) -> Response
     session.delete(row)
     if owned:
         bump_version(session, GOVERNANCE_VERSION)
-    session.flush()
+    commit_here(session)
     return Response(status_code=204)
 
 
@@ -351,7 +351,7 @@ def update_user(user: str, body: UserPatch, session: SessionDep, p: PrincipalDep
             if roles.get(row.id) == Role.PROVIDER_ADMIN:
                 _keep_a_provider_admin(session, row)
         row.disabled = body.disabled
-    session.flush()
+    commit_here(session)
     return _user_out(row, _platform_roles(session, [row.id]))
 
 
@@ -366,7 +366,7 @@ def delete_user(user: str, session: SessionDep, p: PrincipalDep) -> Response:
     if session.scalar(select(Job.id).where(Job.user_id == row.id).limit(1)) is not None:
         raise conflict(f"user {user} has jobs; disable it instead (PATCH disabled: true)")
     session.delete(row)
-    session.flush()
+    commit_here(session)
     return Response(status_code=204)
 
 
@@ -389,6 +389,17 @@ def list_members(
         MemberOut(user=names[m.user_id], role=m.role, created_at=m.created_at) for m in members
     ]
     return Page(items=items, next=cursor)
+
+
+def commit_here(session: Session) -> None:
+    """Commit in the route's own worker thread, before returning to the event loop.
+
+    On SQLite the job submission runs its write on the event loop; had this write left its lock
+    held until the session dependency commits (a step the event loop schedules), a submission
+    arriving meanwhile would wait for a lock whose release waits for it, for the whole busy
+    timeout. Identity writes (a revocation above all) must not stall behind submissions.
+    """
+    session.commit()
 
 
 def _user_names(session: Session, ids: Iterable[int]) -> dict[int, str]:
@@ -448,7 +459,7 @@ def put_member(
             )
             session.add(invited)
         invited.role = str(role)
-        session.flush()
+        commit_here(session)
         response.status_code = 202
         return MemberOut(
             user=account.name, role=invited.role, created_at=invited.created_at, status="invited"
@@ -460,7 +471,7 @@ def put_member(
         session.add(member)
     else:
         member.role = str(role)
-    session.flush()
+    commit_here(session)
     return MemberOut(user=account.name, role=member.role, created_at=member.created_at)
 
 
@@ -479,7 +490,7 @@ def delete_member(tenant: str, user: str, session: SessionDep, p: PrincipalDep) 
         .values(revoked=True)
     )
     session.delete(member)
-    session.flush()
+    commit_here(session)
     return Response(status_code=204)
 
 
@@ -566,7 +577,7 @@ def accept_invitation(tenant: str, user: str, session: SessionDep, p: PrincipalD
     else:
         member.role = invitation.role
     session.delete(invitation)
-    session.flush()
+    commit_here(session)
     return MemberOut(user=account.name, role=member.role, created_at=member.created_at)
 
 
@@ -575,7 +586,7 @@ def delete_invitation(tenant: str, user: str, session: SessionDep, p: PrincipalD
     """Withdraw an invitation (a tenant-admin) or decline it (the invited user)."""
     _, _, invitation = _pending(session, p, tenant, user, Need.ADMIN)
     session.delete(invitation)
-    session.flush()
+    commit_here(session)
     return Response(status_code=204)
 
 
@@ -649,6 +660,7 @@ def _issue(
         session, user.id, body.name, scope, now, tenant_id=tenant_id, expires_at=expires_at
     )
     out = _token_out(token, user.name, None if tenant is None else tenant.name)
+    commit_here(session)
     return TokenCreated(**out.model_dump(), token=secret)
 
 
@@ -743,7 +755,7 @@ def revoke_token(token_id: int, session: SessionDep, p: PrincipalDep) -> Respons
     if token is None or token.revoked or not (mine or p.is_provider_admin):
         raise not_found(f"token {token_id}")
     token.revoked = True
-    session.flush()
+    commit_here(session)
     return Response(status_code=204)
 
 
@@ -770,5 +782,5 @@ def revoke_tenant_token(
     if token is None or token.revoked or token.tenant_id != row.id:
         raise not_found(f"token {token_id} of tenant {tenant}")
     token.revoked = True
-    session.flush()
+    commit_here(session)
     return Response(status_code=204)
