@@ -94,6 +94,8 @@ def test_token_lists_and_revocation_from_the_command_line(http: TestClient) -> N
     assert [t["id"] for t in by_user] == [bob["id"]]
     table = run("tokens", "list", "--user", "bob")
     assert "TENANT" in table and "acme" in table
+    everyone = ok_json("tokens", "list", "--everyone")["items"]
+    assert {t["user"] for t in everyone} == {"admin", "ann", "bob"}
 
     login(ann)
     in_tenant = ok_json("tokens", "list", "--tenant", "acme")["items"]
@@ -102,7 +104,7 @@ def test_token_lists_and_revocation_from_the_command_line(http: TestClient) -> N
     after = ok_json("tokens", "list", "--tenant", "acme")["items"]
     assert bob["id"] not in {t["id"] for t in after}
     failed = runner.invoke(app, ["tokens", "list", "--user", "bob", "--tenant", "acme"])
-    assert failed.exit_code != 0 and "not both" in failed.output
+    assert failed.exit_code != 0 and "not several" in failed.output
     short = ok_json("tokens", "create", "short", "--expires-in", "60")
     login(short["token"])
     refused = runner.invoke(app, ["tokens", "create", "longer", "--expires-in", "3600"])

@@ -189,6 +189,9 @@ def test_the_provider_lists_and_revokes_anyones_tokens(api: Api) -> None:
         personal["id"],
     }
     assert_problem(bob_own.get("/v1/users/admin/tokens"), 403)
+    assert_problem(bob_own.get("/v1/tokens", params={"allUsers": "true"}), 403)
+    everyone = api.get("/v1/tokens", params={"allUsers": "true", "limit": 1000}).json()["items"]
+    assert {t["user"] for t in everyone} == {"admin", "bob"}
     assert_problem(bob_own.post("/v1/users/bob/tokens", json={"name": "more"}), 403)
     assert_problem(api.get("/v1/users/nobody/tokens"), 404)
     api.patch("/v1/users/bob", json={"disabled": True})

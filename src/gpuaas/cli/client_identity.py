@@ -386,16 +386,24 @@ def tokens_list(
     tenant: Annotated[
         str | None, typer.Option("--tenant", "-t", help="The tokens minted in a tenant.")
     ] = None,
+    everyone: Annotated[
+        bool, typer.Option("--everyone", help="Every user's tokens (platform roles).")
+    ] = False,
     limit: LimitOption = 100,
     after: AfterOption = None,
     follow: AllOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Your live tokens, a user's (--user) or a tenant's (--tenant); never their secrets."""
-    if user and tenant:
-        raise UsageError("give --user or --tenant, not both")
+    """Your live tokens, a user's (--user), a tenant's (--tenant) or everyone's (--everyone);
+    never their secrets."""
+    if sum(bool(x) for x in (user, tenant, everyone)) > 1:
+        raise UsageError("give one of --user, --tenant and --everyone, not several")
     with connect() as client:
-        if user:
+        if everyone:
+            page = fetch(
+                lambda n, a: client.list_tokens(n, a, all_users=True), limit, after, follow
+            )
+        elif user:
             page = fetch(lambda n, a: client.list_user_tokens(user, n, a), limit, after, follow)
         elif tenant:
             page = fetch(lambda n, a: client.list_tenant_tokens(tenant, n, a), limit, after, follow)

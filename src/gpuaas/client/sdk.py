@@ -286,8 +286,11 @@ class Client:
         """Withdraw (tenant-admin) or decline (the invited user) an invitation."""
         self.request("DELETE", f"/v1/tenants/{_seg(tenant)}/invitations/{_seg(user)}")
 
-    def list_tokens(self, limit: int | None = None, after: str | None = None) -> Page:
-        return self._list("/v1/tokens", limit, after)
+    def list_tokens(
+        self, limit: int | None = None, after: str | None = None, *, all_users: bool = False
+    ) -> Page:
+        """Your live tokens; ``all_users``: every user's (platform roles)."""
+        return self._list("/v1/tokens", limit, after, allUsers=True if all_users else None)
 
     def list_user_tokens(
         self, user: str, limit: int | None = None, after: str | None = None

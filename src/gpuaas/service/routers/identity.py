@@ -699,9 +699,18 @@ def _own_tokens(p: Principal) -> Any:
 
 @router.get("/tokens", response_model=Page[TokenOut])
 def list_tokens(
-    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: int = LimitQ,
+    after: str | None = AfterQ,
+    every_user: bool = Query(
+        False, alias="allUsers", description="every user's live tokens (platform roles)"
+    ),
 ) -> Page[TokenOut]:
-    """The caller's own live tokens (never their secrets)."""
+    """The caller's own live tokens (never their secrets); with ``allUsers=true`` everyone's."""
+    if every_user:
+        require_platform(p, write=False)
+        return _tokens_page(session, select(Token), limit, after)
     return _tokens_page(session, select(Token).where(_own_tokens(p)), limit, after)
 
 
@@ -727,7 +736,7 @@ def list_user_tokens(
 ) -> Page[TokenOut]:
     """A user's live tokens: any user's for platform roles, one's own for everyone."""
     if user == p.user:
-        return list_tokens(session, p, limit, after)
+        return list_tokens(session, p, limit, after, every_user=False)
     account = _may_see_tokens_of(session, p, user)
     return _tokens_page(session, select(Token).where(Token.user_id == account.id), limit, after)
 
