@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import Connection, select, text
 from sqlalchemy.orm import Session
@@ -102,16 +103,37 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-#: The one query authentication costs, as plain SQL: built once (an ORM ``select`` costs more to
-#: build per request than the database takes to answer it). One row per membership of the token's
-#: user (one row with NULLs when it has none).
-_PRINCIPAL_SQL = text(
+#: The one query authentication costs. One row per membership of the token's user (one row with
+#: NULLs when it has none).
+_PRINCIPAL_SQL = (
     "SELECT t.id, t.user_id, t.tenant_id, t.scope, t.expires_at, t.revoked, u.name, u.disabled,"
     " m.id, m.tenant_id, m.role"
     " FROM tokens t JOIN users u ON u.id = t.user_id"
     " LEFT OUTER JOIN memberships m ON m.user_id = t.user_id"
-    " WHERE t.token_hash = :digest"
+    " WHERE t.token_hash = {digest}"
 )
+#: The query in each driver's own parameter style, run on the driver's cursor: every request pays
+#: for it, and SQLAlchemy's statement and result layers cost ten times the query itself (about
+#: 120 us against 10 us of CPU on SQLite).
+_DRIVER_SQL = {
+    "qmark": _PRINCIPAL_SQL.format(digest="?"),
+    "format": _PRINCIPAL_SQL.format(digest="%s"),
+    "pyformat": _PRINCIPAL_SQL.format(digest="%s"),
+}
+_PORTABLE_SQL = text(_PRINCIPAL_SQL.format(digest=":digest"))
+
+
+def _principal_rows(db: Connection | Session, digest: str) -> list[Any]:
+    connection = db.connection() if isinstance(db, Session) else db
+    sql = _DRIVER_SQL.get(connection.dialect.paramstyle)
+    if sql is None:
+        return list(connection.execute(_PORTABLE_SQL, {"digest": digest}).all())
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(sql, (digest,))
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 def load_principal(db: Connection | Session, token: str, now: float) -> Principal | None:
@@ -121,7 +143,7 @@ def load_principal(db: Connection | Session, token: str, now: float) -> Principa
     One indexed query per request, no cache: a revocation, a disabled user or a removed member
     is refused on the very next request, in every replica.
     """
-    rows = db.execute(_PRINCIPAL_SQL, {"digest": hash_token(token)}).all()
+    rows = _principal_rows(db, hash_token(token))
     if not rows:
         return None
     token_id, user_id, bound, scope, expires_at, revoked, name, disabled = rows[0][:8]
