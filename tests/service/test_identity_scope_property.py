@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -47,6 +47,16 @@ steps = st.lists(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(history=steps)
+# SQLite gave a new row the id of the last one deleted: a token minted for tenant 3 answered
+# for tenant 1 (found by this property; memberships now use AUTOINCREMENT)
+@example(
+    history=[
+        ("grant", 3, Role.TENANT_ADMIN),
+        ("mint",),
+        ("revoke", 3),
+        ("grant", 1, Role.TENANT_ADMIN),
+    ]
+)
 def test_a_token_never_answers_with_more_than_it_was_minted_with(
     tmp_path: Path, history: list[tuple]
 ) -> None:

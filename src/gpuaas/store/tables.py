@@ -66,10 +66,18 @@ class User(Base):
 
 class Membership(Base):
     """A role of a user: in a tenant, or platform-wide (``tenant_id`` NULL: provider-admin or
-    viewer of everything)."""
+    viewer of everything).
+
+    An id is never used twice (SQLite ``AUTOINCREMENT``; SQLite would otherwise give a new row
+    the id of the last one deleted): a token's scope names memberships by id, and a membership
+    made after a removal must not be mistaken for the one a token was minted with.
+    """
 
     __tablename__ = "memberships"
-    __table_args__ = (UniqueConstraint("user_id", "tenant_id", name="uq_membership"),)
+    __table_args__ = (
+        UniqueConstraint("user_id", "tenant_id", name="uq_membership"),
+        {"sqlite_autoincrement": True},
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     tenant_id: Mapped[int | None] = mapped_column(

@@ -1,4 +1,5 @@
-"""Identity that cannot be stretched: token scopes, tokens minted in a tenant, invitations.
+"""Identity that cannot be stretched: token scopes, tokens minted in a tenant, invitations,
+membership ids never reused (SQLite).
 
 Existing tokens are scoped sensibly: each gets the memberships its user has at the upgrade, with
 their roles then as ceilings. It keeps doing what it did the moment before the upgrade, and never
@@ -48,6 +49,13 @@ def upgrade() -> None:
         )
 
     bind = op.get_bind()
+    if bind.dialect.name == "sqlite":
+        # never reuse a membership id (tokens name memberships by id); PostgreSQL's sequences
+        # never do
+        with op.batch_alter_table(
+            "memberships", recreate="always", table_kwargs={"sqlite_autoincrement": True}
+        ):
+            pass
     scopes: dict[int, dict[str, str]] = {}
     for membership_id, user_id, role in bind.execute(
         sa.text("SELECT id, user_id, role FROM memberships")
