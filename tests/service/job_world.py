@@ -12,12 +12,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpuaas.service.auth import Role, hash_token
+from gpuaas.service.auth import Role, mint_token, user_scope
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.governance import put_objects
 from gpuaas.service.jobs import ACTIVE
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Job, JobEvent, Membership, Tenant, Token, User
+from gpuaas.store.tables import Job, JobEvent, Membership, Tenant, User
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 TOKENS = {"alice": "gpa_alice-token-0123456789", "bob": "gpa_bob-token-0123456789abc"}
@@ -99,12 +99,8 @@ def build_world(db: Database, quota_gpus: int = 8, nodes: int = 2) -> dict[str, 
                     created_at=0.0,
                 )
             )  # fmt: skip
-            s.add(
-                Token(
-                    user_id=user.id, name="t", prefix=token[:8], token_hash=hash_token(token),
-                    created_at=0.0,
-                )
-            )  # fmt: skip
+            s.flush()
+            mint_token(s, user.id, "t", user_scope(s, user.id), 0.0, secret=token)
         put_objects(s, [(doc, None, None) for doc in kueue_objects(quota_gpus)], 0.0)
         register_nodes(s, node_entries(nodes), 0.0)
     return ids

@@ -97,15 +97,18 @@ def test_authorization_basics(api: Api) -> None:
         ("ann", "tenant-admin"),
         ("bob", "viewer"),
     }
-    # ... and cannot mint a token for someone with roles beyond its tenant.
+    # ... and a token it mints for a member with roles elsewhere carries its tenant's role only.
     api.put("/v1/tenants/beta/members/bob", json={"role": "tenant-user"})
-    assert_problem(admin.post("/v1/tenants/acme/members/bob/tokens", json={"name": "x"}), 403)
+    minted_for_bob = admin.post("/v1/tenants/acme/members/bob/tokens", json={"name": "x"})
+    bob = api.as_(minted_for_bob.json()["token"])
+    assert bob.get("/v1/whoami").json()["tenants"] == [{"tenant": "acme", "role": "viewer"}]
+    assert_problem(bob.get("/v1/tenants/beta"), 404)
     minted = admin.post("/v1/tenants/acme/members/alice/tokens", json={"name": "ci"})
     assert minted.status_code == 201 and minted.json()["user"] == "alice"
     assert api.as_(minted.json()["token"]).get("/v1/whoami").json()["user"] == "alice"
-    # Removing a member takes effect at once.
+    # Removing a member takes effect at once: the tokens minted for it there are revoked.
     assert admin.delete("/v1/tenants/acme/members/alice").status_code == 204
-    assert_problem(user.get("/v1/tenants/acme"), 404)
+    assert_problem(user.get("/v1/tenants/acme"), 401)
     assert_problem(admin.delete("/v1/tenants/acme/members/alice"), 404)
 
 
@@ -139,12 +142,11 @@ def test_users(api: Api) -> None:
 
 
 def _token_of(api: Api, user: str) -> str:
-    """A token for ``user`` through a throwaway tenant membership (provider-admin only)."""
-    if api.get("/v1/tenants/tokens-for").status_code == 404:
-        api.post("/v1/tenants", json={"name": "tokens-for"})
-    api.put(f"/v1/tenants/tokens-for/members/{user}", json={"role": "viewer"})
-    made = api.post(f"/v1/tenants/tokens-for/members/{user}/tokens", json={"name": "t"})
+    """A personal token for ``user``, minted by the provider admin: it carries the user's roles
+    now (a token minted in a tenant would carry that tenant's role only)."""
+    made = api.post(f"/v1/users/{user}/tokens", json={"name": "t"})
     assert made.status_code == 201, made.text
+    assert made.json()["tenant"] is None
     return made.json()["token"]
 
 

@@ -1,4 +1,5 @@
-"""Client commands for identity: ``tenants``, ``users``, ``members`` and ``tokens``."""
+"""Client commands for identity: ``tenants``, ``users``, ``members``, ``invitations`` and
+``tokens``."""
 
 from __future__ import annotations
 
@@ -244,11 +245,19 @@ def members_set(
     tenant: TenantOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Give a user a role in the tenant (the user is created when missing)."""
+    """Give a user a role in the tenant. A new user name is created; a user that exists already
+    is invited (it joins when it or a provider-admin accepts)."""
     with connect() as client:
         name = resolve_tenant(client, tenant)
         member = client.set_member(name, user, role)
-    show_done(member, as_json, f"{user} is {role} in {name}")
+    if member.get("status") == "invited":
+        text = (
+            f"{user} exists already: invited as {role} to {name} "
+            f"(it joins once it runs `gpuaas invitations accept {name}`, or a provider-admin does)"
+        )
+    else:
+        text = f"{user} is {role} in {name}"
+    show_done(member, as_json, text)
 
 
 @members_app.command("remove")
@@ -270,21 +279,89 @@ def members_token(
     tenant: TenantOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Issue a token for a member (tenant admin); the secret is shown once."""
+    """Issue a token for a member (tenant admin): it answers for this tenant only, with the
+    member's role now at most; the secret is shown once."""
     with connect() as client:
         name = resolve_tenant(client, tenant)
         issued = client.create_member_token(name, user, token_name, expires_in=expires_in)
     _show_token(issued, as_json)
 
 
+# -- invitations ------------------------------------------------------------------------------
+
+invitations_app = group("invitations", "Invitations of existing users to tenants.")
+INVITATION_COLUMNS: list[Column] = [
+    ("TENANT", field("tenant")),
+    ("USER", field("user")),
+    ("ROLE", field("role")),
+    ("INVITED BY", field("invitedBy")),
+    ("CREATED", field("createdAt", fmt=short_when)),
+]
+ForTenantOption = Annotated[
+    str | None, typer.Option("--tenant", "-t", help="A tenant's (default: your own).")
+]
+UserOption = Annotated[
+    str | None,
+    typer.Option("--user", help="Whose invitation (default: yours; a provider-admin's choice)."),
+]
+
+
+@invitations_app.command("list")
+@handles_errors
+def invitations_list(
+    tenant: ForTenantOption = None,
+    limit: LimitOption = 100,
+    after: AfterOption = None,
+    follow: AllOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Your pending invitations, or a tenant's (--tenant)."""
+    with connect() as client:
+        if tenant:
+            page = fetch(
+                lambda n, a: client.list_tenant_invitations(tenant, n, a), limit, after, follow
+            )
+        else:
+            page = fetch(lambda n, a: client.list_invitations(n, a), limit, after, follow)
+    show_page(page, INVITATION_COLUMNS, as_json)
+
+
+def _invited(client: Any, user: str | None) -> str:
+    return user or str(client.whoami().get("user"))
+
+
+@invitations_app.command("accept")
+@handles_errors
+def invitations_accept(tenant: str, user: UserOption = None, as_json: JsonOption = False) -> None:
+    """Accept an invitation to TENANT (yours, with a token of your own; or, as a provider-admin,
+    a user's)."""
+    with connect() as client:
+        who = _invited(client, user)
+        member = client.accept_invitation(tenant, who)
+    show_done(member, as_json, f"{who} is {member.get('role')} in {tenant}")
+
+
+@invitations_app.command("decline")
+@handles_errors
+def invitations_decline(tenant: str, user: UserOption = None, as_json: JsonOption = False) -> None:
+    """Decline an invitation to TENANT (yours), or withdraw a user's (--user, tenant-admin)."""
+    with connect() as client:
+        who = _invited(client, user)
+        client.delete_invitation(tenant, who)
+    show_done(
+        {"tenant": tenant, "declined": who}, as_json, f"invitation of {who} to {tenant} removed"
+    )
+
+
 # -- tokens -----------------------------------------------------------------------------------
 
-tokens_app = group("tokens", "Your API tokens.")
+tokens_app = group("tokens", "API tokens: yours, a user's (provider), a tenant's (tenant-admin).")
 TOKEN_COLUMNS: list[Column] = [
     ("ID", field("id")),
     ("NAME", field("name")),
     ("PREFIX", field("prefix")),
     ("USER", field("user")),
+    ("TENANT", field("tenant")),
     ("CREATED", field("createdAt", fmt=short_when)),
     ("EXPIRES", field("expiresAt", fmt=short_when)),
 ]
@@ -303,14 +380,35 @@ def _show_token(issued: Mapping[str, Any], as_json: bool) -> None:
 @tokens_app.command("list")
 @handles_errors
 def tokens_list(
+    user: Annotated[
+        str | None, typer.Option("--user", help="A user's tokens (platform roles).")
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="The tokens minted in a tenant.")
+    ] = None,
+    everyone: Annotated[
+        bool, typer.Option("--everyone", help="Every user's tokens (platform roles).")
+    ] = False,
     limit: LimitOption = 100,
     after: AfterOption = None,
     follow: AllOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Your tokens (never their secrets)."""
+    """Your live tokens, a user's (--user), a tenant's (--tenant) or everyone's (--everyone);
+    never their secrets."""
+    if sum(bool(x) for x in (user, tenant, everyone)) > 1:
+        raise UsageError("give one of --user, --tenant and --everyone, not several")
     with connect() as client:
-        page = fetch(lambda n, a: client.list_tokens(n, a), limit, after, follow)
+        if everyone:
+            page = fetch(
+                lambda n, a: client.list_tokens(n, a, all_users=True), limit, after, follow
+            )
+        elif user:
+            page = fetch(lambda n, a: client.list_user_tokens(user, n, a), limit, after, follow)
+        elif tenant:
+            page = fetch(lambda n, a: client.list_tenant_tokens(tenant, n, a), limit, after, follow)
+        else:
+            page = fetch(lambda n, a: client.list_tokens(n, a), limit, after, follow)
     show_page(page, TOKEN_COLUMNS, as_json)
 
 
@@ -318,19 +416,39 @@ def tokens_list(
 @handles_errors
 def tokens_create(
     name: str,
-    expires_in: Annotated[int | None, typer.Option("--expires-in", help="Seconds.")] = None,
+    expires_in: Annotated[
+        int | None, typer.Option("--expires-in", help="Seconds (at most your token's own).")
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", help="For another user, with its roles now (provider-admin)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A new token for yourself; the secret is shown once."""
+    """A new token carrying what yours carries (or, with --user, a user's personal token); it
+    cannot outlive yours. The secret is shown once."""
     with connect() as client:
-        issued = client.create_token(name, expires_in=expires_in)
+        if user:
+            issued = client.create_user_token(user, name, expires_in=expires_in)
+        else:
+            issued = client.create_token(name, expires_in=expires_in)
     _show_token(issued, as_json)
 
 
 @tokens_app.command("revoke")
 @handles_errors
-def tokens_revoke(token_id: str, as_json: JsonOption = False) -> None:
-    """Revoke a token by id (yours; a provider admin may revoke any)."""
+def tokens_revoke(
+    token_id: str,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="A token minted in this tenant.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Revoke a token by id: yours, any (provider-admin), or one minted in a tenant you
+    administer (--tenant)."""
     with connect() as client:
-        client.revoke_token(token_id)
+        if tenant:
+            client.revoke_tenant_token(tenant, token_id)
+        else:
+            client.revoke_token(token_id)
     show_done({"revoked": token_id}, as_json, f"token {token_id} revoked")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -81,7 +81,7 @@ def serve(
     """Run the control plane: API, auth, persistence, and the reconcilers."""
     import uvicorn
 
-    from gpuaas.service.app import create_app
+    from gpuaas.service.app import announce_admin_token, create_app
 
     if fleet is not None and demo:
         raise typer.BadParameter("give --fleet or --demo, not both")
@@ -108,12 +108,24 @@ def serve(
     _migrate_or_exit(settings.url)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" is noise
-    application = create_app(settings, on_admin_token=None if demo else show_token)
+    application = create_app(settings, announce_later=True)
     print(f"gpuaas control plane on {url} (API docs: {url}/docs)", flush=True)
-    if demo:
-        show_token(settings.admin_token)
+
+    class Server(uvicorn.Server):
+        """Shows the first start's admin token once the port is bound: a start that fails
+        shows none, and the next one issues a new token (see ``bootstrap_admin``)."""
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                announce_admin_token(application, None if demo else show_token)
+                if demo:
+                    show_token(settings.admin_token)
+
+    config = uvicorn.Config(application, host=host, port=port, log_level="warning")
+    config.access_log = False
     try:
-        uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
+        Server(config).run()
     except GpuaasError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from exc

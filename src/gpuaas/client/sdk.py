@@ -263,7 +263,8 @@ class Client:
 
     def set_member(self, tenant: str, user: str, role: str) -> JSON:
         """Give ``user`` (created when missing) ``role`` in the tenant: tenant-admin,
-        tenant-user or viewer."""
+        tenant-user or viewer. A user that exists already is invited instead (``status``:
+        ``invited``) unless a provider-admin calls this."""
         path = f"/v1/tenants/{_seg(tenant)}/members/{_seg(user)}"
         return self.request("PUT", path, json={"role": role})
 
@@ -277,8 +278,49 @@ class Client:
         path = f"/v1/tenants/{_seg(tenant)}/members/{_seg(user)}/tokens"
         return self.request("POST", path, json=_body(name=name, expiresIn=expires_in))
 
-    def list_tokens(self, limit: int | None = None, after: str | None = None) -> Page:
-        return self._list("/v1/tokens", limit, after)
+    def list_invitations(self, limit: int | None = None, after: str | None = None) -> Page:
+        """The caller's pending invitations."""
+        return self._list("/v1/invitations", limit, after)
+
+    def list_tenant_invitations(
+        self, tenant: str, limit: int | None = None, after: str | None = None
+    ) -> Page:
+        return self._list(f"/v1/tenants/{_seg(tenant)}/invitations", limit, after)
+
+    def accept_invitation(self, tenant: str, user: str) -> JSON:
+        """Accept ``user``'s invitation to ``tenant`` (the user itself, or a provider-admin)."""
+        path = f"/v1/tenants/{_seg(tenant)}/invitations/{_seg(user)}/accept"
+        return self.request("POST", path)
+
+    def delete_invitation(self, tenant: str, user: str) -> None:
+        """Withdraw (tenant-admin) or decline (the invited user) an invitation."""
+        self.request("DELETE", f"/v1/tenants/{_seg(tenant)}/invitations/{_seg(user)}")
+
+    def list_tokens(
+        self, limit: int | None = None, after: str | None = None, *, all_users: bool = False
+    ) -> Page:
+        """Your live tokens; ``all_users``: every user's (platform roles)."""
+        return self._list("/v1/tokens", limit, after, allUsers=True if all_users else None)
+
+    def list_user_tokens(
+        self, user: str, limit: int | None = None, after: str | None = None
+    ) -> Page:
+        """A user's live tokens (platform roles: any user; everyone: itself)."""
+        return self._list(f"/v1/users/{_seg(user)}/tokens", limit, after)
+
+    def create_user_token(self, user: str, name: str, *, expires_in: int | None = None) -> JSON:
+        """A personal token for ``user`` carrying its roles now (provider-admin)."""
+        path = f"/v1/users/{_seg(user)}/tokens"
+        return self.request("POST", path, json=_body(name=name, expiresIn=expires_in))
+
+    def list_tenant_tokens(
+        self, tenant: str, limit: int | None = None, after: str | None = None
+    ) -> Page:
+        """The live tokens minted in a tenant (its tenant-admins, the provider)."""
+        return self._list(f"/v1/tenants/{_seg(tenant)}/tokens", limit, after)
+
+    def revoke_tenant_token(self, tenant: str, token_id: int | str) -> None:
+        self.request("DELETE", f"/v1/tenants/{_seg(tenant)}/tokens/{_seg(token_id)}")
 
     def iter_tokens(self) -> Iterator[JSON]:
         return self._iter("/v1/tokens")

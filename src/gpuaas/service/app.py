@@ -1,8 +1,8 @@
 """The FastAPI application: routers, error handling, and the server's start-up.
 
-Start-up applies the migrations, creates the provider admin on the very first start (its token is
-handed to ``on_admin_token`` once, never logged), registers the fleet file's nodes when the
-database has none, and starts the reconciler when this process is the leader.
+Start-up applies the migrations, gives the provider admin a token until a first start has succeeded
+(handed to ``on_admin_token`` once that start has succeeded, never logged), registers the fleet
+file's nodes when the database has none, and starts the reconciler when this process is the leader.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from gpuaas import __version__
 from gpuaas.service import errors
-from gpuaas.service.auth import TenantCache, TokenCache, bootstrap_admin
+from gpuaas.service.auth import TenantCache, bootstrap_admin, mark_bootstrapped
 from gpuaas.service.limits import BodyLimit
 from gpuaas.service.routers import ROUTERS
 from gpuaas.service.settings import Settings
@@ -29,7 +29,10 @@ log = logging.getLogger("gpuaas.service")
 def create_app(
     settings: Settings | None = None,
     on_admin_token: Callable[[str], None] | None = None,
+    announce_later: bool = False,
 ) -> FastAPI:
+    """The app; ``announce_later``: the caller shows the first start's admin token itself
+    (``announce_admin_token``), once it knows the start succeeded."""
     settings = settings or Settings()
     if settings.catalogue is not None:  # before any node is read: its models must be known
         from gpuaas.supply.catalogue_file import use_catalogue
@@ -38,7 +41,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        start(app, settings, on_admin_token)
+        start(app, settings, on_admin_token, announce_later)
         try:
             yield
         finally:
@@ -51,7 +54,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.tokens = TokenCache()
     app.state.tenant_ids = TenantCache()
     app.state.reconciler = None
     app.state.demo = None
@@ -63,15 +65,18 @@ def create_app(
     return app
 
 
-def start(app: FastAPI, settings: Settings, on_admin_token: Callable[[str], None] | None) -> None:
+def start(
+    app: FastAPI,
+    settings: Settings,
+    on_admin_token: Callable[[str], None] | None,
+    announce_later: bool = False,
+) -> None:
     db = Database(settings.url)
     db.upgrade()
     app.state.db = db
     now = time.time()
     with db.session() as session:
-        token = bootstrap_admin(session, settings.admin_token, now)
-    if token is not None and on_admin_token is not None:
-        on_admin_token(token)
+        app.state.admin_token = bootstrap_admin(session, settings.admin_token, now)
     from gpuaas.service.fleet import register_initial_fleet
 
     register_initial_fleet(db, settings)
@@ -92,6 +97,24 @@ def start(app: FastAPI, settings: Settings, on_admin_token: Callable[[str], None
         reconciler = Reconciler(db, settings, app.state.telemetry)
         app.state.reconciler = reconciler
         reconciler.start()
+    if not announce_later:
+        announce_admin_token(app, on_admin_token)
+
+
+def announce_admin_token(app: FastAPI, on_admin_token: Callable[[str], None] | None) -> None:
+    """Once the first start has succeeded: record it, then show the admin token (once).
+
+    Until then a failed start shows nothing and the next start issues a fresh token (see
+    ``bootstrap_admin``). ``gpuaas serve`` calls this itself once the port is bound.
+    """
+    token = getattr(app.state, "admin_token", None)
+    if token is None:
+        return
+    with app.state.db.session() as session:
+        mark_bootstrapped(session, time.time())
+    app.state.admin_token = None
+    if on_admin_token is not None:
+        on_admin_token(token)
 
 
 def stop(app: FastAPI) -> None:

@@ -49,14 +49,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpuaas.service.auth import Role, hash_token, new_token
+from gpuaas.service.auth import Role, mint_token, scope_of
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.governance import document, put_objects
 from gpuaas.service.jobs import JobState, submit_job
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Job, Membership, Meta, NodeRow, Tenant, Token, User
+from gpuaas.store.tables import Job, Membership, Meta, NodeRow, Tenant, User
 from gpuaas.supply.loaders._yaml import parse_yaml
 
 log = logging.getLogger("gpuaas.service.demo")
@@ -394,16 +394,8 @@ def _grant(session: Session, user: User, tenant_id: int | None, role: Role, now:
         membership = Membership(user_id=user.id, tenant_id=tenant_id, created_at=now)
         session.add(membership)
     membership.role = role.value
-    secret = new_token()
-    session.add(
-        Token(
-            user_id=user.id,
-            name="demo",
-            prefix=secret[:8],
-            token_hash=hash_token(secret),
-            created_at=now,
-        )
-    )
+    session.flush()
+    _, secret = mint_token(session, user.id, "demo", scope_of([membership]), now)
     return secret
 
 

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from gpuaas.service.auth import Principal, TokenCache, hash_token, load_principal
+from gpuaas.service.auth import Principal, load_principal
 from gpuaas.service.errors import ApiError
 from gpuaas.store.db import Database
 
@@ -29,25 +30,29 @@ def session(request: Request) -> Iterator[Session]:
         yield s
 
 
-def principal(request: Request) -> Principal:
+SessionDep = Annotated[Session, Depends(session, scope="function")]
+
+
+def bearer_token(request: Request) -> str:
+    """The request's bearer token (401 when there is none)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
-    token = token.strip()
-    cache: TokenCache = request.app.state.tokens
-    digest = hash_token(token)
-    found = cache.get(digest)
-    if found is not None:
-        return found
-    db: Database = request.app.state.db
-    with db.sessions() as s:
-        found = load_principal(s, token, time.time())
+    return token.strip()
+
+
+def authenticate(db: Connection | Session, token: str) -> Principal:
+    """Who ``token`` stands for, read now (no cache: nothing stale); 401 when nobody."""
+    found = load_principal(db, token, time.time())
     if found is None:
         raise ApiError(401, "invalid, expired or revoked token")
-    cache.put(digest, found)
     return found
 
 
-SessionDep = Annotated[Session, Depends(session, scope="function")]
+def principal(request: Request, db: SessionDep) -> Principal:
+    """The caller, read in the request's own session (one connection per request)."""
+    return authenticate(db, bearer_token(request))
+
+
 PrincipalDep = Annotated[Principal, Depends(principal)]

@@ -66,10 +66,18 @@ class User(Base):
 
 class Membership(Base):
     """A role of a user: in a tenant, or platform-wide (``tenant_id`` NULL: provider-admin or
-    viewer of everything)."""
+    viewer of everything).
+
+    An id is never used twice (SQLite ``AUTOINCREMENT``; SQLite would otherwise give a new row
+    the id of the last one deleted): a token's scope names memberships by id, and a membership
+    made after a removal must not be mistaken for the one a token was minted with.
+    """
 
     __tablename__ = "memberships"
-    __table_args__ = (UniqueConstraint("user_id", "tenant_id", name="uq_membership"),)
+    __table_args__ = (
+        UniqueConstraint("user_id", "tenant_id", name="uq_membership"),
+        {"sqlite_autoincrement": True},
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     tenant_id: Mapped[int | None] = mapped_column(
@@ -81,17 +89,43 @@ class Membership(Base):
 
 class Token(Base):
     """An API token; only its SHA-256 is kept (tokens are 256 random bits, so a fast hash is
-    as safe as a slow one and keeps authentication off the request's critical path)."""
+    as safe as a slow one and keeps authentication off the request's critical path).
+
+    ``scope`` is what the token may ever do: ``{membership id: highest role}``, fixed when it is
+    minted. A request gets, for each membership named there that still exists, the lower of that
+    role and the membership's role now; a membership the user gains later (or gets again after a
+    removal: a new row, a new id) is never in it. ``tenant_id`` is set on a token minted in a
+    tenant (its scope is that one membership): the tenant's admins list and revoke it, and it
+    stops working when the member leaves the tenant.
+    """
 
     __tablename__ = "tokens"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    tenant_id: Mapped[int | None] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    scope: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     name: Mapped[str] = mapped_column(String(100), default="")
     prefix: Mapped[str] = mapped_column(String(16))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Invitation(Base):
+    """A tenant-admin's offer of a role to a user that already exists: it becomes a membership
+    only when the user (with a token of its own) or a provider-admin accepts it."""
+
+    __tablename__ = "invitations"
+    __table_args__ = (UniqueConstraint("tenant_id", "user_id", name="uq_invitation"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(32))
+    invited_by: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class GovernanceObject(Base):

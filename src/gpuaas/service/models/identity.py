@@ -126,20 +126,39 @@ class MemberIn(CamelIn):
 
 
 class MemberOut(CamelOut):
+    """``status``: ``active`` (a member) or ``invited`` (the user exists already and has not yet
+    accepted; it is no member until then)."""
+
     user: str
     role: str
+    created_at: float
+    status: str = "active"
+
+
+class InvitationOut(CamelOut):
+    tenant: str
+    user: str
+    role: str
+    invited_by: str
     created_at: float
 
 
 class TokenIn(CamelIn):
+    """``expiresIn`` (seconds) may not reach past the expiry of the token that mints it; left
+    out, the new token expires with it (or never, when it never does)."""
+
     name: Text = Field(min_length=1, max_length=100)
     expires_in: int | None = Field(default=None, ge=1, le=MAX_TOKEN_LIFETIME)
 
 
 class TokenOut(CamelOut):
+    """``tenant``: the tenant a token was minted in (it answers for that tenant only), or null
+    for a personal token."""
+
     id: int
     name: str
     user: str
+    tenant: str | None = None
     prefix: str
     created_at: float
     expires_at: float | None

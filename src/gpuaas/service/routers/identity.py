@@ -1,17 +1,19 @@
 """Who is who: tenants, users, tenant memberships and API tokens.
 
-Provider admins manage tenants and users; a tenant admin manages the tenant's members and can
-hand a member a token. Every write to memberships or tokens clears the token cache, so a removed
-member or a revoked token stops working at once.
+Provider admins manage tenants and users; a tenant admin manages the tenant's members (inviting
+users that exist already) and can hand a member a token for the tenant. Tokens are checked against
+the database on every request (no cache), so a removed member, a disabled user or a revoked token
+is refused on the very next request.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-from fastapi import APIRouter, Query, Request, Response
-from sqlalchemy import func, select
+from fastapi import APIRouter, Query, Response
+from sqlalchemy import Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import InvalidValue
@@ -22,10 +24,12 @@ from gpuaas.service.auth import (
     Need,
     Principal,
     Role,
-    hash_token,
-    new_token,
+    authorize,
+    mint_token,
     require_platform,
+    scope_of,
     tenant_for,
+    user_scope,
 )
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import conflict, forbidden, invalid, not_found
@@ -44,6 +48,7 @@ from gpuaas.service.governance import (
 from gpuaas.service.models.common import Page, paginate
 from gpuaas.service.models.identity import (
     Capacity,
+    InvitationOut,
     MemberIn,
     MemberOut,
     TenantIn,
@@ -59,16 +64,12 @@ from gpuaas.service.models.identity import (
     WhoAmI,
     user_name_problem,
 )
-from gpuaas.store.tables import Job, Membership, Tenant, Token, User
+from gpuaas.store.tables import Invitation, Job, Membership, Tenant, Token, User
 
 router = APIRouter(prefix="/v1", tags=["identity"])
 
 LimitQ = Query(100, description="page size, 1-1000")
 AfterQ = Query(None, description="the `next` cursor of the previous page")
-
-
-def _forget_tokens(request: Request) -> None:
-    request.app.state.tokens.clear()
 
 
 # --- who am I ------------------------------------------------------------------------------
@@ -195,7 +196,7 @@ def update_tenant(
 
 
 @router.delete("/tenants/{tenant}", status_code=204)
-def delete_tenant(tenant: str, request: Request, session: SessionDep, p: PrincipalDep) -> Response:
+def delete_tenant(tenant: str, session: SessionDep, p: PrincipalDep) -> Response:
     """Delete a tenant with its queues, memberships and finished jobs; 409 while it has
     unfinished jobs or a provider object still needs one of its queues."""
     require_platform(p, write=True)
@@ -222,8 +223,7 @@ def delete_tenant(tenant: str, request: Request, session: SessionDep, p: Princip
     session.delete(row)
     if owned:
         bump_version(session, GOVERNANCE_VERSION)
-    session.flush()
-    _forget_tokens(request)
+    commit_here(session)
     return Response(status_code=204)
 
 
@@ -314,7 +314,7 @@ def list_users(
 
 
 @router.post("/users", response_model=UserOut, status_code=201)
-def create_user(body: UserIn, request: Request, session: SessionDep, p: PrincipalDep) -> UserOut:
+def create_user(body: UserIn, session: SessionDep, p: PrincipalDep) -> UserOut:
     require_platform(p, write=True)
     role = _platform_role(body.platform_role)
     if session.scalar(select(User.id).where(User.name == body.name)) is not None:
@@ -325,7 +325,6 @@ def create_user(body: UserIn, request: Request, session: SessionDep, p: Principa
     session.flush()
     _set_platform_role(session, user, role, now)
     session.flush()
-    _forget_tokens(request)
     return _user_out(user, _platform_roles(session, [user.id]))
 
 
@@ -339,9 +338,7 @@ def get_user(user: str, session: SessionDep, p: PrincipalDep) -> UserOut:
 
 
 @router.patch("/users/{user}", response_model=UserOut)
-def update_user(
-    user: str, body: UserPatch, request: Request, session: SessionDep, p: PrincipalDep
-) -> UserOut:
+def update_user(user: str, body: UserPatch, session: SessionDep, p: PrincipalDep) -> UserOut:
     require_platform(p, write=True)
     row = _user_by_name(session, user)
     if body.display_name is not None:
@@ -354,13 +351,12 @@ def update_user(
             if roles.get(row.id) == Role.PROVIDER_ADMIN:
                 _keep_a_provider_admin(session, row)
         row.disabled = body.disabled
-    session.flush()
-    _forget_tokens(request)
+    commit_here(session)
     return _user_out(row, _platform_roles(session, [row.id]))
 
 
 @router.delete("/users/{user}", status_code=204)
-def delete_user(user: str, request: Request, session: SessionDep, p: PrincipalDep) -> Response:
+def delete_user(user: str, session: SessionDep, p: PrincipalDep) -> Response:
     """Delete a user with its tokens and memberships; 409 when it has jobs (their history
     would go with it: disable the user instead)."""
     require_platform(p, write=True)
@@ -370,8 +366,7 @@ def delete_user(user: str, request: Request, session: SessionDep, p: PrincipalDe
     if session.scalar(select(Job.id).where(Job.user_id == row.id).limit(1)) is not None:
         raise conflict(f"user {user} has jobs; disable it instead (PATCH disabled: true)")
     session.delete(row)
-    session.flush()
-    _forget_tokens(request)
+    commit_here(session)
     return Response(status_code=204)
 
 
@@ -389,15 +384,26 @@ def list_members(
     row = tenant_for(session, p, tenant, Need.READ)
     stmt = select(Membership).where(Membership.tenant_id == row.id)
     members, cursor = paginate(session, stmt, Membership.id, limit, id_cursor(after))
-    names = dict(
-        session.execute(
-            select(User.id, User.name).where(User.id.in_([m.user_id for m in members]))
-        ).all()
-    )
+    names = _user_names(session, [m.user_id for m in members])
     items = [
         MemberOut(user=names[m.user_id], role=m.role, created_at=m.created_at) for m in members
     ]
     return Page(items=items, next=cursor)
+
+
+def commit_here(session: Session) -> None:
+    """Commit in the route's own worker thread, before returning to the event loop.
+
+    On SQLite the job submission runs its write on the event loop; had this write left its lock
+    held until the session dependency commits (a step the event loop schedules), a submission
+    arriving meanwhile would wait for a lock whose release waits for it, for the whole busy
+    timeout. Identity writes (a revocation above all) must not stall behind submissions.
+    """
+    session.commit()
+
+
+def _user_names(session: Session, ids: Iterable[int]) -> dict[int, str]:
+    return dict(session.execute(select(User.id, User.name).where(User.id.in_(list(ids)))).all())
 
 
 def _tenant_role(value: str) -> Role:
@@ -413,134 +419,377 @@ def _membership(session: Session, tenant: Tenant, user: User) -> Membership | No
     )
 
 
-@router.put("/tenants/{tenant}/members/{user}", response_model=MemberOut)
+def _invitation(session: Session, tenant: Tenant, user: User) -> Invitation | None:
+    return session.scalar(
+        select(Invitation).where(Invitation.tenant_id == tenant.id, Invitation.user_id == user.id)
+    )
+
+
+@router.put(
+    "/tenants/{tenant}/members/{user}",
+    response_model=MemberOut,
+    responses={202: {"model": MemberOut, "description": "the existing user was invited"}},
+)
 def put_member(
-    tenant: str, user: str, body: MemberIn, request: Request, session: SessionDep, p: PrincipalDep
+    tenant: str, user: str, body: MemberIn, response: Response, session: SessionDep, p: PrincipalDep
 ) -> MemberOut:
-    """Give ``user`` a role in the tenant, creating the user if it does not exist yet."""
+    """Give ``user`` a role in the tenant.
+
+    A new user name is created with the role. A user that exists already and is not a member
+    is *invited* (202, ``status: invited``): it becomes a member when it accepts (with a token
+    of its own) or a provider-admin does; a provider-admin's own PUT adds it at once. Lowering
+    a member's role lowers what every token carrying the membership may do; raising it never
+    raises a token minted before (a token keeps the role it was minted with as its ceiling).
+    """
     row = tenant_for(session, p, tenant, Need.ADMIN)
     role = _tenant_role(body.role)
     now = time.time()
     account = _find_user(session, user)
+    existed = account is not None
     if account is None:
         account = User(name=_check_user_name("user", user), created_at=now)
         session.add(account)
         session.flush()
     member = _membership(session, row, account)
+    invited = _invitation(session, row, account)
+    if member is None and existed and not p.is_provider_admin:
+        if invited is None:
+            invited = Invitation(
+                tenant_id=row.id, user_id=account.id, invited_by=p.user, created_at=now
+            )
+            session.add(invited)
+        invited.role = str(role)
+        commit_here(session)
+        response.status_code = 202
+        return MemberOut(
+            user=account.name, role=invited.role, created_at=invited.created_at, status="invited"
+        )
+    if invited is not None:
+        session.delete(invited)
     if member is None:
         member = Membership(user_id=account.id, tenant_id=row.id, role=str(role), created_at=now)
         session.add(member)
     else:
         member.role = str(role)
-    session.flush()
-    _forget_tokens(request)
+    commit_here(session)
     return MemberOut(user=account.name, role=member.role, created_at=member.created_at)
 
 
 @router.delete("/tenants/{tenant}/members/{user}", status_code=204)
-def delete_member(
-    tenant: str, user: str, request: Request, session: SessionDep, p: PrincipalDep
-) -> Response:
+def delete_member(tenant: str, user: str, session: SessionDep, p: PrincipalDep) -> Response:
+    """Remove a member: the tokens minted for it in this tenant are revoked, and no token of
+    the user answers for this tenant any more (a later membership is a new one)."""
     row = tenant_for(session, p, tenant, Need.ADMIN)
     account = _find_user(session, user)
     member = None if account is None else _membership(session, row, account)
-    if member is None:
+    if member is None or account is None:
         raise not_found(f"member {user} of tenant {tenant}")
+    session.execute(
+        update(Token)
+        .where(Token.tenant_id == row.id, Token.user_id == account.id)
+        .values(revoked=True)
+    )
     session.delete(member)
-    session.flush()
-    _forget_tokens(request)
+    commit_here(session)
+    return Response(status_code=204)
+
+
+# --- invitations ---------------------------------------------------------------------------
+
+
+def _invitation_out(inv: Invitation, tenant: str, user: str) -> InvitationOut:
+    return InvitationOut(
+        tenant=tenant,
+        user=user,
+        role=inv.role,
+        invited_by=inv.invited_by,
+        created_at=inv.created_at,
+    )
+
+
+@router.get("/invitations", response_model=Page[InvitationOut])
+def list_my_invitations(
+    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
+) -> Page[InvitationOut]:
+    """The caller's pending invitations."""
+    stmt = select(Invitation).where(Invitation.user_id == p.user_id)
+    rows, cursor = paginate(session, stmt, Invitation.id, limit, id_cursor(after))
+    names = dict(
+        session.execute(
+            select(Tenant.id, Tenant.name).where(Tenant.id.in_([i.tenant_id for i in rows]))
+        ).all()
+    )
+    return Page(items=[_invitation_out(i, names[i.tenant_id], p.user) for i in rows], next=cursor)
+
+
+@router.get("/tenants/{tenant}/invitations", response_model=Page[InvitationOut])
+def list_invitations(
+    tenant: str,
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: int = LimitQ,
+    after: str | None = AfterQ,
+) -> Page[InvitationOut]:
+    """The tenant's pending invitations."""
+    row = tenant_for(session, p, tenant, Need.READ)
+    stmt = select(Invitation).where(Invitation.tenant_id == row.id)
+    rows, cursor = paginate(session, stmt, Invitation.id, limit, id_cursor(after))
+    names = _user_names(session, [i.user_id for i in rows])
+    return Page(items=[_invitation_out(i, row.name, names[i.user_id]) for i in rows], next=cursor)
+
+
+def _pending(
+    session: Session, p: Principal, tenant: str, user: str, need: Need
+) -> tuple[Tenant, User, Invitation]:
+    """The invitation of ``user`` to ``tenant``, if ``p`` may act on it: the invited user itself
+    (with a personal token: a token minted in a tenant is that tenant's, not the user's
+    consent), a provider-admin, or else a member of the tenant with ``need``."""
+    found = _tenant_by_name(session, tenant)
+    account = _find_user(session, user)
+    invitation = None if account is None else _invitation(session, found, account)
+    if invitation is not None and account is not None and account.id == p.user_id:
+        if not p.is_personal:
+            raise forbidden(
+                "a token minted in a tenant cannot answer an invitation; use a token of your own"
+            )
+        return found, account, invitation
+    if not p.is_provider_admin:
+        authorize(p, found.id, found.name, need)
+    if invitation is None or account is None:
+        raise not_found(f"invitation of {user} to tenant {tenant}")
+    return found, account, invitation
+
+
+@router.post("/tenants/{tenant}/invitations/{user}/accept", response_model=MemberOut)
+def accept_invitation(tenant: str, user: str, session: SessionDep, p: PrincipalDep) -> MemberOut:
+    """The invited user (or a provider-admin) accepts: the user becomes a member with the
+    invited role. Its tokens do not gain the membership; a token for it is minted anew."""
+    row, account, invitation = _pending(session, p, tenant, user, Need.ADMIN)
+    if not (p.is_provider_admin or account.id == p.user_id):
+        raise forbidden("only the invited user or a provider-admin may accept an invitation")
+    now = time.time()
+    member = _membership(session, row, account)
+    if member is None:
+        member = Membership(
+            user_id=account.id, tenant_id=row.id, role=invitation.role, created_at=now
+        )
+        session.add(member)
+    else:
+        member.role = invitation.role
+    session.delete(invitation)
+    commit_here(session)
+    return MemberOut(user=account.name, role=member.role, created_at=member.created_at)
+
+
+@router.delete("/tenants/{tenant}/invitations/{user}", status_code=204)
+def delete_invitation(tenant: str, user: str, session: SessionDep, p: PrincipalDep) -> Response:
+    """Withdraw an invitation (a tenant-admin) or decline it (the invited user)."""
+    _, _, invitation = _pending(session, p, tenant, user, Need.ADMIN)
+    session.delete(invitation)
+    commit_here(session)
     return Response(status_code=204)
 
 
 # --- tokens --------------------------------------------------------------------------------
+#
+# A token carries a scope fixed when it is minted (see ``Token``): a token a tenant-admin mints
+# for a member carries that membership only, with the member's role then as its ceiling, and
+# answers for that tenant only; a personal token (``POST /v1/tokens``) carries what the token
+# that mints it carries, no more; a token the provider mints for a user (``POST
+# /v1/users/{u}/tokens``) carries what the user has at that moment. No token expires after the
+# token that minted it.
 
 
-def _token_out(token: Token, user: str) -> TokenOut:
+def _token_out(token: Token, user: str, tenant: str | None) -> TokenOut:
     return TokenOut(
         id=token.id,
         name=token.name,
         user=user,
+        tenant=tenant,
         prefix=token.prefix,
         created_at=token.created_at,
         expires_at=token.expires_at,
     )
 
 
-def _issue(session: Session, user: User, body: TokenIn) -> TokenCreated:
-    now = time.time()
-    secret = new_token()
-    token = Token(
-        user_id=user.id,
-        name=body.name,
-        prefix=secret[:8],
-        token_hash=hash_token(secret),
-        created_at=now,
-        expires_at=None if body.expires_in is None else now + body.expires_in,
+def _tokens_page(
+    session: Session, stmt: Select[tuple[Token]], limit: int, after: str | None
+) -> Page[TokenOut]:
+    rows, cursor = paginate(
+        session, stmt.where(Token.revoked.is_(False)), Token.id, limit, id_cursor(after)
     )
-    session.add(token)
-    session.flush()
-    return TokenCreated(**_token_out(token, user.name).model_dump(), token=secret)
+    users = _user_names(session, {t.user_id for t in rows})
+    ids = {t.tenant_id for t in rows if t.tenant_id is not None}
+    tenants = dict(session.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(ids))).all())
+    items = [
+        _token_out(t, users[t.user_id], None if t.tenant_id is None else tenants[t.tenant_id])
+        for t in rows
+    ]
+    return Page(items=items, next=cursor)
 
 
-def _may_speak_for(session: Session, p: Principal, user: User) -> None:
-    """A tenant admin may mint tokens only for users it fully administers: no platform role
-    and no tenant where the admin is not tenant-admin (a token carries every role)."""
-    if p.is_provider_admin:
-        return
-    for m in session.scalars(select(Membership).where(Membership.user_id == user.id)):
-        if m.tenant_id is None or p.role_in(m.tenant_id) is not Role.TENANT_ADMIN:
-            raise forbidden(
-                f"user {user.name} has roles outside the tenants you administer; "
-                "ask a provider-admin for its token"
-            )
+def _expiry(p: Principal, body: TokenIn, now: float) -> float | None:
+    """When a token minted by ``p`` expires: as asked, never after ``p``'s own token."""
+    asked = None if body.expires_in is None else now + body.expires_in
+    if p.expires_at is None:
+        return asked
+    if asked is None:
+        return p.expires_at
+    if asked > p.expires_at:
+        left = max(0, int(p.expires_at - now))
+        raise invalid(
+            "expiresIn",
+            f"a token cannot outlive the token that mints it, which expires in {left} s; "
+            f"ask for at most {left}",
+        )
+    return asked
+
+
+def _issue(
+    session: Session,
+    p: Principal,
+    user: User,
+    body: TokenIn,
+    scope: dict[str, str],
+    tenant: Tenant | None,
+) -> TokenCreated:
+    now = time.time()
+    tenant_id = None if tenant is None else tenant.id
+    expires_at = _expiry(p, body, now)
+    token, secret = mint_token(
+        session, user.id, body.name, scope, now, tenant_id=tenant_id, expires_at=expires_at
+    )
+    out = _token_out(token, user.name, None if tenant is None else tenant.name)
+    commit_here(session)
+    return TokenCreated(**out.model_dump(), token=secret)
 
 
 @router.post(
     "/tenants/{tenant}/members/{user}/tokens", response_model=TokenCreated, status_code=201
 )
 def create_member_token(
-    tenant: str, user: str, body: TokenIn, request: Request, session: SessionDep, p: PrincipalDep
+    tenant: str, user: str, body: TokenIn, session: SessionDep, p: PrincipalDep
 ) -> TokenCreated:
-    """A token for a member of the tenant; the secret is in this answer only."""
+    """A token for a member of the tenant, for this tenant only, with the member's role now as
+    its ceiling; the secret is in this answer only."""
     row = tenant_for(session, p, tenant, Need.ADMIN)
     account = _find_user(session, user)
-    if account is None or _membership(session, row, account) is None:
+    member = None if account is None else _membership(session, row, account)
+    if member is None or account is None:
         raise not_found(f"member {user} of tenant {tenant}")
-    _may_speak_for(session, p, account)
-    created = _issue(session, account, body)
-    _forget_tokens(request)
-    return created
+    return _issue(session, p, account, body, scope_of([member]), row)
+
+
+def _may_see_tokens_of(session: Session, p: Principal, user: str) -> User:
+    """``user`` if ``p`` may list or revoke its tokens: itself, or any user for a platform
+    role (``require_platform`` decides read or write)."""
+    if user != p.user:
+        require_platform(p, write=False)
+    return _user_by_name(session, user)
+
+
+def _own_tokens(p: Principal) -> Any:
+    """The caller's tokens it may see: all of them with a personal token, those minted in the
+    same tenant with a token minted in a tenant (it must not learn of the user's other tenants)."""
+    cond = Token.user_id == p.user_id
+    if p.tenant_id is not None:
+        cond = and_(cond, Token.tenant_id == p.tenant_id)
+    return cond
 
 
 @router.get("/tokens", response_model=Page[TokenOut])
 def list_tokens(
-    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: int = LimitQ,
+    after: str | None = AfterQ,
+    every_user: bool = Query(
+        False, alias="allUsers", description="every user's live tokens (platform roles)"
+    ),
 ) -> Page[TokenOut]:
-    """The caller's own live tokens (never their secrets)."""
-    stmt = select(Token).where(Token.user_id == p.user_id, Token.revoked.is_(False))
-    rows, cursor = paginate(session, stmt, Token.id, limit, id_cursor(after))
-    return Page(items=[_token_out(t, p.user) for t in rows], next=cursor)
+    """The caller's own live tokens (never their secrets); with ``allUsers=true`` everyone's."""
+    if every_user:
+        require_platform(p, write=False)
+        return _tokens_page(session, select(Token), limit, after)
+    return _tokens_page(session, select(Token).where(_own_tokens(p)), limit, after)
 
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201)
-def create_token(
-    body: TokenIn, request: Request, session: SessionDep, p: PrincipalDep
-) -> TokenCreated:
+def create_token(body: TokenIn, session: SessionDep, p: PrincipalDep) -> TokenCreated:
+    """A token for the caller carrying what the calling token carries (its tenant too, if it
+    was minted in one), expiring no later than it."""
     user = session.get(User, p.user_id)
     if user is None:
         raise not_found(f"user {p.user}")
-    created = _issue(session, user, body)
-    _forget_tokens(request)
-    return created
+    scope = {str(m): str(role) for m, role in p.grants.items()}
+    tenant = None if p.tenant_id is None else session.get(Tenant, p.tenant_id)
+    return _issue(session, p, user, body, scope, tenant)
+
+
+@router.get("/users/{user}/tokens", response_model=Page[TokenOut])
+def list_user_tokens(
+    user: str,
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: int = LimitQ,
+    after: str | None = AfterQ,
+) -> Page[TokenOut]:
+    """A user's live tokens: any user's for platform roles, one's own for everyone."""
+    if user == p.user:
+        return list_tokens(session, p, limit, after, every_user=False)
+    account = _may_see_tokens_of(session, p, user)
+    return _tokens_page(session, select(Token).where(Token.user_id == account.id), limit, after)
+
+
+@router.post("/users/{user}/tokens", response_model=TokenCreated, status_code=201)
+def create_user_token(
+    user: str, body: TokenIn, session: SessionDep, p: PrincipalDep
+) -> TokenCreated:
+    """A provider-admin gives a user a personal token carrying the user's roles now (platform
+    and tenants); it never carries a role the user gains later."""
+    require_platform(p, write=True)
+    account = _user_by_name(session, user)
+    if account.disabled:
+        raise conflict(f"user {user} is disabled; enable it first")
+    return _issue(session, p, account, body, user_scope(session, account.id), None)
 
 
 @router.delete("/tokens/{token_id}", status_code=204)
-def revoke_token(token_id: int, request: Request, session: SessionDep, p: PrincipalDep) -> Response:
+def revoke_token(token_id: int, session: SessionDep, p: PrincipalDep) -> Response:
     """Revoke one of the caller's tokens (a provider-admin may revoke any)."""
     token = None if not 0 < token_id <= MAX_ID else session.get(Token, token_id)
-    if token is None or token.revoked or (token.user_id != p.user_id and not p.is_provider_admin):
+    mine = token is not None and (
+        token.user_id == p.user_id and (p.tenant_id is None or token.tenant_id == p.tenant_id)
+    )
+    if token is None or token.revoked or not (mine or p.is_provider_admin):
         raise not_found(f"token {token_id}")
     token.revoked = True
-    session.flush()
-    _forget_tokens(request)
+    commit_here(session)
+    return Response(status_code=204)
+
+
+@router.get("/tenants/{tenant}/tokens", response_model=Page[TokenOut])
+def list_tenant_tokens(
+    tenant: str,
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: int = LimitQ,
+    after: str | None = AfterQ,
+) -> Page[TokenOut]:
+    """The live tokens minted in the tenant (for its tenant-admins and the provider)."""
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    return _tokens_page(session, select(Token).where(Token.tenant_id == row.id), limit, after)
+
+
+@router.delete("/tenants/{tenant}/tokens/{token_id}", status_code=204)
+def revoke_tenant_token(
+    tenant: str, token_id: int, session: SessionDep, p: PrincipalDep
+) -> Response:
+    """Revoke a token minted in the tenant."""
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    token = None if not 0 < token_id <= MAX_ID else session.get(Token, token_id)
+    if token is None or token.revoked or token.tenant_id != row.id:
+        raise not_found(f"token {token_id} of tenant {tenant}")
+    token.revoked = True
+    commit_here(session)
     return Response(status_code=204)
