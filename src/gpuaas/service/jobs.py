@@ -43,6 +43,7 @@ from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
 from gpuaas.service.models.jobs import JobEventView, JobSpec, JobView, WorkloadView
+from gpuaas.service.tenancy import check_job_size
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
 
 
@@ -232,6 +233,7 @@ def submit_job(
     key = spec.idempotencyKey
     version, gov = cached_governance(session)
     queue, pod_sets = _resolve_pod_sets(spec, tenant, gov)
+    check_job_size(session, version, tenant_id, pod_sets)  # the tenant's maxJob, if any
     priority = 0
     if spec.priorityClass is not None:
         priority = cached_priority(session, version, tenant_id, spec.priorityClass)
