@@ -239,7 +239,7 @@ def stage_roots(
                 "cohort; rename or delete it first",
                 "name",
             )
-        if key in carried or row is None or row.document != root:
+        if tenant.name in carried or row is None or row.document != root:
             staged[key] = (root, tenant.id, {})
     return affected, carried
 
