@@ -132,7 +132,11 @@ def build(api: Api) -> World:
     cpu = {"resourceGroups": [quota("cpu", 16, "cpu")], "cohortName": "globex-team"}
     ok(api.post("/v1/tenants/globex/cluster-queues", json={"name": "globex-cpu", "spec": cpu}))
     gspec = cq_spec("h100", 8, preemption={"reclaimWithinCohort": "Any"})  # the provider's field
-    ok(api.post("/v1/cluster-queues", json={"name": "globex-h100", "spec": gspec, "tenant": "globex"}))
+    ok(
+        api.post(
+            "/v1/cluster-queues", json={"name": "globex-h100", "spec": gspec, "tenant": "globex"}
+        )
+    )
     ok(api.post("/v1/tenants/globex/local-queues", json={"name": "main", "clusterQueue": "globex-h100"}))  # fmt: skip
     ok(api.post("/v1/tenants/acme/cohorts", json={"name": "acme-team", "spec": {}}))
     aspec = cq_spec("h100", 1, "acme-team", resourceGroups=[quota("h100", 1, borrowingLimit=1)])
