@@ -122,7 +122,7 @@ class World:
         self.admin("POST", "/v1/flavors", json={"name": "gpu", "spec": {}})
         self.admin("POST", "/v1/flavors", json={"name": "junk-flavor", "spec": {}})
         self.admin("POST", "/v1/cohorts", json={"name": "junk-cohort", "spec": {}})
-        self.admin("POST", "/v1/priority-classes", json={"name": "junk-pc", "value": 1})
+        self.admin("POST", "/v1/priority-classes", json={"name": "junk-pc", "value": 100})
         self.admin("POST", "/v1/nodes", json=node_entry("node-1"))
         self.admin("POST", "/v1/nodes", json=node_entry("junk-node"))
         self.admin("POST", "/v1/users", json={"name": "junk-user"})
@@ -130,6 +130,8 @@ class World:
         for t in ("acme", "globex", "junk"):
             self.admin("POST", "/v1/tenants", json=tenant_body(t))
             self.admin("POST", f"/v1/tenants/{t}/cluster-queues", json=cluster_queue(f"{t}-cq"))
+            team = {"name": f"{t}-team", "spec": {"parentName": t}}
+            self.admin("POST", f"/v1/tenants/{t}/cohorts", json=team)
             lq = {"name": f"{t}-lq", "clusterQueue": f"{t}-cq"}
             self.admin("POST", f"/v1/tenants/{t}/local-queues", json=lq)
             pc = {"name": f"{t}-pc", "value": 10}
@@ -863,6 +865,8 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/kueue/import": (),
     "POST /v1/tenants/{}/cluster-queues": ("junk",),
     "PUT /v1/tenants/{}/cluster-queues/{}": ("junk", "junk-cq"),
+    "POST /v1/tenants/{}/cohorts": ("junk",),
+    "PUT /v1/tenants/{}/cohorts/{}": ("junk", "junk-team"),
     "POST /v1/tenants/{}/local-queues": ("junk",),
     "PUT /v1/tenants/{}/local-queues/{}": ("junk", "junk-lq"),
     "POST /v1/tenants/{}/priority-classes": ("junk",),
@@ -876,8 +880,20 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
 
 #: A valid body per route: garbage is made by breaking one part of it (or from nothing).
 VALID: dict[str, Any] = {
-    "POST /v1/tenants": tenant_body("fresh-tenant"),
-    "PATCH /v1/tenants/{}": {"displayName": "Junk", "capacity": tenant_body("x")["capacity"]},
+    "POST /v1/tenants": {
+        **tenant_body("fresh-tenant"),
+        "parentCohort": "junk-cohort",
+        "borrowing": {"gpu": {"nvidia.com/gpu": "8"}},
+        "lending": {"gpu": {"nvidia.com/gpu": "4"}},
+        "maxJob": {"nvidia.com/gpu": 16},
+        "priorityCeiling": 50,
+    },
+    "PATCH /v1/tenants/{}": {
+        "displayName": "Junk",
+        "capacity": tenant_body("x")["capacity"],
+        "maxJob": {"nvidia.com/gpu": "32"},
+        "priorityCeiling": 20,
+    },
     "POST /v1/users": {"name": "fresh-user", "displayName": "F", "platformRole": "viewer"},
     "PATCH /v1/users/{}": {"displayName": "J", "platformRole": None, "disabled": False},
     "PUT /v1/tenants/{}/members/{}": {"role": "viewer"},
@@ -906,6 +922,8 @@ VALID: dict[str, Any] = {
     ],
     "POST /v1/tenants/{}/cluster-queues": cluster_queue("fresh-tenant-cq", "1"),
     "PUT /v1/tenants/{}/cluster-queues/{}": cluster_queue("junk-cq", "8"),
+    "POST /v1/tenants/{}/cohorts": {"name": "fresh-team", "spec": {"parentName": "junk-team"}},
+    "PUT /v1/tenants/{}/cohorts/{}": {"name": "junk-team", "spec": {"parentName": "junk"}},
     "POST /v1/tenants/{}/local-queues": {"name": "fresh-lq", "clusterQueue": "junk-cq"},
     "PUT /v1/tenants/{}/local-queues/{}": {"clusterQueue": "junk-cq", "userLimit": 2},
     "POST /v1/tenants/{}/priority-classes": {"name": "fresh-tenant-pc", "value": 5},

@@ -81,8 +81,18 @@ def test_seeded_governance_and_fleet(database: Database, tmp_path: Path) -> None
         gov, config = load_governance(s)
         nodes = load_nodes(s)
     assert set(gov.flavors) == {"h100", "a100-mig", "l40s-shared", "cpu"}
-    assert set(gov.cohort_names()) == {"demo-cloud"}
-    assert {cq.cohort for cq in gov.cluster_queues.values()} == {"demo-cloud"}
+    tenants = {"acme-ai", "globex-research", "initech-apps"}
+    assert set(gov.cohort_names()) == {"demo-cloud"} | tenants
+    # each tenant's queues sit in its own root cohort, which the provider hung under demo-cloud
+    # with explicit borrowing limits on everything the tenant's queues hold
+    for cq in gov.cluster_queues.values():
+        assert cq.cohort in tenants and cq.name.startswith(f"{cq.cohort}-"), cq
+    for tenant in tenants:
+        root = gov.cohorts[tenant]
+        assert root.parent == "demo-cloud"
+        limits = [q.borrowing_limit for g in root.resource_groups for f in g.flavors
+                  for q in f.resources]  # fmt: skip
+        assert limits and None not in limits
     assert len(gov.cluster_queues) == 6
     assert set(gov.local_queues) == {
         "acme-ai/h100",

@@ -128,11 +128,12 @@ def test_cluster_queues_and_capacity(api: Api) -> None:
     assert beta_admin.delete("/v1/tenants/beta/cluster-queues/shared").status_code == 404
     r = beta_admin.post("/v1/tenants/beta/cluster-queues", json={"name": "shared", "spec": {}})
     assert r.status_code == 409  # names are cluster-wide
-    # The provider assigns a queue to a tenant; the capacity still bounds it.
+    # The provider assigns a queue to a tenant; the grant still bounds it (beta has no h100).
     r = api.put(
         "/v1/cluster-queues/shared", json={"spec": quota_spec("h100", 64), "tenant": "beta"}
     )
-    assert r.status_code == 422 and "capacity of 0" in r.json()["detail"]
+    assert r.status_code == 422 and "h100 is not granted to tenant beta" in r.json()["detail"]
+    assert errors_of(r) == ["spec.resourceGroups[0].flavors[0].name"]
     r = api.put("/v1/cluster-queues/shared", json={"spec": quota_spec("h100", 1), "tenant": "zzz"})
     assert r.status_code == 422 and errors_of(r) == ["tenant"]
     assert admin.delete("/v1/tenants/acme/cluster-queues/acme-a").status_code == 204

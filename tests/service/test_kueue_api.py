@@ -83,15 +83,20 @@ def test_import_export_round_trip(api: Api) -> None:
     assert [d["kind"] for d in docs] == [
         "ResourceFlavor",
         "Cohort",
+        "Cohort",
         "ClusterQueue",
         "LocalQueue",
         "WorkloadPriorityClass",
         "HardwareProfile",
     ]
     assert all("status" not in d and "uid" not in d["metadata"] for d in docs)
-    assert load_objects(docs) == load_objects(list(yaml.safe_load_all(CONFIG)))
+    # tenant acme's root cohort (the provider's, derived from its terms) is exported with the rest
+    root = next(d for d in docs if d["kind"] == "Cohort" and d["metadata"]["name"] == "acme")
+    assert root["spec"] == {}
+    config = [d for d in docs if d is not root]
+    assert load_objects(config) == load_objects(list(yaml.safe_load_all(CONFIG)))
     again = api.post("/v1/kueue/import", content=exported.text, headers=YAML).json()
-    assert again["created"] == again["updated"] == [] and len(again["unchanged"]) == 6
+    assert again["created"] == again["updated"] == [] and len(again["unchanged"]) == 7
     assert api.get("/v1/kueue/export").text == exported.text
 
     as_json = api.post("/v1/kueue/import", json=docs[:1])
@@ -118,7 +123,8 @@ def test_bad_imports_store_nothing(api: Api) -> None:
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body"
     r = api.post("/v1/kueue/import", content="<x/>", headers={"Content-Type": "application/xml"})
     assert r.status_code == 415
-    assert api.get("/v1/kueue/export").text.strip() in ("", "[]")  # nothing was stored
+    nothing = yaml.safe_load_all(api.get("/v1/kueue/export").text)  # nothing was stored:
+    assert [d["metadata"]["name"] for d in nothing if d] == ["acme"]  # tenant acme's root only
 
     api.put("/v1/tenants/acme/members/ann", json={"role": "tenant-admin"})
     token = api.post("/v1/tenants/acme/members/ann/tokens", json={"name": "t"}).json()["token"]
@@ -146,7 +152,10 @@ def test_conformance_configurations_import(sqlite_api: Api) -> None:
     last = yaml.safe_load(files[-1].read_text())["objects"]
     assert api.post("/v1/kueue/import", json=last).status_code == 200
     exported = list(yaml.safe_load_all(api.get("/v1/kueue/export").text))
-    assert load_objects(exported) == load_objects(last)
+    tenants = {t["name"] for t in api.get("/v1/tenants", params={"limit": 1000}).json()["items"]}
+    roots = [d for d in exported if d["kind"] == "Cohort" and d["metadata"]["name"] in tenants]
+    assert len(roots) == len(tenants)  # every tenant's root cohort is exported too
+    assert load_objects([d for d in exported if d not in roots]) == load_objects(last)
 
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue-samples"

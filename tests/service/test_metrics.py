@@ -71,8 +71,7 @@ def scrape(client: TestClient) -> dict[str, dict[tuple[tuple[str, str], ...], fl
 
 
 def cluster_queue(name: str, flavor: str, resource: str, nominal: int) -> dict[str, Any]:
-    spec = {
-        "cohortName": "all",
+    spec = {  # no cohortName: each tenant's queue goes into the tenant's root cohort
         "resourceGroups": [
             {
                 "coveredResources": [resource],

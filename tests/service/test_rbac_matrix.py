@@ -77,6 +77,10 @@ class Side:
         return f"{self.tenant}-lq"
 
     @property
+    def cohort(self) -> str:
+        return f"{self.tenant}-team"
+
+    @property
     def hp(self) -> str:
         return f"{self.tenant}-hp"
 
@@ -92,6 +96,7 @@ class Side:
         return [
             self.tenant,
             self.cq,
+            self.cohort,
             self.lq,
             self.hp,
             self.pc,
@@ -221,6 +226,7 @@ class World:
             side.tokens[role] = str(body["token"])
             side.token_ids[role] = int(body["id"])
         self.invite(side, f"{t}-invitee")
+        self.admin("POST", f"/v1/tenants/{t}/cohorts", json=tenant_cohort(side.cohort, t))
         self.admin("POST", f"/v1/tenants/{t}/cluster-queues", json=cluster_queue(side.cq))
         self.admin("POST", f"/v1/tenants/{t}/local-queues", json=local_queue(side.lq, side.cq))
         self.admin("POST", f"/v1/tenants/{t}/priority-classes", json=priority_class(side.pc, 10))
@@ -268,6 +274,10 @@ def cluster_queue(name: str) -> dict[str, Any]:
             ],
         },
     }
+
+
+def tenant_cohort(name: str, parent: str) -> dict[str, Any]:
+    return {"name": name, "spec": {"parentName": parent}}
 
 
 def local_queue(name: str, cq: str) -> dict[str, Any]:
@@ -624,6 +634,9 @@ HP_TMP = disposable_global(
     "/v1/hardware-profiles", lambda n: hardware_profile(n, "main"), lambda w, scope: "shared-hp"
 )
 TENANT_CQ_TMP = disposable_in_tenant("cluster-queues", "cq", _cq_owned)
+TENANT_COHORT_TMP = disposable_in_tenant(
+    "cohorts", "cohort", lambda n, s: tenant_cohort(n, s.tenant)
+)
 TENANT_LQ_TMP = disposable_in_tenant("local-queues", "lq", _lq)
 TENANT_PC_TMP = disposable_in_tenant("priority-classes", "pc", lambda n, s: priority_class(n, 4))
 TENANT_HP_TMP = disposable_in_tenant(
@@ -639,6 +652,7 @@ NEW_CQ = new(lambda w, s: cluster_queue(w.fresh("cq")))
 NEW_PC = new(lambda w, s: priority_class(w.fresh("pc"), 5))
 NEW_HP = new(lambda w, s: hardware_profile(w.fresh("hp"), "main"))
 NEW_TENANT_CQ = new(lambda w, s: cluster_queue(w.fresh("cq")), under_tenant=True)
+NEW_TENANT_COHORT = new(lambda w, s: tenant_cohort(w.fresh("co"), s.cohort), under_tenant=True)
 NEW_TENANT_LQ = new(lambda w, s: local_queue(w.fresh("lq"), s.cq), under_tenant=True)
 NEW_TENANT_PC = new(lambda w, s: priority_class(w.fresh("pc"), 7), under_tenant=True)
 NEW_TENANT_HP = new(lambda w, s: hardware_profile(w.fresh("hp"), s.lq), under_tenant=True)
@@ -720,6 +734,11 @@ ROUTES: list[Route] = [
     Route("GET", T + "/cluster-queues/{}", TENANT_READ, prepare=in_tenant("cq")),
     Route("PUT", T + "/cluster-queues/{}", TENANT_ADMIN, prepare=TENANT_CQ_TMP),
     Route("DELETE", T + "/cluster-queues/{}", TENANT_ADMIN, 204, TENANT_CQ_TMP),
+    Route("GET", T + "/cohorts", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/cohorts", TENANT_ADMIN, 201, NEW_TENANT_COHORT),
+    Route("GET", T + "/cohorts/{}", TENANT_READ, prepare=in_tenant("cohort")),
+    Route("PUT", T + "/cohorts/{}", TENANT_ADMIN, prepare=TENANT_COHORT_TMP),
+    Route("DELETE", T + "/cohorts/{}", TENANT_ADMIN, 204, TENANT_COHORT_TMP),
     Route("GET", T + "/local-queues", TENANT_READ, prepare=tenant),
     Route("POST", T + "/local-queues", TENANT_ADMIN, 201, NEW_TENANT_LQ),
     Route("GET", T + "/local-queues/{}", TENANT_READ, prepare=in_tenant("lq")),

@@ -7,9 +7,12 @@
 - ResourceFlavors ``h100``, ``a100-mig``, ``l40s-shared`` and ``cpu`` (selecting the fleet's
   ``gpuaas.io/pool`` label, tolerating NVIDIA's taints), the Cohort ``demo-cloud``, priority
   classes and hardware profiles;
-- three tenants with capacity, each with ClusterQueues that borrow within the cohort (preemption:
-  lower priority within the queue, reclaim of lent quota) and LocalQueues named after the
-  hardware they reach (``h100``, ``a100-mig``, ``l40s``, ``cpu``):
+- three tenants, each granted capacity in a root cohort of its own (named after the tenant) that
+  the provider placed under ``demo-cloud`` with explicit borrowing limits
+  (:mod:`gpuaas.service.tenancy`): idle grant is lent to the others, and a tenant borrows at
+  most its limit. Each has ClusterQueues in its root cohort holding its grant (preemption: lower
+  priority within the queue, reclaim of lent quota) and LocalQueues named after the hardware
+  they reach (``h100``, ``a100-mig``, ``l40s``, ``cpu``):
 
   - ``acme-ai`` (LLM training): alice (tenant-admin), arjun (tenant-user), ava (viewer);
   - ``globex-research`` (HPC / MPI): gina (tenant-admin), gus (tenant-user);
@@ -97,12 +100,14 @@ PRIORITY_CLASSES = {
 class Queue:
     """A tenant's ClusterQueue on one flavor and the LocalQueue that reaches it.
 
-    ``quota``: resource -> (nominal, borrowing limit or None for unlimited)."""
+    ``quota``: resource -> (nominal, what the provider lets the tenant borrow beyond it in
+    ``demo-cloud``); the nominal quota is the tenant's grant, the borrowing limit the root
+    cohort's."""
 
     local: str
     flavor: str
     resources: tuple[str, ...]
-    quota: Mapping[str, tuple[str | int, str | int | None]]
+    quota: Mapping[str, tuple[str | int, str | int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +127,13 @@ TENANTS = (
                 "h100",
                 "h100",
                 tuple(NODE_RESOURCES),
-                {"cpu": ("3072", None), "memory": ("32Ti", None), "nvidia.com/gpu": (128, 64)},
+                {"cpu": ("3072", "1536"), "memory": ("32Ti", "16Ti"), "nvidia.com/gpu": (128, 64)},
             ),
             Queue(
                 "l40s",
                 "l40s-shared",
                 tuple(NODE_RESOURCES),
-                {"cpu": ("256", None), "memory": ("2Ti", None), "nvidia.com/gpu": (64, 32)},
+                {"cpu": ("256", "128"), "memory": ("2Ti", "1Ti"), "nvidia.com/gpu": (64, 32)},
             ),
         ),
         (
@@ -145,9 +150,11 @@ TENANTS = (
                 "h100",
                 "h100",
                 tuple(NODE_RESOURCES),
-                {"cpu": ("2304", None), "memory": ("24Ti", None), "nvidia.com/gpu": (96, 64)},
+                {"cpu": ("2304", "1536"), "memory": ("24Ti", "16Ti"), "nvidia.com/gpu": (96, 64)},
             ),
-            Queue("cpu", "cpu", ("cpu", "memory"), {"cpu": ("384", 192), "memory": ("3Ti", None)}),
+            Queue(
+                "cpu", "cpu", ("cpu", "memory"), {"cpu": ("384", 192), "memory": ("3Ti", "1536Gi")}
+            ),
         ),
         (
             ("gina", "Gina (Globex research computing)", Role.TENANT_ADMIN),
@@ -163,18 +170,18 @@ TENANTS = (
                 "a100-mig",
                 tuple(MIG_RESOURCES),
                 {
-                    "cpu": ("1536", None),
-                    "memory": ("12Ti", None),
-                    "nvidia.com/mig-1g.10gb": (560, None),
-                    "nvidia.com/mig-2g.20gb": (24, None),
-                    "nvidia.com/mig-3g.40gb": (24, None),
+                    "cpu": ("1536", "512"),
+                    "memory": ("12Ti", "4Ti"),
+                    "nvidia.com/mig-1g.10gb": (560, 112),
+                    "nvidia.com/mig-2g.20gb": (24, 8),
+                    "nvidia.com/mig-3g.40gb": (24, 8),
                 },
             ),
             Queue(
                 "l40s",
                 "l40s-shared",
                 tuple(NODE_RESOURCES),
-                {"cpu": ("384", None), "memory": ("3Ti", None), "nvidia.com/gpu": (96, 32)},
+                {"cpu": ("384", "128"), "memory": ("3Ti", "1Ti"), "nvidia.com/gpu": (96, 32)},
             ),
         ),
         (
@@ -275,7 +282,7 @@ def seed_demo(db: Database, settings: Settings) -> list[DemoUser]:
         if session.scalar(select(NodeRow.id).limit(1)) is None:
             register_demo_fleet(session, now)
         tenants = {spec.name: ensure_tenant(session, spec, now) for spec in TENANTS}
-        put_objects(session, governance_changes(tenants), now, source="demo")
+        put_objects(session, governance_changes(tenants), now, source="demo", by_provider=True)
         users = create_users(session, tenants, now)
         session.add(Meta(key=SEEDED, value=str(now)))
         session.flush()
@@ -291,21 +298,35 @@ def register_demo_fleet(session: Session, now: float) -> None:
 
 def tenant_capacity(spec: DemoTenant) -> dict[str, dict[str, str]]:
     """What the provider gives the tenant: exactly the nominal quota of its ClusterQueues."""
-    capacity: dict[str, dict[str, str]] = {}
+    return _terms(spec, 0)
+
+
+def tenant_borrowing(spec: DemoTenant) -> dict[str, dict[str, str]]:
+    """What the provider lets the tenant borrow in ``demo-cloud``, flavor by resource."""
+    return _terms(spec, 1)
+
+
+def _terms(spec: DemoTenant, index: int) -> dict[str, dict[str, str]]:
+    terms: dict[str, dict[str, str]] = {}
     for queue in spec.queues:
-        per = capacity.setdefault(queue.flavor, {})
-        for resource, (nominal, _) in queue.quota.items():
-            per[resource] = str(nominal)
-    return capacity
+        per = terms.setdefault(queue.flavor, {})
+        for resource, amounts in queue.quota.items():
+            per[resource] = str(amounts[index])
+    return terms
 
 
 def ensure_tenant(session: Session, spec: DemoTenant, now: float) -> Tenant:
+    """The tenant with the provider's terms: its grant, its root cohort under ``demo-cloud``
+    and its borrowing limits there (the root cohort itself is derived when the governance
+    objects are stored)."""
     tenant = session.scalar(select(Tenant).where(Tenant.name == spec.name))
     if tenant is None:
         tenant = Tenant(name=spec.name, created_at=now)
         session.add(tenant)
     tenant.display_name = spec.display_name
     tenant.capacity = tenant_capacity(spec)
+    tenant.parent_cohort = COHORT
+    tenant.borrowing = tenant_borrowing(spec)
     session.flush()
     return tenant
 
@@ -315,15 +336,9 @@ def cluster_queue_name(tenant: str, queue: Queue) -> str:
 
 
 def cluster_queue_document(tenant: str, queue: Queue) -> dict[str, Any]:
-    resources = []
-    for name in queue.resources:
-        nominal, borrowing = queue.quota[name]
-        entry: dict[str, Any] = {"name": name, "nominalQuota": nominal}
-        if borrowing is not None:
-            entry["borrowingLimit"] = borrowing
-        resources.append(entry)
+    resources = [{"name": name, "nominalQuota": queue.quota[name][0]} for name in queue.resources]
     spec = {
-        "cohortName": COHORT,
+        "cohortName": tenant,  # the tenant's root cohort
         "queueingStrategy": "BestEffortFIFO",
         "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
         "resourceGroups": [

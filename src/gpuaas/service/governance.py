@@ -14,6 +14,7 @@ and kept out of the shared Governance, where priority classes are cluster-wide b
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,9 +24,11 @@ from sqlalchemy.orm import Session
 from gpuaas.engine.admission.state import AdmissionConfig
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import Governance, HardwareProfile
-from gpuaas.model.resources import canonical_amount, describe_amount
+from gpuaas.service import tenancy
 from gpuaas.service.errors import conflict, invalid, not_found
 from gpuaas.service.fleet import bump_version, take_turn_on
+from gpuaas.service.tenancy import check_capacity as check_capacity
+from gpuaas.service.tenancy import nominal_totals as nominal_totals
 from gpuaas.store.tables import GovernanceObject, Job, Tenant
 from gpuaas.supply.kueue import (
     API_VERSION,
@@ -197,25 +200,26 @@ def _check_flavor(doc: Mapping[str, Any]) -> None:
             raise invalid(field, problem)
 
 
-def _tenant(session: Session, tenant_id: int | None) -> Tenant | None:
-    return None if tenant_id is None else session.get(Tenant, tenant_id)
-
-
 def put_object(
     session: Session,
     document: dict[str, Any],
     tenant_id: int | None,
     now: float,
     options: dict[str, Any] | None = None,
+    *,
+    by_provider: bool = False,
 ) -> GovernanceObject:
     """Create or replace one object after validating the whole resulting configuration.
 
     A LocalQueue's namespace must be a tenant (which then owns it) and its ClusterQueue must be
-    the tenant's or the provider's; a tenant's priority class is namespaced to it; the nominal
-    quota of a tenant's ClusterQueues must fit the tenant's capacity.
+    the tenant's or the provider's; a tenant's priority class is namespaced to it; a tenant's
+    ClusterQueues and Cohorts stay inside its tree and grant (:mod:`gpuaas.service.tenancy`).
+    ``by_provider``: the write is made with the provider's authority (provider routes only).
     """
     try:
-        return put_objects(session, [(document, tenant_id, options)], now)[0]
+        return put_objects(session, [(document, tenant_id, options)], now, by_provider=by_provider)[
+            0
+        ]
     except InvalidValue as exc:
         # a single object's own field is named as the request body names it ("spec.x")
         metadata = document.get("metadata")
@@ -232,19 +236,29 @@ def put_objects(
     now: float,
     source: str = "governance",
     write: bool = True,
+    *,
+    by_provider: bool = False,
+    tenants: Iterable[int] = (),
 ) -> list[GovernanceObject]:
     """:func:`put_object` for several objects at once, validated together (an import);
-    ``write=False`` validates only (a dry run) and returns nothing."""
+    ``write=False`` validates only (a dry run) and returns nothing.
+
+    ``tenants``: tenants whose terms changed (their root cohorts are derived again). Unless
+    ``by_provider``, the write has a tenant's authority and may not change the provider's
+    fields of a tenant's objects (:mod:`gpuaas.service.tenancy`). The returned rows are the
+    changed objects in order (derived root cohorts follow them).
+    """
     take_turn_on(session, GOVERNANCE_VERSION)
     rows = all_objects(session)
     by_key = {(r.kind, r.namespace, r.name): r for r in rows}
+    tenant_rows = tenancy.all_tenants(session)
     staged: dict[tuple[str, str, str], tuple[dict[str, Any], int | None, dict[str, Any]]] = {}
     for raw, tenant_id, options in changes:
         doc = _canonical(raw)
         kind, namespace, name = _key(doc)
         if kind == FLAVOR:
             _check_flavor(doc)
-        tenant = _tenant(session, tenant_id)
+        tenant = tenant_rows.get(tenant_id) if tenant_id is not None else None
         if tenant_id is not None and tenant is None:
             raise invalid("tenant", f"no tenant with id {tenant_id}")
         if kind == LOCAL_QUEUE:
@@ -262,20 +276,41 @@ def put_objects(
         previous = by_key.get(key)
         kept = dict(previous.options or {}) if previous is not None and options is None else {}
         staged[key] = (doc, tenant_id, options if options is not None else kept)
+    requested = len(staged)
+    affected, carried = tenancy.stage_roots(session, tenant_rows, staged, by_key, tenants)
     owners = {k: r.tenant_id for k, r in by_key.items()}
     owners.update({k: v[1] for k, v in staged.items()})
     documents = {k: r.document for k, r in by_key.items()}
     documents.update({k: v[0] for k, v in staged.items()})
-    for key, (doc, _, _) in staged.items():
+    for key, (doc, owner, _) in staged.items():
         if key[0] == PRIORITY_CLASS and key[1]:
             build_governance([doc], source)  # validated alone: not part of the shared config
+            if owner is not None and owner in tenant_rows:
+                field = "value" if requested == 1 else f"{source}: {key[0]} {key[2]}: value"
+                value = int(doc.get("value", 0))
+                tenancy.check_priority_ceiling(tenant_rows[owner], value, documents, field)
     shared = [d for k, d in documents.items() if not (k[0] == PRIORITY_CLASS and k[1])]
     gov = build_governance(shared, source)
     _check_local_queue_owners(session, gov, owners)
-    for tenant_id in {v[1] for k, v in staged.items() if k[0] == CLUSTER_QUEUE} - {None}:
-        owner = _tenant(session, tenant_id)
-        if owner is not None:  # checked above: every staged owner exists
-            check_capacity(owner, _owned_queues(documents, owners, tenant_id))
+    stored: list[Governance] = []
+
+    def previous_governance() -> Governance:
+        if not stored:
+            stored.append(build_governance((r.document for r in rows if _shared(r)), source))
+        return stored[0]
+
+    tenancy.check_boundary(
+        gov,
+        tenant_rows,
+        staged,
+        owners,
+        documents,
+        affected,
+        carried,
+        previous_governance,
+        by_provider,
+        source,
+    )
     if not write:
         return []
     out = []
@@ -313,62 +348,16 @@ def _check_local_queue_owners(
             )
 
 
-def _owned_queues(
-    documents: Mapping[tuple[str, str, str], Mapping[str, Any]],
-    owners: Mapping[tuple[str, str, str], int | None],
-    tenant_id: int,
-) -> list[Mapping[str, Any]]:
-    return [
-        doc
-        for key, doc in documents.items()
-        if key[0] == CLUSTER_QUEUE and owners[key] == tenant_id
-    ]
-
-
-def nominal_totals(queues: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Summed nominal quota per flavor and resource of ClusterQueue documents (canonical)."""
-    totals: dict[str, dict[str, int]] = {}
-    for doc in queues:
-        for group in (doc.get("spec") or {}).get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    amount = canonical_amount(res["name"], res.get("nominalQuota", 0), "quota")
-                    per = totals.setdefault(flavor["name"], {})
-                    per[res["name"]] = per.get(res["name"], 0) + amount
-    return totals
-
-
-def check_capacity(
-    tenant: Tenant,
-    queues: Iterable[Mapping[str, Any]],
-    capacity: Mapping[str, Any] | None = None,
-    field: str | None = None,
-) -> None:
-    """The tenant's ClusterQueues' nominal quota must fit its capacity, flavor by resource;
-    the 422 names ``field.flavor.resource`` (default: the ClusterQueue's quota)."""
-    capacity = tenant.capacity if capacity is None else capacity
-    for flavor, resources in nominal_totals(queues).items():
-        for resource, used in resources.items():
-            if used == 0:
-                continue
-            given_raw = (capacity or {}).get(flavor, {}).get(resource)
-            given = 0 if given_raw is None else canonical_amount(resource, given_raw, "capacity")
-            if used > given:
-                where = f"spec.resourceGroups: flavor {flavor} resource {resource}"
-                raise invalid(
-                    where if field is None else f"{field}.{flavor}.{resource}",
-                    f"tenant {tenant.name}'s ClusterQueues would hold a nominal quota of "
-                    f"{describe_amount(resource, used)}, above its capacity of "
-                    f"{describe_amount(resource, given)}",
-                )
-
-
-def tenant_queue_documents(session: Session, tenant_id: int) -> list[Mapping[str, Any]]:
+def tenant_queue_documents(session: Session, tenant: Tenant) -> list[Mapping[str, Any]]:
+    """The documents of the tenant's own ClusterQueues and Cohorts (its root cohort left out):
+    what holds quota of its grant."""
     return [
         row.document
         for row in session.scalars(
             select(GovernanceObject).where(
-                GovernanceObject.kind == CLUSTER_QUEUE, GovernanceObject.tenant_id == tenant_id
+                GovernanceObject.kind.in_((CLUSTER_QUEUE, COHORT)),
+                GovernanceObject.tenant_id == tenant.id,
+                GovernanceObject.name != tenant.name,
             )
         )
     ]
@@ -403,6 +392,7 @@ def delete_object(session: Session, row: GovernanceObject) -> None:
                 f"ClusterQueue {row.name} still holds quota for admitted jobs (e.g. job "
                 f"{holding}); wait for them to finish"
             )
+    tenancy.check_root_write(row, tenancy.all_tenants(session).values())
     rest = [r for r in all_objects(session) if r.id != row.id and _shared(r)]
     users = _referrers(row, rest)
     if users:
@@ -412,9 +402,12 @@ def delete_object(session: Session, row: GovernanceObject) -> None:
             build_governance((r.document for r in rest), "governance")
         except InvalidValue as exc:
             raise conflict(f"{row.kind} {row.name} is still needed: {exc}") from None
+    owner = row.tenant_id if row.kind in (CLUSTER_QUEUE, COHORT) else None
     session.delete(row)
     bump_version(session, GOVERNANCE_VERSION)
     session.flush()
+    if owner is not None:  # the quota it held goes back to the tenant's root cohort
+        put_objects(session, [], time.time(), by_provider=True, tenants=[owner])
 
 
 def _referrers(row: GovernanceObject, rest: Iterable[GovernanceObject]) -> list[str]:
@@ -430,6 +423,14 @@ def _referrers(row: GovernanceObject, rest: Iterable[GovernanceObject]) -> list[
                 for f in g.get("flavors") or []
             }
             if row.name in names:
+                found.append(f"{other.kind} {other.name}")
+        elif row.kind == COHORT and other.kind in (CLUSTER_QUEUE, COHORT):
+            # as in Kueue, a provider's cohort still named stays as an implicit one; a tenant's
+            # may not: its name could then be taken by another tree's Cohort, moving its
+            # objects out of the tenant's tree
+            if (row.tenant_id is not None or other.tenant_id is not None) and spec.get(
+                "cohortName" if other.kind == CLUSTER_QUEUE else "parentName"
+            ) == row.name:
                 found.append(f"{other.kind} {other.name}")
         elif row.kind == CLUSTER_QUEUE and other.kind == LOCAL_QUEUE:
             if spec.get("clusterQueue") == row.name:

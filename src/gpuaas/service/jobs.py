@@ -47,6 +47,7 @@ from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
 from gpuaas.service.job_checks import check_requests
 from gpuaas.service.models.jobs import JobEventView, JobSpec, JobView, WorkloadView
+from gpuaas.service.tenancy import check_job_size
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
 
 
@@ -236,6 +237,7 @@ def prepare_job(
     version, gov = cached_governance(session)
     queue, pod_sets = _resolve_pod_sets(spec, tenant, gov)
     check_requests(session, version, gov, f"{tenant_name}/{queue}", pod_sets)
+    check_job_size(session, version, tenant_id, pod_sets)  # the tenant's maxJob, if any
     priority = 0
     if spec.priorityClass is not None:
         priority = cached_priority(session, version, tenant_id, spec.priorityClass)

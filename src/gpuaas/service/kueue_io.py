@@ -126,7 +126,11 @@ def import_documents(
         owner = None if existing is None else existing.tenant_id
         changes.append((doc, owner, None))
     if changes:
-        gv.put_objects(session, changes, time.time(), source=SOURCE, write=not dry_run)
+        # the import route is the provider's (require_platform): its writes have the provider's
+        # authority, and the tenancy rules still hold for what lands in a tenant's tree
+        gv.put_objects(
+            session, changes, time.time(), source=SOURCE, write=not dry_run, by_provider=True
+        )
     return outcome
 
 

@@ -43,8 +43,13 @@ class Meta(Base):
 class Tenant(Base):
     """A customer or team; its name is the Kueue namespace of its LocalQueues.
 
-    ``capacity``: what the provider gives the tenant, ``{flavor: {resource: quantity}}``; the
-    nominal quota of the tenant's own ClusterQueues must fit in it.
+    The provider's terms (:mod:`gpuaas.service.tenancy`): ``capacity``, the grant,
+    ``{flavor: {resource: quantity}}``, held by the tenant's root cohort (named after the
+    tenant); ``parent_cohort``, the provider Cohort that root hangs from (None: no borrowing or
+    lending outside the tenant); ``borrowing`` and ``lending``, the root's borrowing and lending
+    limits there; ``max_job``, the most a single job may ask for, ``{resource: quantity}``;
+    ``priority_ceiling``, the highest value a tenant's own priority class may have (None: the
+    provider's highest class).
     """
 
     __tablename__ = "tenants"
@@ -52,6 +57,11 @@ class Tenant(Base):
     name: Mapped[str] = mapped_column(String(63), unique=True)
     display_name: Mapped[str] = mapped_column(String(200), default="")
     capacity: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    parent_cohort: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    borrowing: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    lending: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    max_job: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    priority_ceiling: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
 

@@ -81,21 +81,49 @@ class WhoAmI(CamelOut):
     tenants: list[TenantRole]
 
 
+#: ``{resource: quantity}``, e.g. ``{"nvidia.com/gpu": 8}``.
+Limits = dict[str, str | int]
+
+
 class TenantIn(CamelIn):
+    """A tenant and the provider's terms (:mod:`gpuaas.service.tenancy`): ``capacity`` is the
+    grant its root cohort holds; ``parentCohort`` the provider Cohort that root hangs from;
+    ``borrowing``/``lending`` its limits there; ``maxJob`` the most one job may ask for;
+    ``priorityCeiling`` the highest value of the tenant's own priority classes."""
+
     name: TenantName
     display_name: Text = Field(default="", max_length=200)
     capacity: Capacity = Field(default_factory=dict)
+    parent_cohort: str | None = None
+    borrowing: Capacity = Field(default_factory=dict)
+    lending: Capacity = Field(default_factory=dict)
+    max_job: Limits = Field(default_factory=dict)
+    priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
 
 
 class TenantPatch(CamelIn):
+    """Fields left out stay as they are; ``parentCohort: null`` / ``priorityCeiling: null``
+    remove them."""
+
     display_name: Text | None = Field(default=None, max_length=200)
     capacity: Capacity | None = None
+    parent_cohort: str | None = None
+    borrowing: Capacity | None = None
+    lending: Capacity | None = None
+    max_job: Limits | None = None
+    priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
 
 
 class TenantOut(CamelOut):
     name: str
     display_name: str
     capacity: dict[str, dict[str, str]]
+    cohort: str
+    parent_cohort: str | None = None
+    borrowing: dict[str, dict[str, str]] = Field(default_factory=dict)
+    lending: dict[str, dict[str, str]] = Field(default_factory=dict)
+    max_job: dict[str, str] = Field(default_factory=dict)
+    priority_ceiling: int | None = None
     created_at: float
 
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Need, require_platform, tenant_for
 from gpuaas.service.deps import PrincipalDep, SessionDep
-from gpuaas.service.errors import ApiError, conflict, invalid, not_found
+from gpuaas.service.errors import ApiError, conflict, forbidden, invalid, not_found
 from gpuaas.service.fleet import text_cursor
 from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
 from gpuaas.service.models.common import Page, paginate
@@ -96,11 +96,15 @@ def _create(
     tenant_id: int | None,
     namespace: str = "",
     options: dict[str, Any] | None = None,
+    *,
+    by_provider: bool = False,
 ) -> GovernanceObject:
+    """``by_provider``: a provider route (the provider's fields of a tenant's objects may
+    change); tenant routes leave it False."""
     if gv.find_object(session, kind, name, namespace) is not None:
         raise conflict(f"{kind} {name} already exists", "name")
     doc = gv.document(kind, name, body, namespace)
-    return gv.put_object(session, doc, tenant_id, time.time(), options)
+    return gv.put_object(session, doc, tenant_id, time.time(), options, by_provider=by_provider)
 
 
 def _replace(
@@ -109,9 +113,11 @@ def _replace(
     body: dict[str, Any],
     tenant_id: int | None,
     options: dict[str, Any] | None = None,
+    *,
+    by_provider: bool = False,
 ) -> GovernanceObject:
     doc = gv.document(row.kind, row.name, body, row.namespace)
-    return gv.put_object(session, doc, tenant_id, time.time(), options)
+    return gv.put_object(session, doc, tenant_id, time.time(), options, by_provider=by_provider)
 
 
 # --- provider objects: flavors, cohorts ----------------------------------------------------
@@ -124,18 +130,27 @@ def _provider_kind(path: str, kind: str) -> None:
     def list_objects(
         session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
     ) -> Page[ObjectOut]:
-        rows, cursor = _page(session, _of_kind(kind), limit, after)
+        """Platform roles see every object; others the provider's own (tenants' cohorts are
+        listed under their tenant)."""
+        stmt = _of_kind(kind)
+        if not p.sees_everything:
+            stmt = stmt.where(GovernanceObject.tenant_id.is_(None))
+        rows, cursor = _page(session, stmt, limit, after)
         tenants = _tenant_names(session)
         return Page(items=[_object_out(r, tenants) for r in rows], next=cursor)
 
     @router.get(f"/{path}/{{name}}", response_model=ObjectOut, name=f"get {kind}")
     def get_object(name: str, session: SessionDep, p: PrincipalDep) -> ObjectOut:
-        return _object_out(gv.get_object(session, kind, name), _tenant_names(session))
+        row = gv.get_object(session, kind, name)
+        if row.tenant_id is not None and not p.sees_everything:
+            raise not_found(f"{kind} {name}")
+        return _object_out(row, _tenant_names(session))
 
     @router.post(f"/{path}", response_model=ObjectOut, status_code=201, name=f"create {kind}")
     def create_object(body: ObjectIn, session: SessionDep, p: PrincipalDep) -> ObjectOut:
         require_platform(p, write=True)
-        row = _create(session, kind, _name(body.name, None), {"spec": body.spec}, None)
+        name = _name(body.name, None)
+        row = _create(session, kind, name, {"spec": body.spec}, None, by_provider=True)
         return _object_out(row, {})
 
     @router.put(f"/{path}/{{name}}", response_model=ObjectOut, name=f"replace {kind}")
@@ -145,7 +160,7 @@ def _provider_kind(path: str, kind: str) -> None:
         require_platform(p, write=True)
         _name(body.name, name)
         row = gv.get_object(session, kind, name)
-        row = _replace(session, row, {"spec": body.spec}, row.tenant_id)
+        row = _replace(session, row, {"spec": body.spec}, row.tenant_id, by_provider=True)
         return _object_out(row, _tenant_names(session))
 
     @router.delete(f"/{path}/{{name}}", status_code=204, name=f"delete {kind}")
@@ -198,7 +213,7 @@ def create_cluster_queue(body: ClusterQueueIn, session: SessionDep, p: Principal
     require_platform(p, write=True)
     owner = _owner_id(session, body.tenant)
     name = _name(body.name, None)
-    row = _create(session, gv.CLUSTER_QUEUE, name, {"spec": body.spec}, owner)
+    row = _create(session, gv.CLUSTER_QUEUE, name, {"spec": body.spec}, owner, by_provider=True)
     return _object_out(row, _tenant_names(session))
 
 
@@ -216,7 +231,8 @@ def replace_cluster_queue(
     require_platform(p, write=True)
     _name(body.name, name)
     row = gv.get_object(session, gv.CLUSTER_QUEUE, name)
-    row = _replace(session, row, {"spec": body.spec}, _owner_id(session, body.tenant))
+    owner = _owner_id(session, body.tenant)
+    row = _replace(session, row, {"spec": body.spec}, owner, by_provider=True)
     return _object_out(row, _tenant_names(session))
 
 
@@ -283,6 +299,72 @@ def delete_tenant_cluster_queue(
 ) -> Response:
     row = tenant_for(session, p, tenant, Need.ADMIN)
     gv.delete_object(session, _tenant_cq(session, row, name))
+    return Response(status_code=204)
+
+
+# --- a tenant's cohorts --------------------------------------------------------------------
+
+
+def _tenant_cohort(session: Session, tenant: Tenant, name: str, write: bool) -> GovernanceObject:
+    """The tenant's own Cohort ``name`` (its root cohort only to read: the provider's)."""
+    row = gv.find_object(session, gv.COHORT, name)
+    if row is None or row.tenant_id != tenant.id:
+        raise not_found(f"Cohort {name} of tenant {tenant.name}")
+    if write and name == tenant.name:
+        raise forbidden(
+            f"Cohort {name} is tenant {tenant.name}'s root cohort: the provider sets it (the "
+            "tenant's capacity, borrowing, lending and parentCohort)"
+        )
+    return row
+
+
+@router.get("/tenants/{tenant}/cohorts", response_model=Page[ObjectOut])
+def list_tenant_cohorts(
+    tenant: str,
+    session: SessionDep,
+    p: PrincipalDep,
+    limit: int = LimitQ,
+    after: str | None = AfterQ,
+) -> Page[ObjectOut]:
+    """The tenant's root cohort (the provider's, named after the tenant) and its own cohorts."""
+    row = tenant_for(session, p, tenant, Need.READ)
+    stmt = _of_kind(gv.COHORT).where(GovernanceObject.tenant_id == row.id)
+    rows, cursor = _page(session, stmt, limit, after)
+    return Page(items=[_object_out(r, {row.id: row.name}) for r in rows], next=cursor)
+
+
+@router.post("/tenants/{tenant}/cohorts", response_model=ObjectOut, status_code=201)
+def create_tenant_cohort(
+    tenant: str, body: ObjectIn, session: SessionDep, p: PrincipalDep
+) -> ObjectOut:
+    """A Cohort of the tenant inside its tree (``parentName``: the root cohort, the default,
+    or another of its cohorts); its nominal quota counts against the tenant's grant."""
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    cohort = _create(session, gv.COHORT, _name(body.name, None), {"spec": body.spec}, row.id)
+    return _object_out(cohort, {row.id: row.name})
+
+
+@router.get("/tenants/{tenant}/cohorts/{name}", response_model=ObjectOut)
+def get_tenant_cohort(tenant: str, name: str, session: SessionDep, p: PrincipalDep) -> ObjectOut:
+    row = tenant_for(session, p, tenant, Need.READ)
+    return _object_out(_tenant_cohort(session, row, name, False), {row.id: row.name})
+
+
+@router.put("/tenants/{tenant}/cohorts/{name}", response_model=ObjectOut)
+def replace_tenant_cohort(
+    tenant: str, name: str, body: ObjectIn, session: SessionDep, p: PrincipalDep
+) -> ObjectOut:
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    _name(body.name, name)
+    cohort = _tenant_cohort(session, row, name, True)
+    return _object_out(_replace(session, cohort, {"spec": body.spec}, row.id), {row.id: row.name})
+
+
+@router.delete("/tenants/{tenant}/cohorts/{name}", status_code=204)
+def delete_tenant_cohort(tenant: str, name: str, session: SessionDep, p: PrincipalDep) -> Response:
+    """409 while a ClusterQueue or Cohort is still in it."""
+    row = tenant_for(session, p, tenant, Need.ADMIN)
+    gv.delete_object(session, _tenant_cohort(session, row, name, True))
     return Response(status_code=204)
 
 
@@ -431,7 +513,8 @@ def create_priority_class(
     body: PriorityClassIn, session: SessionDep, p: PrincipalDep
 ) -> PriorityClassOut:
     require_platform(p, write=True)
-    row = _create(session, gv.PRIORITY_CLASS, _name(body.name, None), _pc_body(body), None)
+    name = _name(body.name, None)
+    row = _create(session, gv.PRIORITY_CLASS, name, _pc_body(body), None, by_provider=True)
     return _pc_out(row, None)
 
 
@@ -447,7 +530,7 @@ def replace_priority_class(
     require_platform(p, write=True)
     _name(body.name, name)
     row = gv.get_object(session, gv.PRIORITY_CLASS, name)
-    return _pc_out(_replace(session, row, _pc_body(body), None), None)
+    return _pc_out(_replace(session, row, _pc_body(body), None, by_provider=True), None)
 
 
 @router.delete("/priority-classes/{name}", status_code=204)
@@ -554,7 +637,8 @@ def list_hardware_profiles(
 @router.post("/hardware-profiles", response_model=ObjectOut, status_code=201)
 def create_hardware_profile(body: ObjectIn, session: SessionDep, p: PrincipalDep) -> ObjectOut:
     require_platform(p, write=True)
-    row = _create(session, gv.HARDWARE_PROFILE, _name(body.name, None), {"spec": body.spec}, None)
+    name = _name(body.name, None)
+    row = _create(session, gv.HARDWARE_PROFILE, name, {"spec": body.spec}, None, by_provider=True)
     return _object_out(row, {})
 
 
@@ -573,7 +657,7 @@ def replace_hardware_profile(
     row = gv.get_object(session, gv.HARDWARE_PROFILE, name)
     if row.tenant_id is not None:
         body.spec = _owned_profile_spec(session, body.spec, _tenant_names(session)[row.tenant_id])
-    row = _replace(session, row, {"spec": body.spec}, row.tenant_id)
+    row = _replace(session, row, {"spec": body.spec}, row.tenant_id, by_provider=True)
     return _object_out(row, _tenant_names(session))
 
 

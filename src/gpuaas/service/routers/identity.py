@@ -35,6 +35,7 @@ from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import conflict, forbidden, invalid, not_found
 from gpuaas.service.fleet import bump_version, take_turn_on, text_cursor
 from gpuaas.service.governance import (
+    COHORT,
     GOVERNANCE_VERSION,
     LOCAL_QUEUE,
     PRIORITY_CLASS,
@@ -43,6 +44,8 @@ from gpuaas.service.governance import (
     build_governance,
     check_capacity,
     check_name,
+    find_object,
+    put_objects,
     tenant_queue_documents,
 )
 from gpuaas.service.models.common import Page, paginate
@@ -98,24 +101,72 @@ def tenant_out(tenant: Tenant) -> TenantOut:
         name=tenant.name,
         display_name=tenant.display_name,
         capacity=tenant.capacity or {},
+        cohort=tenant.name,
+        parent_cohort=tenant.parent_cohort,
+        borrowing=tenant.borrowing or {},
+        lending=tenant.lending or {},
+        max_job=tenant.max_job or {},
+        priority_ceiling=tenant.priority_ceiling,
         created_at=tenant.created_at,
     )
 
 
-def parse_capacity(raw: Capacity) -> dict[str, dict[str, str]]:
+def parse_capacity(raw: Capacity, field: str = "capacity") -> dict[str, dict[str, str]]:
     """Capacity with every quantity checked and written canonically (``"64"``, ``"2Ti"``)."""
     out: dict[str, dict[str, str]] = {}
     for flavor, resources in raw.items():
-        check_name(f"capacity.{flavor}", flavor)
-        out[flavor] = {}
-        for resource, value in resources.items():
-            field = f"capacity.{flavor}.{resource}"
-            try:
-                amount = canonical_amount(resource, value, field)
-            except InvalidValue as exc:
-                raise invalid(field, exc.problem) from None
-            out[flavor][resource] = format_amount(resource, amount)
+        check_name(f"{field}.{flavor}", flavor)
+        out[flavor] = parse_limits(resources, f"{field}.{flavor}")
     return out
+
+
+def parse_limits(raw: Mapping[str, str | int], field: str) -> dict[str, str]:
+    """``{resource: quantity}`` checked and written canonically."""
+    out: dict[str, str] = {}
+    for resource, value in raw.items():
+        where = f"{field}.{resource}"
+        try:
+            amount = canonical_amount(resource, value, where)
+        except InvalidValue as exc:
+            raise invalid(where, exc.problem) from None
+        out[resource] = format_amount(resource, amount)
+    return out
+
+
+def _set_terms(session: Session, tenant: Tenant, body: TenantIn | TenantPatch) -> None:
+    """Apply the provider's terms in ``body`` (those it sets) to ``tenant``, then derive its
+    root cohort again; borrowing and lending need a parent cohort and name granted flavors."""
+    given = body.model_fields_set
+    if "capacity" in given and body.capacity is not None:
+        capacity = parse_capacity(body.capacity)
+        check_capacity(tenant, tenant_queue_documents(session, tenant), capacity, "capacity")
+        tenant.capacity = capacity
+    if "parent_cohort" in given:
+        if body.parent_cohort is not None:
+            check_name("parentCohort", body.parent_cohort)
+        tenant.parent_cohort = body.parent_cohort
+    for attr, field in (("borrowing", "borrowing"), ("lending", "lending")):
+        value = getattr(body, attr)
+        if attr in given and value is not None:
+            setattr(tenant, attr, parse_capacity(value, field))
+    if "max_job" in given and body.max_job is not None:
+        tenant.max_job = parse_limits(body.max_job, "maxJob")
+    if "priority_ceiling" in given:
+        tenant.priority_ceiling = body.priority_ceiling
+    for attr in ("borrowing", "lending"):
+        terms = getattr(tenant, attr) or {}
+        if terms and tenant.parent_cohort is None:
+            raise invalid(
+                attr, "needs a parentCohort (a tenant without one neither borrows nor lends)"
+            )
+        for flavor in terms:
+            if flavor not in (tenant.capacity or {}):
+                raise invalid(
+                    f"{attr}.{flavor}",
+                    f"flavor {flavor} is not in the tenant's capacity (grant it first, even 0)",
+                )
+    session.flush()
+    put_objects(session, [], time.time(), by_provider=True, tenants=[tenant.id])
 
 
 MAX_ID = 2**63 - 1
@@ -160,14 +211,16 @@ def create_tenant(body: TenantIn, session: SessionDep, p: PrincipalDep) -> Tenan
     require_platform(p, write=True)
     if session.scalar(select(Tenant.id).where(Tenant.name == body.name)) is not None:
         raise conflict(f"tenant {body.name} already exists", "name")
-    tenant = Tenant(
-        name=body.name,
-        display_name=body.display_name,
-        capacity=parse_capacity(body.capacity),
-        created_at=time.time(),
-    )
+    take_turn_on(session, GOVERNANCE_VERSION)
+    if find_object(session, COHORT, body.name) is not None:
+        raise conflict(
+            f"a Cohort named {body.name} exists; a tenant's root cohort takes the tenant's name",
+            "name",
+        )
+    tenant = Tenant(name=body.name, display_name=body.display_name, created_at=time.time())
     session.add(tenant)
     session.flush()
+    _set_terms(session, tenant, body)
     return tenant_out(tenant)
 
 
@@ -180,17 +233,16 @@ def get_tenant(tenant: str, session: SessionDep, p: PrincipalDep) -> TenantOut:
 def update_tenant(
     tenant: str, body: TenantPatch, session: SessionDep, p: PrincipalDep
 ) -> TenantOut:
-    """Rename for display or change capacity; capacity cannot drop below the tenant's own
-    ClusterQueues' nominal quota (422 naming the flavor and resource)."""
+    """Rename for display or change the provider's terms; capacity cannot drop below the
+    nominal quota of the tenant's own ClusterQueues and Cohorts (422 naming the flavor and
+    resource). The tenant's root cohort follows the terms."""
     require_platform(p, write=True)
     row = _tenant_by_name(session, tenant)
     if body.display_name is not None:
         row.display_name = body.display_name
-    if body.capacity is not None:
-        capacity = parse_capacity(body.capacity)
+    if body.model_fields_set - {"display_name"}:
         take_turn_on(session, GOVERNANCE_VERSION)
-        check_capacity(row, tenant_queue_documents(session, row.id), capacity, "capacity")
-        row.capacity = capacity
+        _set_terms(session, row, body)
     session.flush()
     return tenant_out(row)
 
