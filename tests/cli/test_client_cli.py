@@ -156,6 +156,41 @@ def test_tenants_commands_and_clear_errors(http: TestClient) -> None:
     assert ok_json("tenants", "delete", "acme", "--yes") == {"deleted": "acme"}
 
 
+def test_tenants_take_the_providers_terms(http: TestClient, tmp_path: Path) -> None:
+    """--parent-cohort, --borrowing, --lending, --max-job and --priority-ceiling reach the
+    tenant's terms; --no-... clears them; a malformed term names its option."""
+    gpuaas("login", URL, ADMIN)
+    flavor = tmp_path / "flavor.yaml"
+    flavor.write_text(yaml.safe_dump({"name": "h100", "spec": {}}))
+    assert gpuaas("flavors", "create", "-f", str(flavor)).exit_code == 0
+    cloud = {"name": "cloud", "spec": {}}
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    assert http.post("/v1/cohorts", json=cloud, headers=headers).status_code == 201
+    made = ok_json(
+        "tenants", "create", "acme",
+        "--capacity", "h100:nvidia.com/gpu=16",
+        "--parent-cohort", "cloud",
+        "--borrowing", "h100:nvidia.com/gpu=4",
+        "--lending", "h100:nvidia.com/gpu=8",
+        "--max-job", "nvidia.com/gpu=8",
+        "--priority-ceiling", "500",
+    )  # fmt: skip
+    assert isinstance(made, dict)
+    assert made["parentCohort"] == "cloud" and made["priorityCeiling"] == 500
+    assert made["borrowing"] == {"h100": {"nvidia.com/gpu": "4"}}
+    assert made["lending"] == {"h100": {"nvidia.com/gpu": "8"}}
+    assert made["maxJob"] == {"nvidia.com/gpu": "8"}
+    changed = ok_json("tenants", "update", "acme", "--max-job", "nvidia.com/gpu=2")
+    assert isinstance(changed, dict) and changed["maxJob"] == {"nvidia.com/gpu": "2"}
+    assert changed["parentCohort"] == "cloud"  # left as it was
+    cleared = ok_json("tenants", "update", "acme", "--no-parent-cohort", "--no-priority-ceiling")
+    assert isinstance(cleared, dict)
+    assert cleared["parentCohort"] is None and cleared["priorityCeiling"] is None
+    assert "--max-job" in failed("tenants", "update", "acme", "--max-job", "gpu")
+    assert "--borrowing" in failed("tenants", "create", "x", "--borrowing", "h100=1")
+    assert "parentCohort" in failed("tenants", "create", "y", "--parent-cohort", "nowhere")
+
+
 def test_a_tenant_user_submits_follows_and_cancels_jobs(http: TestClient, tmp_path: Path) -> None:
     gpuaas("login", URL, ADMIN)
     alice = set_up_acme(tmp_path)

@@ -345,7 +345,9 @@ def resolve_tenant(client: Client, tenant: str | None) -> str:
     )
 
 
-def parse_capacity(entries: list[str]) -> dict[str, dict[str, str]] | None:
+def parse_capacity(
+    entries: list[str], option: str = "--capacity"
+) -> dict[str, dict[str, str]] | None:
     """``flavor:resource=quantity`` (repeatable) -> ``{flavor: {resource: quantity}}``."""
     if not entries:
         return None
@@ -355,10 +357,23 @@ def parse_capacity(entries: list[str]) -> dict[str, dict[str, str]] | None:
         resource, _, quantity = rest.partition("=")
         if not (flavor and resource and quantity):
             raise UsageError(
-                f"--capacity {entry!r}: use flavor:resource=quantity, e.g. h100:nvidia.com/gpu=64"
+                f"{option} {entry!r}: use flavor:resource=quantity, e.g. h100:nvidia.com/gpu=64"
             )
         capacity.setdefault(flavor, {})[resource] = quantity
     return capacity
+
+
+def parse_limits(entries: list[str], option: str) -> dict[str, str] | None:
+    """``resource=quantity`` (repeatable) -> ``{resource: quantity}``."""
+    if not entries:
+        return None
+    limits: dict[str, str] = {}
+    for entry in entries:
+        resource, _, quantity = entry.partition("=")
+        if not (resource and quantity):
+            raise UsageError(f"{option} {entry!r}: use resource=quantity, e.g. nvidia.com/gpu=16")
+        limits[resource] = quantity
+    return limits
 
 
 # -- login and whoami -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from gpuaas.cli.client import (
     group,
     handles_errors,
     parse_capacity,
+    parse_limits,
     print_json,
     resolve_tenant,
     short_when,
@@ -47,6 +48,51 @@ CapacityOption = Annotated[
         help="flavor:resource=quantity, repeatable (e.g. h100:nvidia.com/gpu=64).",
     ),
 ]
+ParentCohortOption = Annotated[
+    str | None,
+    typer.Option(
+        "--parent-cohort", help="The provider Cohort the tenant's root cohort hangs from."
+    ),
+]
+BorrowingOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--borrowing",
+        help="What the tenant may borrow under its parent: flavor:resource=quantity, repeatable.",
+    ),
+]
+LendingOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--lending",
+        help="What the tenant lends its parent at most: flavor:resource=quantity, repeatable.",
+    ),
+]
+MaxJobOption = Annotated[
+    list[str] | None,
+    typer.Option("--max-job", help="The most one job may ask for: resource=quantity, repeatable."),
+]
+PriorityCeilingOption = Annotated[
+    int | None,
+    typer.Option("--priority-ceiling", help="The highest value of the tenant's priority classes."),
+]
+
+
+def _terms(
+    parent_cohort: str | None,
+    borrowing: list[str] | None,
+    lending: list[str] | None,
+    max_job: list[str] | None,
+    priority_ceiling: int | None,
+) -> dict[str, Any]:
+    """The provider's terms given on the command line, as the SDK's keyword arguments."""
+    return {
+        "parent_cohort": parent_cohort,
+        "borrowing": parse_capacity(borrowing or [], "--borrowing"),
+        "lending": parse_capacity(lending or [], "--lending"),
+        "max_job": parse_limits(max_job or [], "--max-job"),
+        "priority_ceiling": priority_ceiling,
+    }
 
 
 @tenants_app.command("list")
@@ -78,12 +124,18 @@ def tenants_create(
     name: str,
     display_name: Annotated[str | None, typer.Option("--display-name")] = None,
     capacity: CapacityOption = None,
+    parent_cohort: ParentCohortOption = None,
+    borrowing: BorrowingOption = None,
+    lending: LendingOption = None,
+    max_job: MaxJobOption = None,
+    priority_ceiling: PriorityCeilingOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a tenant (provider admin)."""
+    """Create a tenant with its grant and terms (provider admin)."""
     caps = parse_capacity(capacity or [])
+    terms = _terms(parent_cohort, borrowing, lending, max_job, priority_ceiling)
     with connect() as client:
-        tenant = client.create_tenant(name, display_name=display_name, capacity=caps)
+        tenant = client.create_tenant(name, display_name=display_name, capacity=caps, **terms)
     show_done(tenant, as_json, f"tenant {name} created")
 
 
@@ -93,14 +145,47 @@ def tenants_update(
     name: str,
     display_name: Annotated[str | None, typer.Option("--display-name")] = None,
     capacity: CapacityOption = None,
+    parent_cohort: ParentCohortOption = None,
+    borrowing: BorrowingOption = None,
+    lending: LendingOption = None,
+    max_job: MaxJobOption = None,
+    priority_ceiling: PriorityCeilingOption = None,
+    no_parent_cohort: Annotated[
+        bool,
+        typer.Option(
+            "--no-parent-cohort",
+            help="Detach the tenant's root cohort (it then neither borrows nor lends).",
+        ),
+    ] = False,
+    no_priority_ceiling: Annotated[
+        bool, typer.Option("--no-priority-ceiling", help="Back to the provider's default.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Change a tenant's display name or capacity (capacity is replaced as a whole)."""
+    """Change a tenant's display name, grant or terms (each given one is replaced whole)."""
     caps = parse_capacity(capacity or [])
-    if display_name is None and caps is None:
-        raise UsageError("nothing to change: give --display-name and/or --capacity")
+    terms = _terms(parent_cohort, borrowing, lending, max_job, priority_ceiling)
+    if no_parent_cohort:  # a root without a parent has no borrowing or lending limits
+        terms["borrowing"], terms["lending"] = {}, {}
+    clear = [
+        term
+        for term, wanted in (
+            ("parentCohort", no_parent_cohort),
+            ("priorityCeiling", no_priority_ceiling),
+        )
+        if wanted
+    ]
+    if (
+        display_name is None
+        and caps is None
+        and not clear
+        and all(v is None for v in terms.values())
+    ):
+        raise UsageError("nothing to change: give --display-name, --capacity or a term")
     with connect() as client:
-        tenant = client.update_tenant(name, display_name=display_name, capacity=caps)
+        tenant = client.update_tenant(
+            name, display_name=display_name, capacity=caps, clear=clear, **terms
+        )
     show_done(tenant, as_json, f"tenant {name} updated")
 
 

@@ -15,7 +15,7 @@ and the fields at fault, so a caller can show exactly what the server said.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -214,9 +214,26 @@ class Client:
         *,
         display_name: str | None = None,
         capacity: Mapping[str, Mapping[str, Any]] | None = None,
+        parent_cohort: str | None = None,
+        borrowing: Mapping[str, Mapping[str, Any]] | None = None,
+        lending: Mapping[str, Mapping[str, Any]] | None = None,
+        max_job: Mapping[str, Any] | None = None,
+        priority_ceiling: int | None = None,
     ) -> JSON:
-        """``capacity``: ``{flavor: {resource: quantity}}`` the tenant's own queues may use."""
-        body = _body(name=name, displayName=display_name, capacity=capacity)
+        """``capacity``: ``{flavor: {resource: quantity}}``, the grant the tenant's own queues
+        share; the other terms are the provider's (docs/api.md, "The tenancy boundary"):
+        the Cohort its root hangs from, what it may borrow and lend there (same shape), the
+        most one job may ask for (``{resource: quantity}``), its priority ceiling."""
+        body = _body(
+            name=name,
+            displayName=display_name,
+            capacity=capacity,
+            parentCohort=parent_cohort,
+            borrowing=borrowing,
+            lending=lending,
+            maxJob=max_job,
+            priorityCeiling=priority_ceiling,
+        )
         return self.request("POST", "/v1/tenants", json=body)
 
     def update_tenant(
@@ -225,8 +242,25 @@ class Client:
         *,
         display_name: str | None = None,
         capacity: Mapping[str, Mapping[str, Any]] | None = None,
+        parent_cohort: str | None = None,
+        borrowing: Mapping[str, Mapping[str, Any]] | None = None,
+        lending: Mapping[str, Mapping[str, Any]] | None = None,
+        max_job: Mapping[str, Any] | None = None,
+        priority_ceiling: int | None = None,
+        clear: Iterable[str] = (),
     ) -> JSON:
-        body = _body(displayName=display_name, capacity=capacity)
+        """Change the given fields (``None``: left as they are); ``clear`` names the ones to
+        remove (``"parentCohort"``, ``"priorityCeiling"``)."""
+        body = _body(
+            displayName=display_name,
+            capacity=capacity,
+            parentCohort=parent_cohort,
+            borrowing=borrowing,
+            lending=lending,
+            maxJob=max_job,
+            priorityCeiling=priority_ceiling,
+        )
+        body.update(dict.fromkeys(clear))
         return self.request("PATCH", f"/v1/tenants/{_seg(tenant)}", json=body)
 
     def delete_tenant(self, tenant: str) -> None:
