@@ -17,13 +17,16 @@ wants 4 more. Each step below is one Kueue makes (kubernetes-sigs/kueue@ff69552e
    (``preemption.go``, ``runFirstFsStrategy``; ``InCohortReclamation``). ``b-y`` fits again.
 
 The state is back where it began, so the engine stops the run on the repeated admitted set.
+``AdmissionConfig.reclaim_only_contested_borrowers`` (off by default) breaks the loop at step 1.
 """
 
 from __future__ import annotations
 
+import pytest
 from admission_builders import make_gov, quota_group, wl
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine
+from gpuaas.engine.admission.synthetic import build_benchmark
 from gpuaas.model.governance import (
     ClusterQueue,
     EvictionReason,
@@ -46,10 +49,9 @@ def _queue(name: str) -> ClusterQueue:
     )
 
 
-def _engine(b_f2: int) -> AdmissionEngine:
-    engine = AdmissionEngine(
-        make_gov([_queue("a"), _queue("b")]), AdmissionConfig(fair_sharing=True)
-    )
+def _engine(b_f2: int, contested_only: bool = False) -> AdmissionEngine:
+    config = AdmissionConfig(fair_sharing=True, reclaim_only_contested_borrowers=contested_only)
+    engine = AdmissionEngine(make_gov([_queue("a"), _queue("b")]), config)
     engine.admit_existing(wl("a-f1", "a", 8), F1, 0)
     engine.admit_existing(wl("a-f2", "a", 8), F2, 0)
     engine.admit_existing(wl("b-f1", "b", 8), F1, 0)
@@ -94,3 +96,34 @@ def test_no_loop_when_the_victims_queue_borrows_only_the_contested_flavor() -> N
     assert engine.evictions == []
     assert not engine.oscillated
     assert "a-new" in engine.pending_names()
+
+
+def test_reclaiming_only_from_contested_borrowers_breaks_the_loop() -> None:
+    engine = _engine(b_f2=12, contested_only=True)
+    engine.run(10)
+    # b stops being a target in f1 once it no longer borrows f1, so f1 cannot make room for
+    # a-new; f2, where b borrows 2, can: rule S2-b (a's share 2 < b's 3) takes b-f2
+    assert [(e.workload, e.reason, e.preemptor) for e in engine.evictions] == [
+        ("b-f2", FS, "a-new")
+    ]
+    assert engine.admitted["a-new"].usage == {("f2", "cpu"): 4}
+    assert not engine.oscillated
+    engine.run(11)  # and it stays settled
+    assert len(engine.evictions) == 1
+
+
+@pytest.mark.parametrize(("queues", "workloads", "seed"), [(2, 20, 8), (10, 200, 4), (4, 80, 21)])
+def test_synthetic_loops_settle_when_reclaiming_only_from_contested_borrowers(
+    queues: int, workloads: int, seed: int
+) -> None:
+    # Seeds whose run loops under Kueue's rule (one cohort, reclaimWithinCohort: Any).
+    outcomes = []
+    for contested_only in (False, True):
+        gov, wls, _ = build_benchmark(queues, 1, workloads, 0, seed, ReclaimWithinCohort.ANY)
+        config = AdmissionConfig(fair_sharing=True, reclaim_only_contested_borrowers=contested_only)
+        engine = AdmissionEngine(gov, config)
+        for w in wls:
+            engine.submit(w)
+        engine.run(float(workloads))
+        outcomes.append(engine.oscillated)
+    assert outcomes == [True, False]
