@@ -25,7 +25,9 @@ is decided per attempt, as Kueue does: with borrowing first, or without borrowin
 reclaiming without borrowing is the only way to reach other queues.
 
 With fair sharing, victims are taken from the ClusterQueue with the highest dominant resource
-share while a strategy allows it.
+share while a strategy allows it. Kueue keeps a queue a target while it borrows anything, so with
+several flavors a queue can be taken below its nominal quota in the contested one and then
+reclaim back: ``AdmissionConfig.reclaim_only_contested_borrowers`` (not Kueue's rule) stops that.
 """
 
 from __future__ import annotations
