@@ -248,6 +248,10 @@ def test_bench_admission_json_shape() -> None:
     assert out["admissions_per_s"] > 0 and out["peak_rss_mib"] > 0
     text = runner.invoke(app, [*args, "--nodes", "40"])
     assert text.exit_code == 0 and "admissions/s:" in text.output
+    contested = runner.invoke(
+        app, [*args, "--reclaim-within-cohort", "Any", "--reclaim-only-contested-borrowers"]
+    )
+    assert contested.exit_code == 0 and "reclaimWithinCohort Any" in contested.output
     bad = runner.invoke(app, [*args, "--reclaim-within-cohort", "Sometimes"])
     assert bad.exit_code == 2
 

@@ -39,6 +39,12 @@ def bench_admission(
         "--reclaim-within-cohort",
         help="the ClusterQueues' reclaimWithinCohort policy: LowerPriority or Any",
     ),
+    contested_only: bool = typer.Option(
+        False,
+        "--reclaim-only-contested-borrowers",
+        help="fair sharing: take only from queues that borrow what the preemptor contests "
+        "(breaks the preemption loops of reclaimWithinCohort Any; not Kueue's rule)",
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Admit WORKLOADS over CLUSTER_QUEUES in COHORTS; print admissions/s and peak RSS."""
@@ -50,7 +56,10 @@ def bench_admission(
     gov, wls, node_list = build_benchmark(
         cluster_queues, cohorts, workloads, nodes, seed, ReclaimWithinCohort(reclaim)
     )
-    engine = AdmissionEngine(gov, AdmissionConfig(fair_sharing=fair_sharing), node_list)
+    config = AdmissionConfig(
+        fair_sharing=fair_sharing, reclaim_only_contested_borrowers=contested_only
+    )
+    engine = AdmissionEngine(gov, config, node_list)
     start = time.perf_counter()
     cpu_start = time.process_time()
     for wl in wls:
@@ -70,6 +79,7 @@ def bench_admission(
         f"(fair sharing {'on' if fair_sharing else 'off'}, reclaimWithinCohort {reclaim}) "
         f"in {elapsed:.2f} s wall, {cpu:.2f} s CPU, {passes} passes, "
         f"{len(engine.evictions)} preemptions"
+        + (" (stopped on a preemption loop)" if engine.oscillated else "")
     )
     typer.echo(f"admissions/s: {rate:,.0f}")
     typer.echo(f"peak RSS: {rss:,.0f} MiB")

@@ -25,7 +25,9 @@ is decided per attempt, as Kueue does: with borrowing first, or without borrowin
 reclaiming without borrowing is the only way to reach other queues.
 
 With fair sharing, victims are taken from the ClusterQueue with the highest dominant resource
-share while a strategy allows it.
+share while a strategy allows it. Kueue keeps a queue a target while it borrows anything, so with
+several flavors a queue can be taken below its nominal quota in the contested one and then
+reclaim back: ``AdmissionConfig.reclaim_only_contested_borrowers`` (not Kueue's rule) stops that.
 """
 
 from __future__ import annotations
@@ -417,7 +419,8 @@ class Preemptor:
 
         done = False
         retry: list[AdmittedWorkload] = []
-        tournament = _Tournament(tree, node, candidates)
+        contested = frs if self.config.reclaim_only_contested_borrowers else None
+        tournament = _Tournament(tree, node, candidates, contested)
         for target in tournament:
             queue = tournament.queue[target.name]
             if target is node:
@@ -451,7 +454,7 @@ class Preemptor:
             if done:
                 break
         if not done and len(strategies) > 1 and retry:
-            tournament = _Tournament(tree, node, retry)
+            tournament = _Tournament(tree, node, retry, contested)
             for target in tournament:
                 queue = tournament.queue[target.name]
                 mine, theirs = tournament.almost_lcas(target)
@@ -473,13 +476,20 @@ class Preemptor:
 
 class _Tournament:
     """Kueue's order of target queues in fair-sharing preemption: from the root, the child with
-    the highest share (a cohort when tied with a queue), pruning what does not borrow."""
+    the highest share (a cohort when tied with a queue), pruning what does not borrow. With
+    ``contested`` (``reclaim_only_contested_borrowers``), another queue is pruned as soon as it
+    borrows none of those flavor-resources, even if it still borrows others."""
 
     def __init__(
-        self, tree: QuotaTree, preemptor: QuotaNode, candidates: Iterable[AdmittedWorkload]
+        self,
+        tree: QuotaTree,
+        preemptor: QuotaNode,
+        candidates: Iterable[AdmittedWorkload],
+        contested: set[FlavorResource] | None = None,
     ) -> None:
         self.tree = tree
         self.preemptor = preemptor
+        self.contested = contested
         self.ancestors = {id(a) for a in preemptor.path_to_root()}
         self.queue: dict[str, list[AdmittedWorkload]] = {}
         for cand in candidates:
@@ -525,7 +535,13 @@ class _Tournament:
                     self.pruned.add(id(child))
                     continue
                 share, borrows = self._share(child)
-                if child is not self.preemptor and not borrows:
+                if child is not self.preemptor and (
+                    not borrows
+                    or (
+                        self.contested is not None
+                        and not self.tree.is_borrowing(child, self.contested)
+                    )
+                ):
                     self.pruned.add(id(child))
                     continue
                 if share > best_cq_share or (

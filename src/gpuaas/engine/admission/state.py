@@ -78,6 +78,12 @@ class AdmissionConfig:
     (KAI has it; Kueue does not). ``user_limits``: per LocalQueue ("ns/name"), the most pending
     workloads of one user that may hold quota at once (asked for in Kueue PR #963).
     ``transformations``: per input resource, what quota is charged instead.
+    ``reclaim_only_contested_borrowers``: in fair-sharing preemption, take from another queue
+    only while it borrows a flavor-resource the preemptor contests. Kueue keeps a queue a
+    target while it borrows anything (its dominant share adds a resource up over flavors), so
+    a queue can be taken below its nominal quota in the contested flavor because it borrows
+    another; it then reclaims back within its nominal quota, and the two chase each other
+    (``tests/engine/admission/test_preemption_loop.py``). Off by default: Kueue's rule.
     """
 
     fair_sharing: bool = False
@@ -89,6 +95,7 @@ class AdmissionConfig:
     user_limits: dict[str, int] = field(default_factory=dict, hash=False)
     transformations: dict[str, ResourceTransformation] = field(default_factory=dict, hash=False)
     max_passes: int = 10_000
+    reclaim_only_contested_borrowers: bool = False
 
 
 @dataclass(frozen=True, slots=True)
