@@ -546,6 +546,6 @@ def check_job_size(
         if asked > limit:
             raise InvalidValue(
                 "podSets",
-                f"the job asks for {describe_amount(resource, asked)} of {resource} in all, above "
+                f"the job asks for {describe_amount(resource, asked)} ({resource}) in all, above "
                 f"the tenant's maximum job size of {describe_amount(resource, limit)} (maxJob)",
             )
