@@ -81,7 +81,7 @@ def make_tenant(admin: Client, name: str = "acme") -> str:
     capacity = {"h100": {"nvidia.com/gpu": "24", "cpu": "192", "memory": "1536Gi"}}
     admin.create_tenant(name, capacity=capacity)
     admin.create_cluster_queue("acme-cq", CQ_SPEC, owner=name)
-    admin.create_local_queue(name, "default", "acme-cq")
+    admin.create_local_queue("default", "acme-cq", tenant=name)
     admin.set_member(name, "alice", "tenant-user")
     return str(admin.create_member_token(name, "alice", "laptop")["token"])
 
@@ -189,11 +189,11 @@ def test_governance_listing_and_kueue_export(admin: Client) -> None:
     make_tenant(admin)
     assert [f["name"] for f in admin.iter_flavors()] == ["h100"]
     assert [q["name"] for q in admin.iter_cluster_queues()] == ["acme-cq"]
-    assert admin.get_local_queue("acme", "default")["clusterQueue"] == "acme-cq"
+    assert admin.get_local_queue("default", tenant="acme")["clusterQueue"] == "acme-cq"
     assert admin.get_flavor("h100")["spec"]["nodeLabels"] == {"gpuaas.io/pool": "sdk"}
     admin.create_priority_class("high", 500, description="important")
     assert admin.get_priority_class("high")["value"] == 500
-    assert admin.put_priority_class("high", 600)["value"] == 600
+    assert admin.update_priority_class("high", 600)["value"] == 600
     assert [p["name"] for p in admin.iter_priority_classes(tenant="acme")] == ["high"]
     admin.delete_priority_class("high")
     assert list(admin.iter_priority_classes()) == []

@@ -235,12 +235,12 @@ def set_up_tenant(admin: Client, gpus: int) -> str:
         ],
     }
     settled(lambda: admin.create_cluster_queue(CLUSTER_QUEUE, spec, owner=TENANT))
-    settled(lambda: admin.create_local_queue(TENANT, QUEUE, CLUSTER_QUEUE))
+    settled(lambda: admin.create_local_queue(QUEUE, CLUSTER_QUEUE, tenant=TENANT))
     settled(lambda: admin.set_member(TENANT, USER, "tenant-user"))
     issued = settled(lambda: admin.create_member_token(TENANT, USER, "bench"))
     token = str(issued["token"])
     with Client(admin.url, token) as user:  # the new token and the queue, as the user sees them
-        settled(lambda: user.get_local_queue(TENANT, QUEUE))
+        settled(lambda: user.get_local_queue(QUEUE, tenant=TENANT))
     return token
 
 

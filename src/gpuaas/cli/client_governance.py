@@ -1,11 +1,13 @@
 """Client commands for governance: flavors, cohorts, cluster queues, local queues, priority
-classes, hardware profiles, and Kueue YAML in and out."""
+classes and hardware profiles (one group per kind of the one resource table,
+:mod:`gpuaas.model.api_kinds`), and Kueue YAML in and out."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
@@ -14,10 +16,10 @@ from gpuaas.cli.client import (
     AfterOption,
     AllOption,
     Column,
-    FileArgument,
     JsonOption,
     LimitOption,
     TenantOption,
+    UsageError,
     cell,
     connect,
     fetch,
@@ -37,281 +39,240 @@ from gpuaas.cli.client import (
     show_object,
     show_page,
 )
+from gpuaas.client.sdk import VERB_METHODS, Client
+from gpuaas.model.api_kinds import KINDS, ApiKind
 
-# -- governance -------------------------------------------------------------------------------
+# -- the kinds of the one resource table ------------------------------------------------------
+#
+# Each kind of gpuaas.model.api_kinds gets a group (`gpuaas <cli> list|get|create|update|delete`)
+# generated from its entry: its columns, its body fields as options, `--tenant` when it has
+# tenant routes. Without `--tenant`, a kind with both scopes uses the provider's routes for a
+# caller with a platform role and the caller's only tenant otherwise; a tenant-only kind (queues)
+# uses the caller's only tenant. `update` changes what is given and keeps the rest: it reads the
+# object, overlays the file (`-f`) and the options, and replaces it.
 
-FLAVOR_COLUMNS: list[Column] = [
-    ("NAME", field("name")),
-    ("NODE LABELS", field("spec.nodeLabels", fmt=labels_text)),
-    ("TAINTS", field("spec.nodeTaints")),
-    ("TOLERATIONS", field("spec.tolerations")),
-]
-SPEC_COLUMNS: list[Column] = [
-    ("NAME", field("name")),
-    ("TENANT", field("tenant")),
-    ("SPEC", field("spec")),
-]
-
-flavors_app = group("flavors", "ResourceFlavors: kinds of capacity, mapped to node labels.")
-cohorts_app = group("cohorts", "Cohorts: trees of cluster queues that lend and borrow.")
-
-
-@flavors_app.command("list")
-@handles_errors
-def flavors_list(
-    limit: LimitOption = 100,
-    after: AfterOption = None,
-    follow: AllOption = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Every resource flavor."""
-    with connect() as client:
-        page = fetch(lambda n, a: client.list_flavors(n, a), limit, after, follow)
-    show_page(page, FLAVOR_COLUMNS, as_json)
+FORMATS: dict[str, Callable[[Any], str]] = {
+    "cell": cell,
+    "labels": labels_text,
+    "quotas": quotas_text,
+    "ranges": ranges_text,
+}
 
 
-@flavors_app.command("create")
-@handles_errors
-def flavors_create(file: FileArgument, as_json: JsonOption = False) -> None:
-    """Create flavors from a file ({name, spec} or Kueue ResourceFlavor documents)."""
-    with connect() as client:
-        made = [client.create_flavor(*named_spec(doc, file)[:2]) for doc in read_documents(file)]
-    show_created(made, as_json, "flavor")
+def columns_of(kind: ApiKind) -> list[Column]:
+    return [(c.header, field(*c.paths, fmt=FORMATS[c.fmt])) for c in kind.columns]
 
 
-@cohorts_app.command("list")
-@handles_errors
-def cohorts_list(
-    limit: LimitOption = 100,
-    after: AfterOption = None,
-    follow: AllOption = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Every cohort."""
-    with connect() as client:
-        page = fetch(lambda n, a: client.list_cohorts(n, a), limit, after, follow)
-    show_page(page, SPEC_COLUMNS, as_json)
+def what(kind: ApiKind) -> str:
+    """How messages name the kind: ``cluster queue``."""
+    return kind.singular.replace("_", " ")
 
 
-cq_app = group("cluster-queues", "ClusterQueues: quota per flavor and resource.")
-CQ_COLUMNS: list[Column] = [
-    ("NAME", field("name")),
-    ("TENANT", field("tenant")),
-    ("COHORT", field("spec.cohortName", "spec.cohort")),
-    ("QUOTA (+BORROWING LIMIT)", field("spec.resourceGroups", fmt=quotas_text)),
-]
-CqTenantOption = Annotated[
-    str | None,
-    typer.Option(
-        "--tenant",
-        "-t",
-        help="Use the tenant's own cluster queues (tenant admin) instead of the provider's view.",
-    ),
-]
+def scope_tenant(client: Client, kind: ApiKind, tenant: str | None) -> str | None:
+    """The tenant whose routes to use (None: the provider's), as the group's help says."""
+    if "tenant" not in kind.scopes:
+        return None
+    if tenant or "provider" not in kind.scopes:
+        return resolve_tenant(client, tenant)
+    if client.whoami().get("platformRole"):
+        return None
+    return resolve_tenant(client, None)
 
 
-@cq_app.command("list")
-@handles_errors
-def cq_list(
-    tenant: CqTenantOption = None,
-    limit: LimitOption = 100,
-    after: AfterOption = None,
-    follow: AllOption = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Every cluster queue (platform) or a tenant's own."""
-    with connect() as client:
-        page = fetch(
-            lambda n, a: client.list_cluster_queues(n, a, tenant=tenant), limit, after, follow
+def _doc_fields(kind: ApiKind, scope: str, doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """A document's name and fields, as SDK keywords: ``{name, spec}``, a Kueue object
+    (``metadata.name``; a LocalQueue's ``spec.clusterQueue``), or the API's body."""
+    name, spec, extra = named_spec(doc, path)
+    fields = {f.api: f for f in kind.fields_for(scope)}
+    if "spec" not in fields:
+        extra = {**spec, **extra}
+    elif spec or "spec" in doc:
+        extra["spec"] = spec
+    unknown = sorted(set(extra) - set(fields))
+    if unknown:
+        raise UsageError(
+            f"{path}: {', '.join(unknown)}: not a field of a {what(kind)} here "
+            f"(fields: name, {', '.join(fields) or 'none'})"
         )
-    show_page(page, CQ_COLUMNS, as_json)
+    return {"name": name, **{fields[k].python: v for k, v in extra.items()}}
 
 
-@cq_app.command("get")
-@handles_errors
-def cq_get(name: str, tenant: CqTenantOption = None, as_json: JsonOption = False) -> None:
-    """One cluster queue."""
-    with connect() as client:
-        cq = client.get_cluster_queue(name, tenant=tenant)
-    print_json(cq) if as_json else show_object(cq)
+def _options(kind: ApiKind, values: Mapping[str, Any], scope: str) -> dict[str, Any]:
+    """The field options given on the command line (spec comes from -f only)."""
+    out: dict[str, Any] = {}
+    for f in kind.fields:
+        value = values.get(f.python)
+        if value is None:
+            continue
+        if f.scope not in (None, scope):
+            raise UsageError(f"--{f.python.replace('_', '-')} is for the {f.scope}'s routes only")
+        out[f.python] = value
+    return out
 
 
-@cq_app.command("create")
-@handles_errors
-def cq_create(
-    file: FileArgument,
-    tenant: CqTenantOption = None,
-    owner: Annotated[
-        str | None, typer.Option("--owner", help="Provider: the tenant that owns the queue.")
-    ] = None,
-    as_json: JsonOption = False,
+def _from_view(kind: ApiKind, scope: str, view: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of an object as read, to replace it with what changed."""
+    return {
+        f.python: view.get(f.api) for f in kind.fields_for(scope) if view.get(f.api) is not None
+    }
+
+
+def _sdk(client: Client, verb: str, kind: ApiKind) -> Callable[..., Any]:
+    name = VERB_METHODS[verb].format(plural=kind.plural, singular=kind.singular)
+    return getattr(client, name)
+
+
+def _param(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation, default=default
+    )
+
+
+def _field_params(kind: ApiKind) -> list[inspect.Parameter]:
+    params = []
+    for f in kind.fields:
+        if f.type == "spec":
+            continue
+        flag = "--" + f.python.replace("_", "-")
+        hint = f.help + ("" if f.scope is None else f" ({f.scope} routes)")
+        kind_type = int if f.type == "int" else str
+        params.append(
+            _param(f.python, Annotated[kind_type | None, typer.Option(flag, help=hint)], None)
+        )
+    return params
+
+
+def _command(
+    app: typer.Typer, verb: str, doc: str, params: list[inspect.Parameter], run: Any
 ) -> None:
-    """Create cluster queues from a file ({name, spec} or Kueue ClusterQueue documents)."""
-    made = []
-    with connect() as client:
-        for doc in read_documents(file):
-            name, spec, extra = named_spec(doc, file)
-            made.append(
-                client.create_cluster_queue(
-                    name, spec, tenant=tenant, owner=owner or extra.get("tenant")
-                )
+    run.__signature__ = inspect.Signature(params)
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    run.__name__ = verb
+    run.__doc__ = doc
+    app.command(verb)(handles_errors(run))
+
+
+def add_kind_group(kind: ApiKind) -> typer.Typer:
+    """The group of ``kind``: its five commands, from its table entry."""
+    sub = group(kind.cli, kind.help)
+    columns = columns_of(kind)
+    name_arg = _param("name", Annotated[str, typer.Argument(help=f"The {what(kind)}'s name.")])
+    tenant = [_param("tenant", TenantOption, None)] if "tenant" in kind.scopes else []
+    as_json = [_param("as_json", JsonOption, False)]
+    has_spec = any(f.type == "spec" for f in kind.fields)
+    file_help = "YAML file ('-' for stdin): {name, spec} or Kueue objects" + (
+        "" if has_spec else ", or the API's body"
+    )
+    file_opt = _param(
+        "file", Annotated[Path | None, typer.Option("--file", "-f", help=file_help)], None
+    )
+    filters = [
+        _param(
+            f.python,
+            Annotated[str | None, typer.Option("--" + f.python.replace("_", "-"), help=f.help)],
+            None,
+        )
+        for f in kind.filters
+    ]
+
+    def list_(**a: Any) -> None:
+        with connect() as client:
+            scope = scope_tenant(client, kind, a.get("tenant"))
+            keys = {f.python: a[f.python] for f in kind.filters if a[f.python] is not None}
+            if scope is not None and keys:
+                raise UsageError(f"--{', --'.join(keys)}: for the provider's list only")
+            method = _sdk(client, "list", kind)
+            page = fetch(
+                lambda n, after: method(n, after, tenant=scope, **keys),
+                a["limit"],
+                a["after"],
+                a["follow"],
             )
-    show_created(made, as_json, "cluster queue")
-
-
-@cq_app.command("delete")
-@handles_errors
-def cq_delete(name: str, tenant: CqTenantOption = None, as_json: JsonOption = False) -> None:
-    """Delete a cluster queue."""
-    with connect() as client:
-        client.delete_cluster_queue(name, tenant=tenant)
-    show_done({"deleted": name}, as_json, f"cluster queue {name} deleted")
-
-
-queues_app = group("queues", "A tenant's LocalQueues: where its users submit jobs.")
-QUEUE_COLUMNS: list[Column] = [
-    ("NAME", field("name")),
-    ("CLUSTER QUEUE", field("clusterQueue")),
-    ("USER LIMIT", field("userLimit")),
-]
-
-
-@queues_app.command("list")
-@handles_errors
-def queues_list(
-    tenant: TenantOption = None,
-    limit: LimitOption = 100,
-    after: AfterOption = None,
-    follow: AllOption = False,
-    as_json: JsonOption = False,
-) -> None:
-    """The tenant's local queues."""
-    with connect() as client:
-        name = resolve_tenant(client, tenant)
-        page = fetch(lambda n, a: client.list_local_queues(name, n, a), limit, after, follow)
-    show_page(page, QUEUE_COLUMNS, as_json, title=f"queues of {name}")
-
-
-@queues_app.command("get")
-@handles_errors
-def queues_get(queue: str, tenant: TenantOption = None, as_json: JsonOption = False) -> None:
-    """One local queue with the counts of its pending, admitted and running jobs."""
-    with connect() as client:
-        lq = client.get_local_queue(resolve_tenant(client, tenant), queue)
-    print_json(lq) if as_json else show_object(lq)
-
-
-@queues_app.command("create")
-@handles_errors
-def queues_create(
-    queue: str,
-    cluster_queue: Annotated[str, typer.Option("--cluster-queue", "-c", help="Where it feeds.")],
-    user_limit: Annotated[
-        int | None, typer.Option("--user-limit", min=1, help="Max admitted jobs per user.")
-    ] = None,
-    tenant: TenantOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Create a local queue in the tenant (tenant admin)."""
-    with connect() as client:
-        name = resolve_tenant(client, tenant)
-        lq = client.create_local_queue(name, queue, cluster_queue, user_limit=user_limit)
-    show_done(lq, as_json, f"queue {queue} created in {name} -> {cluster_queue}")
-
-
-@queues_app.command("delete")
-@handles_errors
-def queues_delete(queue: str, tenant: TenantOption = None, as_json: JsonOption = False) -> None:
-    """Delete a local queue."""
-    with connect() as client:
-        name = resolve_tenant(client, tenant)
-        client.delete_local_queue(name, queue)
-    show_done({"tenant": name, "deleted": queue}, as_json, f"queue {queue} deleted from {name}")
-
-
-pc_app = group("priority-classes", "WorkloadPriorityClasses: global and per tenant.")
-PC_COLUMNS: list[Column] = [
-    ("NAME", field("name")),
-    ("VALUE", field("value", "spec.value")),
-    ("TENANT", field("tenant")),
-    ("DESCRIPTION", field("description", "spec.description")),
-]
-
-
-@pc_app.command("list")
-@handles_errors
-def pc_list(
-    tenant: Annotated[
-        str | None, typer.Option("--tenant", "-t", help="The tenant's own and the global ones.")
-    ] = None,
-    limit: LimitOption = 100,
-    after: AfterOption = None,
-    follow: AllOption = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Priority classes."""
-    with connect() as client:
-        page = fetch(
-            lambda n, a: client.list_priority_classes(n, a, tenant=tenant), limit, after, follow
+        show_page(
+            page, columns, a["as_json"], title=None if scope is None else f"{kind.cli} of {scope}"
         )
-    show_page(page, PC_COLUMNS, as_json)
+
+    def get(**a: Any) -> None:
+        with connect() as client:
+            scope = scope_tenant(client, kind, a.get("tenant"))
+            obj = _sdk(client, "get", kind)(a["name"], tenant=scope)
+        print_json(obj) if a["as_json"] else show_object(obj)
+
+    def create(**a: Any) -> None:
+        made = []
+        with connect() as client:
+            scope = scope_tenant(client, kind, a.get("tenant"))
+            where = "tenant" if scope else "provider"
+            given = _options(kind, a, where)
+            docs = [{"name": a["name"]}]
+            if a["file"] is not None:
+                docs = [_doc_fields(kind, where, d, a["file"]) for d in read_documents(a["file"])]
+                if a["name"] is not None and (len(docs) > 1 or docs[0]["name"] != a["name"]):
+                    raise UsageError(
+                        f"{a['name']}: the file names {', '.join(d['name'] for d in docs)}"
+                    )
+            elif a["name"] is None:
+                raise UsageError(f"give the {what(kind)}'s NAME or -f FILE")
+            for doc in docs:
+                made.append(_sdk(client, "create", kind)(**{**doc, **given}, tenant=scope))
+        show_created(made, a["as_json"], what(kind))
+
+    def update(**a: Any) -> None:
+        with connect() as client:
+            scope = scope_tenant(client, kind, a.get("tenant"))
+            where = "tenant" if scope else "provider"
+            name = a["name"]
+            fields = _from_view(kind, where, _sdk(client, "get", kind)(name, tenant=scope))
+            if a["file"] is not None:
+                docs = read_documents(a["file"])
+                if len(docs) != 1:
+                    raise UsageError(f"{a['file']}: give one document to update {name}")
+                fields.update(_doc_fields(kind, where, {"name": name, **docs[0]}, a["file"]))
+                fields.pop("name")
+            fields.update(_options(kind, a, where))
+            obj = _sdk(client, "update", kind)(name, **fields, tenant=scope)
+        show_done(obj, a["as_json"], f"{what(kind)} {name} updated")
+
+    def delete(**a: Any) -> None:
+        with connect() as client:
+            scope = scope_tenant(client, kind, a.get("tenant"))
+            _sdk(client, "delete", kind)(a["name"], tenant=scope)
+        done = {"deleted": a["name"]} if scope is None else {"tenant": scope, "deleted": a["name"]}
+        show_done(done, a["as_json"], f"{what(kind)} {a['name']} deleted")
+
+    paging = [
+        _param("limit", LimitOption, 100),
+        _param("after", AfterOption, None),
+        _param("follow", AllOption, False),
+    ]
+    optional_name = _param(
+        "name",
+        Annotated[str | None, typer.Argument(help=f"The {what(kind)}'s name (or from -f).")],
+        None,
+    )
+    fields = _field_params(kind)
+    plural = kind.cli.replace("-", " ")
+    _command(sub, "list", f"List {plural}.", [*tenant, *filters, *paging, *as_json], list_)
+    _command(sub, "get", f"Show one {what(kind)}.", [name_arg, *tenant, *as_json], get)
+    _command(
+        sub,
+        "create",
+        f"Create a {what(kind)} (or every one in -f FILE).",
+        [optional_name, file_opt, *fields, *tenant, *as_json],
+        create,
+    )
+    _command(
+        sub,
+        "update",
+        f"Change a {what(kind)}: what -f FILE and the options give; the rest stays.",
+        [name_arg, file_opt, *fields, *tenant, *as_json],
+        update,
+    )
+    _command(sub, "delete", f"Delete a {what(kind)}.", [name_arg, *tenant, *as_json], delete)
+    return sub
 
 
-@pc_app.command("create")
-@handles_errors
-def pc_create(
-    name: str,
-    value: Annotated[int, typer.Option("--value", help="Higher is admitted (and kept) first.")],
-    description: Annotated[str, typer.Option("--description")] = "",
-    tenant: Annotated[
-        str | None, typer.Option("--tenant", "-t", help="A class of the tenant's own.")
-    ] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Create a priority class: global (provider) or the tenant's own (tenant admin)."""
-    with connect() as client:
-        made = client.create_priority_class(name, value, description=description, tenant=tenant)
-    show_done(made, as_json, f"priority class {name} = {value} created")
-
-
-profiles_app = group("profiles", "Hardware profiles: the catalogue users pick from.")
-PROFILE_COLUMNS: list[Column] = [
-    ("NAME", field("name")),
-    ("DISPLAY NAME", field("spec.displayName")),
-    ("LOCAL QUEUE", field("spec.localQueue")),
-    ("RESOURCES: DEFAULT [MIN-MAX]", field("spec.resources", fmt=ranges_text)),
-    ("OWNER", field("tenant")),
-]
-
-
-@profiles_app.command("list")
-@handles_errors
-def profiles_list(
-    tenant: TenantOption = None,
-    every: Annotated[
-        bool, typer.Option("--every", help="Every profile of the platform (provider).")
-    ] = False,
-    limit: LimitOption = 100,
-    after: AfterOption = None,
-    follow: AllOption = False,
-    as_json: JsonOption = False,
-) -> None:
-    """The hardware profiles a tenant may use."""
-    with connect() as client:
-        name = None if every else resolve_tenant(client, tenant)
-        page = fetch(
-            lambda n, a: client.list_hardware_profiles(n, a, tenant=name), limit, after, follow
-        )
-    show_page(page, PROFILE_COLUMNS, as_json)
-
-
-@profiles_app.command("get")
-@handles_errors
-def profiles_get(profile: str, tenant: TenantOption = None, as_json: JsonOption = False) -> None:
-    """One hardware profile, as the tenant sees it."""
-    with connect() as client:
-        hp = client.get_hardware_profile(profile, tenant=resolve_tenant(client, tenant))
-    print_json(hp) if as_json else show_object(hp)
+KIND_GROUPS: dict[str, typer.Typer] = {kind.cli: add_kind_group(kind) for kind in KINDS}
 
 
 kueue_app = group("kueue", "Kueue YAML in (v1beta2, v1beta1, v1alpha1) and out (v1beta2).")

@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import httpx
 
+from gpuaas.model.api_kinds import KINDS, ApiKind
+
 DEFAULT_TIMEOUT = 30.0
 JSON = Any
 
@@ -419,179 +421,79 @@ class Client:
         self.request("DELETE", f"/v1/nodes/{_seg(node)}")
 
     # -- governance -------------------------------------------------------------------------
+    # list_<plural>, iter_<plural>, get_/create_/update_/delete_<singular> of every kind of the
+    # one resource table are generated below the class (:func:`_bind_kind`); these do the work.
 
-    def _governance(self, path: str, name: str | None) -> str:
-        return f"{path}/{_seg(name)}" if name is not None else path
-
-    def list_flavors(self, limit: int | None = None, after: str | None = None) -> Page:
-        return self._list("/v1/flavors", limit, after)
-
-    def iter_flavors(self) -> Iterator[JSON]:
-        return self._iter("/v1/flavors")
-
-    def get_flavor(self, name: str) -> JSON:
-        return self.request("GET", self._governance("/v1/flavors", name))
-
-    def create_flavor(self, name: str, spec: Mapping[str, Any]) -> JSON:
-        return self.request("POST", "/v1/flavors", json={"name": name, "spec": dict(spec)})
-
-    def put_flavor(self, name: str, spec: Mapping[str, Any]) -> JSON:
-        path = self._governance("/v1/flavors", name)
-        return self.request("PUT", path, json={"name": name, "spec": dict(spec)})
-
-    def delete_flavor(self, name: str) -> None:
-        self.request("DELETE", self._governance("/v1/flavors", name))
-
-    def list_cohorts(self, limit: int | None = None, after: str | None = None) -> Page:
-        return self._list("/v1/cohorts", limit, after)
-
-    def iter_cohorts(self) -> Iterator[JSON]:
-        return self._iter("/v1/cohorts")
-
-    def get_cohort(self, name: str) -> JSON:
-        return self.request("GET", self._governance("/v1/cohorts", name))
-
-    def create_cohort(self, name: str, spec: Mapping[str, Any]) -> JSON:
-        return self.request("POST", "/v1/cohorts", json={"name": name, "spec": dict(spec)})
-
-    def put_cohort(self, name: str, spec: Mapping[str, Any]) -> JSON:
-        path = self._governance("/v1/cohorts", name)
-        return self.request("PUT", path, json={"name": name, "spec": dict(spec)})
-
-    def delete_cohort(self, name: str) -> None:
-        self.request("DELETE", self._governance("/v1/cohorts", name))
+    def _kind_path(self, kind: ApiKind, tenant: str | None, name: str | None = None) -> str:
+        if tenant is not None and "tenant" not in kind.scopes:
+            raise TypeError(f"{kind.plural} are the provider's only: no tenant=")
+        if tenant is None and "provider" not in kind.scopes:
+            raise TypeError(f"{kind.plural} belong to a tenant: give tenant=")
+        base = (
+            f"/v1/tenants/{_seg(tenant)}/{kind.path}" if tenant is not None else f"/v1/{kind.path}"
+        )
+        return base if name is None else f"{base}/{_seg(name)}"
 
     @staticmethod
-    def _cq_path(tenant: str | None) -> str:
-        """Provider route, or the tenant's own cluster queues (tenant-admin)."""
-        return f"/v1/tenants/{_seg(tenant)}/cluster-queues" if tenant else "/v1/cluster-queues"
+    def _kind_body(
+        kind: ApiKind, tenant: str | None, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``{name, ...}``: the kind's fields from positional ``args`` (in the table's order)
+        and keywords (the SDK's snake_case names), None left out."""
+        fields = kind.fields_for("tenant" if tenant is not None else "provider")
+        if len(args) > len(fields):
+            raise TypeError(f"{kind.singular}: at most {len(fields)} fields after the name")
+        given = dict(zip((f.python for f in fields), args, strict=False))
+        for key, value in kwargs.items():
+            if key in given:
+                raise TypeError(f"{kind.singular}: {key} given twice")
+            given[key] = value
+        known = {f.python: f for f in fields}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise TypeError(
+                f"{kind.singular}: unknown field(s) {', '.join(unknown)} "
+                f"(fields here: {', '.join(known) or 'none'})"
+            )
+        body: dict[str, Any] = {"name": name}
+        for key, value in given.items():
+            if value is not None:
+                body[known[key].api] = dict(value) if known[key].type == "spec" else value
+        return body
 
-    def list_cluster_queues(
-        self, limit: int | None = None, after: str | None = None, *, tenant: str | None = None
-    ) -> Page:
-        return self._list(self._cq_path(tenant), limit, after)
-
-    def iter_cluster_queues(self, *, tenant: str | None = None) -> Iterator[JSON]:
-        return self._iter(self._cq_path(tenant))
-
-    def get_cluster_queue(self, name: str, *, tenant: str | None = None) -> JSON:
-        return self.request("GET", self._governance(self._cq_path(tenant), name))
-
-    def create_cluster_queue(
+    def _kind_list(
         self,
-        name: str,
-        spec: Mapping[str, Any],
+        kind: ApiKind,
+        limit: int | None = None,
+        after: str | None = None,
         *,
         tenant: str | None = None,
-        owner: str | None = None,
-    ) -> JSON:
-        """``tenant``: create it through the tenant's route (tenant-admin, within the tenant's
-        capacity); ``owner``: the provider creates it on behalf of that tenant."""
-        body = _body(name=name, spec=dict(spec), tenant=owner)
-        return self.request("POST", self._cq_path(tenant), json=body)
-
-    def put_cluster_queue(
-        self,
-        name: str,
-        spec: Mapping[str, Any],
-        *,
-        tenant: str | None = None,
-        owner: str | None = None,
-    ) -> JSON:
-        body = _body(name=name, spec=dict(spec), tenant=owner)
-        return self.request("PUT", self._governance(self._cq_path(tenant), name), json=body)
-
-    def delete_cluster_queue(self, name: str, *, tenant: str | None = None) -> None:
-        self.request("DELETE", self._governance(self._cq_path(tenant), name))
-
-    def list_local_queues(
-        self, tenant: str, limit: int | None = None, after: str | None = None
+        **filters: Any,
     ) -> Page:
-        return self._list(f"/v1/tenants/{_seg(tenant)}/local-queues", limit, after)
+        return self._list(self._kind_path(kind, tenant), limit, after, **_filters(kind, filters))
 
-    def iter_local_queues(self, tenant: str) -> Iterator[JSON]:
-        return self._iter(f"/v1/tenants/{_seg(tenant)}/local-queues")
+    def _kind_iter(
+        self, kind: ApiKind, *, tenant: str | None = None, **filters: Any
+    ) -> Iterator[JSON]:
+        return self._iter(self._kind_path(kind, tenant), **_filters(kind, filters))
 
-    def get_local_queue(self, tenant: str, name: str) -> JSON:
-        """Includes the counts of the queue's pending, admitted and running jobs."""
-        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/local-queues/{_seg(name)}")
+    def _kind_get(self, kind: ApiKind, name: str, *, tenant: str | None = None) -> JSON:
+        return self.request("GET", self._kind_path(kind, tenant, name))
 
-    def create_local_queue(
-        self, tenant: str, name: str, cluster_queue: str, *, user_limit: int | None = None
+    def _kind_create(
+        self, kind: ApiKind, name: str, *args: Any, tenant: str | None = None, **fields: Any
     ) -> JSON:
-        body = _body(name=name, clusterQueue=cluster_queue, userLimit=user_limit)
-        return self.request("POST", f"/v1/tenants/{_seg(tenant)}/local-queues", json=body)
+        body = self._kind_body(kind, tenant, name, args, fields)
+        return self.request("POST", self._kind_path(kind, tenant), json=body)
 
-    def put_local_queue(
-        self, tenant: str, name: str, cluster_queue: str, *, user_limit: int | None = None
+    def _kind_update(
+        self, kind: ApiKind, name: str, *args: Any, tenant: str | None = None, **fields: Any
     ) -> JSON:
-        body = _body(name=name, clusterQueue=cluster_queue, userLimit=user_limit)
-        path = f"/v1/tenants/{_seg(tenant)}/local-queues/{_seg(name)}"
-        return self.request("PUT", path, json=body)
+        body = self._kind_body(kind, tenant, name, args, fields)
+        return self.request("PUT", self._kind_path(kind, tenant, name), json=body)
 
-    def delete_local_queue(self, tenant: str, name: str) -> None:
-        self.request("DELETE", f"/v1/tenants/{_seg(tenant)}/local-queues/{_seg(name)}")
-
-    @staticmethod
-    def _scoped(kind: str, tenant: str | None) -> str:
-        return f"/v1/tenants/{_seg(tenant)}/{kind}" if tenant else f"/v1/{kind}"
-
-    def list_priority_classes(
-        self, limit: int | None = None, after: str | None = None, *, tenant: str | None = None
-    ) -> Page:
-        """Global classes, or (with ``tenant``) the tenant's own plus the global ones."""
-        return self._list(self._scoped("priority-classes", tenant), limit, after)
-
-    def iter_priority_classes(self, *, tenant: str | None = None) -> Iterator[JSON]:
-        return self._iter(self._scoped("priority-classes", tenant))
-
-    def get_priority_class(self, name: str, *, tenant: str | None = None) -> JSON:
-        return self.request("GET", f"{self._scoped('priority-classes', tenant)}/{_seg(name)}")
-
-    def create_priority_class(
-        self, name: str, value: int, *, description: str = "", tenant: str | None = None
-    ) -> JSON:
-        """A WorkloadPriorityClass: global (provider) or the tenant's own (tenant admin)."""
-        body = {"name": name, "value": value, "description": description}
-        return self.request("POST", self._scoped("priority-classes", tenant), json=body)
-
-    def put_priority_class(
-        self, name: str, value: int, *, description: str = "", tenant: str | None = None
-    ) -> JSON:
-        body = {"name": name, "value": value, "description": description}
-        path = f"{self._scoped('priority-classes', tenant)}/{_seg(name)}"
-        return self.request("PUT", path, json=body)
-
-    def delete_priority_class(self, name: str, *, tenant: str | None = None) -> None:
-        self.request("DELETE", f"{self._scoped('priority-classes', tenant)}/{_seg(name)}")
-
-    def list_hardware_profiles(
-        self, limit: int | None = None, after: str | None = None, *, tenant: str | None = None
-    ) -> Page:
-        """All profiles (provider), or those the tenant may use."""
-        return self._list(self._scoped("hardware-profiles", tenant), limit, after)
-
-    def iter_hardware_profiles(self, *, tenant: str | None = None) -> Iterator[JSON]:
-        return self._iter(self._scoped("hardware-profiles", tenant))
-
-    def get_hardware_profile(self, name: str, *, tenant: str | None = None) -> JSON:
-        return self.request("GET", f"{self._scoped('hardware-profiles', tenant)}/{_seg(name)}")
-
-    def create_hardware_profile(
-        self, name: str, spec: Mapping[str, Any], *, tenant: str | None = None
-    ) -> JSON:
-        body = {"name": name, "spec": dict(spec)}
-        return self.request("POST", self._scoped("hardware-profiles", tenant), json=body)
-
-    def put_hardware_profile(
-        self, name: str, spec: Mapping[str, Any], *, tenant: str | None = None
-    ) -> JSON:
-        body = {"name": name, "spec": dict(spec)}
-        path = f"{self._scoped('hardware-profiles', tenant)}/{_seg(name)}"
-        return self.request("PUT", path, json=body)
-
-    def delete_hardware_profile(self, name: str, *, tenant: str | None = None) -> None:
-        self.request("DELETE", f"{self._scoped('hardware-profiles', tenant)}/{_seg(name)}")
+    def _kind_delete(self, kind: ApiKind, name: str, *, tenant: str | None = None) -> None:
+        self.request("DELETE", self._kind_path(kind, tenant, name))
 
     def import_kueue(
         self,
@@ -709,6 +611,78 @@ class Client:
 
     def iter_workloads(self, tenant: str) -> Iterator[JSON]:
         return self._iter(f"/v1/tenants/{_seg(tenant)}/workloads")
+
+
+def _filters(kind: ApiKind, given: Mapping[str, Any]) -> dict[str, Any]:
+    known = {f.python: f.api for f in kind.filters}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise TypeError(
+            f"list_{kind.plural}: unknown filter(s) {', '.join(unknown)} "
+            f"(filters: {', '.join(known) or 'none'})"
+        )
+    return {known[k]: v for k, v in given.items()}
+
+
+def _signature_text(kind: ApiKind) -> str:
+    fields = ", ".join(
+        f.python + ("" if f.scope is None else f" ({f.scope} only)") for f in kind.fields
+    )
+    scopes = {
+        ("provider",): "the provider's routes only",
+        ("tenant",): "tenant= is required",
+        ("provider", "tenant"): "tenant=: the tenant's routes, else the provider's",
+    }[kind.scopes]
+    return f"fields after the name, positional or by keyword: {fields}; {scopes}"
+
+
+def _bind_kind(cls: type[Client], kind: ApiKind) -> None:
+    """Give ``cls`` the six methods of ``kind`` (one entry of the resource table)."""
+    how = _signature_text(kind)
+
+    def list_(self: Client, limit: int | None = None, after: str | None = None, **kw: Any) -> Page:
+        return self._kind_list(kind, limit, after, **kw)
+
+    def iter_(self: Client, **kw: Any) -> Iterator[JSON]:
+        return self._kind_iter(kind, **kw)
+
+    def get(self: Client, name: str, *, tenant: str | None = None) -> JSON:
+        return self._kind_get(kind, name, tenant=tenant)
+
+    def create(self: Client, name: str, *args: Any, **kw: Any) -> JSON:
+        return self._kind_create(kind, name, *args, **kw)
+
+    def update(self: Client, name: str, *args: Any, **kw: Any) -> JSON:
+        return self._kind_update(kind, name, *args, **kw)
+
+    def delete(self: Client, name: str, *, tenant: str | None = None) -> None:
+        self._kind_delete(kind, name, tenant=tenant)
+
+    methods = {
+        f"list_{kind.plural}": (list_, f"One page of {kind.plural} ({kind.help})"),
+        f"iter_{kind.plural}": (iter_, f"Every {kind.singular}, following the cursor."),
+        f"get_{kind.singular}": (get, f"One {kind.singular}."),
+        f"create_{kind.singular}": (create, f"Create a {kind.singular}; {how}."),
+        f"update_{kind.singular}": (update, f"Replace a {kind.singular} (PUT); {how}."),
+        f"delete_{kind.singular}": (delete, f"Delete a {kind.singular}."),
+    }
+    for name, (function, doc) in methods.items():
+        function.__name__ = function.__qualname__ = name
+        function.__doc__ = doc
+        setattr(cls, name, function)
+
+
+#: the SDK method of each verb of a kind (a test checks every kind x verb has one)
+VERB_METHODS: dict[str, str] = {
+    "list": "list_{plural}",
+    "get": "get_{singular}",
+    "create": "create_{singular}",
+    "update": "update_{singular}",
+    "delete": "delete_{singular}",
+}
+
+for _kind in KINDS:
+    _bind_kind(Client, _kind)
 
 
 class AsyncClient:

@@ -1,0 +1,251 @@
+"""The governance kinds of the REST API, one declaration each: the one resource table.
+
+Every governance kind (flavors, cohorts, cluster queues, local queues, priority classes,
+hardware profiles) is served, called and typed the same way: five verbs (list, get, create,
+update = replace, delete) under ``/v1/<path>`` for the provider and/or
+``/v1/tenants/{tenant}/<path>`` for a tenant. Before this table each kind x scope x verb was
+written by hand in the router, again in the SDK and again in the CLI, and the copies drifted (the
+CLI lacked verbs). Now the router (``service/routers/governance.py``), the SDK
+(``client/sdk.py``) and the CLI (``cli/client_governance.py``) are generated from
+:data:`KINDS`; adding a kind is one :class:`ApiKind` entry here plus its service class.
+
+The table is plain data so that the SDK and the CLI import it without the server: request and
+view models and the service class are named as ``"module:attribute"`` and only the service
+resolves them (a test checks that they resolve and that the table, the OpenAPI document, the SDK
+and the CLI agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Scope = Literal["provider", "tenant"]
+Verb = Literal["list", "get", "create", "update", "delete"]
+VERBS: tuple[Verb, ...] = ("list", "get", "create", "update", "delete")
+
+#: the HTTP method and success status of each verb (``update`` replaces the object: PUT)
+METHODS: dict[Verb, tuple[str, int]] = {
+    "list": ("GET", 200),
+    "get": ("GET", 200),
+    "create": ("POST", 201),
+    "update": ("PUT", 200),
+    "delete": ("DELETE", 204),
+}
+
+_MODELS = "gpuaas.service.models.governance"
+_SERVICE = "gpuaas.service.governance_kinds"
+
+
+@dataclass(frozen=True, slots=True)
+class BodyField:
+    """A field of the kind's request body besides ``name``, as the SDK and the CLI pass it.
+
+    ``api``: its camelCase name in JSON; ``python``: the SDK keyword and CLI option
+    (``--cluster-queue``); ``type``: ``spec`` (a mapping, read from ``-f FILE``), ``str`` or
+    ``int``; ``scope``: only on this scope's routes (the provider names a cluster queue's owner)."""
+
+    api: str
+    python: str
+    type: Literal["spec", "str", "int"]
+    help: str
+    required: bool = False
+    scope: Scope | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of the CLI's table: the first of ``paths`` (dotted) present in an item, shown
+    with the CLI formatter named ``fmt`` (``cell``, ``labels``, ``quotas``, ``ranges``)."""
+
+    header: str
+    paths: tuple[str, ...]
+    fmt: str = "cell"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKind:
+    """One governance kind of the API.
+
+    ``kind``: the Kueue kind stored; ``path``: the URL segment; ``cli``: the CLI group;
+    ``singular``/``plural``: SDK method names (``get_<singular>``, ``list_<plural>``);
+    ``scopes``: which route families exist; ``provider_read``: who may read the provider routes
+    (``authenticated``: anyone with a token; ``platform``: platform roles); ``request`` /
+    ``view``: the pydantic models (``provider_request`` overrides ``request`` on the provider
+    routes); ``service``: the class doing each verb (:mod:`gpuaas.service.governance_kinds`);
+    ``filters``: query parameters of the provider list."""
+
+    kind: str
+    path: str
+    cli: str
+    singular: str
+    plural: str
+    help: str
+    scopes: tuple[Scope, ...]
+    provider_read: Literal["authenticated", "platform"]
+    request: str
+    view: str
+    service: str
+    fields: tuple[BodyField, ...]
+    columns: tuple[Column, ...]
+    provider_request: str | None = None
+    filters: tuple[BodyField, ...] = ()
+    verbs: tuple[Verb, ...] = VERBS
+
+    def request_for(self, scope: Scope) -> str:
+        return (self.provider_request or self.request) if scope == "provider" else self.request
+
+    def fields_for(self, scope: Scope) -> tuple[BodyField, ...]:
+        return tuple(f for f in self.fields if f.scope in (None, scope))
+
+    def route(self, scope: Scope, one: bool) -> str:
+        """The route's path template, as the OpenAPI document spells it."""
+        base = f"/v1/{self.path}" if scope == "provider" else f"/v1/tenants/{{tenant}}/{self.path}"
+        return f"{base}/{{name}}" if one else base
+
+
+SPEC = BodyField("spec", "spec", "spec", "the Kueue spec (from -f FILE)")
+NAME = Column("NAME", ("name",))
+OWNER = Column("TENANT", ("tenant",))
+
+KINDS: tuple[ApiKind, ...] = (
+    ApiKind(
+        kind="ResourceFlavor",
+        path="flavors",
+        cli="flavors",
+        singular="flavor",
+        plural="flavors",
+        help="ResourceFlavors: kinds of capacity, mapped to node labels.",
+        scopes=("provider",),
+        provider_read="authenticated",
+        request=f"{_MODELS}:ObjectIn",
+        view=f"{_MODELS}:ObjectOut",
+        service=f"{_SERVICE}:Flavors",
+        fields=(SPEC,),
+        columns=(
+            NAME,
+            Column("NODE LABELS", ("spec.nodeLabels",), "labels"),
+            Column("TAINTS", ("spec.nodeTaints",)),
+            Column("TOLERATIONS", ("spec.tolerations",)),
+        ),
+    ),
+    ApiKind(
+        kind="Cohort",
+        path="cohorts",
+        cli="cohorts",
+        singular="cohort",
+        plural="cohorts",
+        help="Cohorts: trees of cluster queues that lend and borrow (--tenant: a tenant's own).",
+        scopes=("provider", "tenant"),
+        provider_read="authenticated",
+        request=f"{_MODELS}:ObjectIn",
+        view=f"{_MODELS}:ObjectOut",
+        service=f"{_SERVICE}:Cohorts",
+        fields=(SPEC,),
+        columns=(
+            NAME,
+            OWNER,
+            Column("PARENT", ("spec.parentName", "spec.parent")),
+            Column("QUOTA (+BORROWING LIMIT)", ("spec.resourceGroups",), "quotas"),
+        ),
+    ),
+    ApiKind(
+        kind="ClusterQueue",
+        path="cluster-queues",
+        cli="cluster-queues",
+        singular="cluster_queue",
+        plural="cluster_queues",
+        help="ClusterQueues: quota per flavor and resource (--tenant: a tenant admin's own).",
+        scopes=("provider", "tenant"),
+        provider_read="platform",
+        request=f"{_MODELS}:ObjectIn",
+        provider_request=f"{_MODELS}:ClusterQueueIn",
+        view=f"{_MODELS}:ObjectOut",
+        service=f"{_SERVICE}:ClusterQueues",
+        fields=(
+            SPEC,
+            BodyField("tenant", "owner", "str", "the tenant that owns it", scope="provider"),
+        ),
+        filters=(BodyField("tenant", "owner", "str", "only the queues this tenant owns"),),
+        columns=(
+            NAME,
+            OWNER,
+            Column("COHORT", ("spec.cohortName", "spec.cohort")),
+            Column("QUOTA (+BORROWING LIMIT)", ("spec.resourceGroups",), "quotas"),
+        ),
+    ),
+    ApiKind(
+        kind="LocalQueue",
+        path="local-queues",
+        cli="queues",
+        singular="local_queue",
+        plural="local_queues",
+        help="A tenant's LocalQueues: where its users submit jobs.",
+        scopes=("tenant",),
+        provider_read="platform",
+        request=f"{_MODELS}:LocalQueueIn",
+        view=f"{_MODELS}:LocalQueueOut",
+        service=f"{_SERVICE}:LocalQueues",
+        fields=(
+            BodyField(
+                "clusterQueue", "cluster_queue", "str", "the ClusterQueue it feeds", required=True
+            ),
+            BodyField("userLimit", "user_limit", "int", "most admitted jobs per user"),
+        ),
+        columns=(
+            NAME,
+            Column("CLUSTER QUEUE", ("clusterQueue",)),
+            Column("USER LIMIT", ("userLimit",)),
+            Column("PENDING", ("pending",)),
+            Column("ADMITTED", ("admitted",)),
+            Column("RUNNING", ("running",)),
+        ),
+    ),
+    ApiKind(
+        kind="WorkloadPriorityClass",
+        path="priority-classes",
+        cli="priority-classes",
+        singular="priority_class",
+        plural="priority_classes",
+        help="WorkloadPriorityClasses: global, and a tenant's own (--tenant).",
+        scopes=("provider", "tenant"),
+        provider_read="authenticated",
+        request=f"{_MODELS}:PriorityClassIn",
+        view=f"{_MODELS}:PriorityClassOut",
+        service=f"{_SERVICE}:PriorityClasses",
+        fields=(
+            BodyField("value", "value", "int", "higher is admitted (and kept) first", True),
+            BodyField("description", "description", "str", "what the class is for"),
+        ),
+        columns=(
+            NAME,
+            Column("VALUE", ("value",)),
+            OWNER,
+            Column("DESCRIPTION", ("description",)),
+        ),
+    ),
+    ApiKind(
+        kind="HardwareProfile",
+        path="hardware-profiles",
+        cli="profiles",
+        singular="hardware_profile",
+        plural="hardware_profiles",
+        help="Hardware profiles: the catalogue users pick from (--tenant: as a tenant sees it).",
+        scopes=("provider", "tenant"),
+        provider_read="platform",
+        request=f"{_MODELS}:ObjectIn",
+        view=f"{_MODELS}:ObjectOut",
+        service=f"{_SERVICE}:HardwareProfiles",
+        fields=(SPEC,),
+        columns=(
+            NAME,
+            Column("DISPLAY NAME", ("spec.displayName",)),
+            Column("LOCAL QUEUE", ("spec.localQueue",)),
+            Column("RESOURCES: DEFAULT [MIN-MAX]", ("spec.resources",), "ranges"),
+            Column("OWNER", ("tenant",)),
+        ),
+    ),
+)
+
+BY_CLI: dict[str, ApiKind] = {k.cli: k for k in KINDS}
+BY_KIND: dict[str, ApiKind] = {k.kind: k for k in KINDS}

@@ -1,0 +1,537 @@
+"""What each verb of each governance kind does, HTTP aside: the service half of the one
+resource table (:mod:`gpuaas.model.api_kinds`).
+
+One class per kind, one method per verb (``list``, ``get``, ``create``, ``update``, ``delete``),
+each taking :class:`At`: the session, the caller and the tenant whose routes were called (None:
+the provider's routes). The router has already authenticated the caller, checked the tenant
+role (read for reads, admin for writes; :func:`gpuaas.service.auth.tenant_for`) or the platform
+role, and validated the body, so a method holds what differs between kinds only: which rows a
+scope sees, who owns a new object, and the tenant's own views (its profiles, its classes over
+the global ones). Every write goes through :func:`gpuaas.service.governance.put_object`, which
+validates it with everything stored, so an invalid configuration is never stored.
+
+Most kinds carry a Kueue ``spec`` (:class:`SpecKind`); local queues and priority classes have
+bodies of their own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpuaas.service import governance as gv
+from gpuaas.service.auth import Principal
+from gpuaas.service.errors import conflict, forbidden, invalid, not_found
+from gpuaas.service.fleet import text_cursor
+from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
+from gpuaas.service.models.governance import (
+    ClusterQueueIn,
+    LocalQueueIn,
+    LocalQueueOut,
+    ObjectIn,
+    ObjectOut,
+    PriorityClassIn,
+    PriorityClassOut,
+)
+from gpuaas.store.tables import GovernanceObject, Job, Tenant
+
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """Where a verb runs: ``tenant`` is the tenant of ``/v1/tenants/{tenant}/...`` (its role
+    checked already), None on the provider's routes."""
+
+    session: Session
+    principal: Principal
+    tenant: Tenant | None = None
+
+
+# --- shared helpers ------------------------------------------------------------------------
+
+
+def tenant_names(session: Session) -> dict[int, str]:
+    return dict(session.execute(select(Tenant.id, Tenant.name)).all())
+
+
+def object_out(row: GovernanceObject, tenants: Mapping[int, str]) -> ObjectOut:
+    return ObjectOut(
+        kind=row.kind,
+        name=row.name,
+        tenant=None if row.tenant_id is None else tenants.get(row.tenant_id),
+        spec=row.document.get("spec") or {},
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def object_name(body_name: str | None, path_name: str | None, *, label: bool = False) -> str:
+    """The object's name: from the body on create, from the path on replace (they must agree)."""
+    if path_name is not None and body_name is not None and body_name != path_name:
+        raise invalid("name", f"{body_name!r} differs from the name in the path {path_name!r}")
+    name = path_name if path_name is not None else body_name
+    if name is None:
+        raise invalid("name", "is required")
+    return gv.check_name("name", name, label=label)
+
+
+def of_kind(kind: str, namespace: str = "") -> Any:
+    return select(GovernanceObject).where(
+        GovernanceObject.kind == kind, GovernanceObject.namespace == namespace
+    )
+
+
+def _page(
+    session: Session, stmt: Any, limit: int, after: str | None
+) -> tuple[list[GovernanceObject], str | None]:
+    return paginate(session, stmt, GovernanceObject.name, limit, text_cursor(after))
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 1 or limit > MAX_LIMIT:
+        raise invalid("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
+
+
+def create_object(
+    session: Session,
+    kind: str,
+    name: str,
+    body: dict[str, Any],
+    tenant_id: int | None,
+    namespace: str = "",
+    options: dict[str, Any] | None = None,
+    *,
+    by_provider: bool = False,
+) -> GovernanceObject:
+    """``by_provider``: a provider route (the provider's fields of a tenant's objects may
+    change); tenant routes leave it False."""
+    if gv.find_object(session, kind, name, namespace) is not None:
+        raise conflict(f"{kind} {name} already exists", "name")
+    doc = gv.document(kind, name, body, namespace)
+    return gv.put_object(session, doc, tenant_id, time.time(), options, by_provider=by_provider)
+
+
+def replace_object(
+    session: Session,
+    row: GovernanceObject,
+    body: dict[str, Any],
+    tenant_id: int | None,
+    options: dict[str, Any] | None = None,
+    *,
+    by_provider: bool = False,
+) -> GovernanceObject:
+    doc = gv.document(row.kind, row.name, body, row.namespace)
+    return gv.put_object(session, doc, tenant_id, time.time(), options, by_provider=by_provider)
+
+
+# --- kinds carrying a Kueue spec -----------------------------------------------------------
+
+
+class SpecKind:
+    """A kind whose body is ``{name, spec}`` and whose view is :class:`ObjectOut`.
+
+    Provider routes: platform roles see every object, others the provider's own (a tenant's
+    object is read under its tenant); the provider creates objects of its own and replaces
+    any, keeping the owner. Tenant routes: the objects the tenant owns, created as its own.
+    """
+
+    kind: str = ""
+
+    # hooks the kinds override
+    def owned(self, at: At, name: str, *, write: bool) -> GovernanceObject:
+        """The tenant's object ``name``; another tenant's is answered exactly like a missing
+        one."""
+        assert at.tenant is not None
+        row = gv.find_object(at.session, self.kind, name)
+        if row is None or row.tenant_id != at.tenant.id:
+            raise not_found(f"{self.kind} {name} of tenant {at.tenant.name}")
+        return row
+
+    def spec_of(self, at: At, spec: dict[str, Any], owner: str | None) -> dict[str, Any]:
+        """The spec to store for an object owned by tenant ``owner`` (None: the provider)."""
+        return spec
+
+    def owner_of(self, at: At, body: ObjectIn, row: GovernanceObject | None) -> int | None:
+        """Who owns the object a provider route writes: the provider on create, the current
+        owner on replace."""
+        return None if row is None else row.tenant_id
+
+    def provider_list(self, at: At, body_filters: Mapping[str, Any]) -> Any:
+        stmt = of_kind(self.kind)
+        if not at.principal.sees_everything:
+            stmt = stmt.where(GovernanceObject.tenant_id.is_(None))
+        return stmt
+
+    def view(self, at: At, out: ObjectOut) -> ObjectOut:
+        return out
+
+    # the verbs
+    def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
+        if at.tenant is None:
+            stmt = self.provider_list(at, filters)
+            names = tenant_names(at.session)
+        else:
+            stmt = of_kind(self.kind).where(GovernanceObject.tenant_id == at.tenant.id)
+            names = {at.tenant.id: at.tenant.name}
+        rows, cursor = _page(at.session, stmt, limit, after)
+        return Page(items=[self.view(at, object_out(r, names)) for r in rows], next=cursor)
+
+    def get(self, at: At, name: str) -> Any:
+        if at.tenant is None:
+            row = gv.get_object(at.session, self.kind, name)
+            if row.tenant_id is not None and not at.principal.sees_everything:
+                raise not_found(f"{self.kind} {name}")
+            return object_out(row, tenant_names(at.session))
+        row = self.owned(at, name, write=False)
+        return self.view(at, object_out(row, tenant_names(at.session)))
+
+    def create(self, at: At, body: ObjectIn) -> Any:
+        if at.tenant is None:
+            owner = self.owner_of(at, body, None)
+            names = tenant_names(at.session)
+            spec = self.spec_of(at, body.spec, None if owner is None else names[owner])
+            name = object_name(body.name, None)
+            row = create_object(
+                at.session, self.kind, name, {"spec": spec}, owner, by_provider=True
+            )
+            return object_out(row, names)
+        spec = self.spec_of(at, body.spec, at.tenant.name)
+        name = object_name(body.name, None)
+        row = create_object(at.session, self.kind, name, {"spec": spec}, at.tenant.id)
+        return object_out(row, {at.tenant.id: at.tenant.name})
+
+    def update(self, at: At, name: str, body: ObjectIn) -> Any:
+        object_name(body.name, name)
+        if at.tenant is None:
+            row = gv.get_object(at.session, self.kind, name)
+            owner = self.owner_of(at, body, row)
+            names = tenant_names(at.session)
+            spec = self.spec_of(at, body.spec, None if owner is None else names[owner])
+            row = replace_object(at.session, row, {"spec": spec}, owner, by_provider=True)
+            return object_out(row, names)
+        spec = self.spec_of(at, body.spec, at.tenant.name)
+        row = replace_object(
+            at.session, self.owned(at, name, write=True), {"spec": spec}, at.tenant.id
+        )
+        return object_out(row, {at.tenant.id: at.tenant.name})
+
+    def delete(self, at: At, name: str) -> None:
+        if at.tenant is None:
+            row = gv.get_object(at.session, self.kind, name)
+        else:
+            row = self.owned(at, name, write=True)
+        gv.delete_object(at.session, row)
+
+
+class Flavors(SpecKind):
+    """ResourceFlavors: the provider's only."""
+
+    kind = gv.FLAVOR
+
+
+class Cohorts(SpecKind):
+    """Provider cohorts, and a tenant's own inside its tree (``parentName``: its root cohort,
+    the default, or another of its cohorts; their nominal quota counts against its grant). The
+    root cohort, named after the tenant, is listed and read under the tenant but written by the
+    provider only (the tenant's terms); deleting a cohort is refused (409) while a ClusterQueue
+    or Cohort is still in it."""
+
+    kind = gv.COHORT
+
+    def owned(self, at: At, name: str, *, write: bool) -> GovernanceObject:
+        row = super().owned(at, name, write=write)
+        assert at.tenant is not None
+        if write and name == at.tenant.name:
+            raise forbidden(
+                f"Cohort {name} is tenant {at.tenant.name}'s root cohort: the provider sets it "
+                "(the tenant's capacity, borrowing, lending and parentCohort)"
+            )
+        return row
+
+
+def _owner_id(session: Session, tenant: str | None) -> int | None:
+    if tenant is None:
+        return None
+    row = None
+    if "\x00" not in tenant:
+        row = session.scalar(select(Tenant).where(Tenant.name == tenant))
+    if row is None:
+        raise invalid("tenant", f"no tenant named {tenant!r}")
+    return row.id
+
+
+class ClusterQueues(SpecKind):
+    """ClusterQueues: the provider's (``tenant`` names the owner, whose capacity bounds the
+    quota: leave it out to make the queue the provider's) and a tenant's own (all its queues'
+    nominal quota must fit its capacity). The provider's list filters by owner (``tenant``)."""
+
+    kind = gv.CLUSTER_QUEUE
+
+    def owner_of(self, at: At, body: ObjectIn, row: GovernanceObject | None) -> int | None:
+        assert isinstance(body, ClusterQueueIn)
+        return _owner_id(at.session, body.tenant)
+
+    def provider_list(self, at: At, body_filters: Mapping[str, Any]) -> Any:
+        stmt = of_kind(self.kind)
+        tenant = body_filters.get("tenant")
+        if tenant is not None:
+            owner = None
+            if "\x00" not in tenant:
+                owner = at.session.scalar(select(Tenant.id).where(Tenant.name == tenant))
+            stmt = stmt.where(GovernanceObject.tenant_id == (owner if owner is not None else -1))
+        return stmt
+
+
+class HardwareProfiles(SpecKind):
+    """Hardware profiles: the provider's (serving the tenants of ``spec.allowedTenants``) and
+    a tenant's own, which serve that tenant only through one of its LocalQueues. A tenant
+    lists and reads the profiles it may use, its own and the provider's allowed for it, and
+    never sees which other tenants a profile serves."""
+
+    kind = gv.HARDWARE_PROFILE
+
+    def spec_of(self, at: At, spec: dict[str, Any], owner: str | None) -> dict[str, Any]:
+        if owner is None:
+            return spec
+        allowed = spec.get("allowedTenants")
+        if allowed not in (None, [owner]):
+            raise invalid("spec.allowedTenants", f"a tenant's own profile serves only {owner}")
+        queue = spec.get("localQueue")
+        session = at.session
+        if isinstance(queue, str) and gv.find_object(session, gv.LOCAL_QUEUE, queue, owner) is None:
+            own = sorted(
+                session.scalars(
+                    of_kind(gv.LOCAL_QUEUE, owner).with_only_columns(GovernanceObject.name)
+                )
+            )
+            raise invalid(
+                "spec.localQueue",
+                f"tenant {owner} has no LocalQueue {queue!r} "
+                f"(its queues: {', '.join(own) or 'none'})",
+            )
+        return {**spec, "allowedTenants": [owner]}
+
+    def owned(self, at: At, name: str, *, write: bool) -> GovernanceObject:
+        """To write: the tenant's own profile; to read: also one it may use."""
+        assert at.tenant is not None
+        row = gv.find_object(at.session, self.kind, name)
+        if write:
+            if row is None or row.tenant_id != at.tenant.id:
+                raise not_found(f"HardwareProfile {name} of tenant {at.tenant.name}")
+            return row
+        if row is None or (
+            row.tenant_id != at.tenant.id
+            and name not in {hp.name for hp in gv.usable_profiles(at.session, at.tenant)}
+        ):
+            raise not_found(f"HardwareProfile {name} for tenant {at.tenant.name}")
+        return row
+
+    def view(self, at: At, out: ObjectOut) -> ObjectOut:
+        if at.tenant is not None and "allowedTenants" in out.spec:
+            out.spec = {**out.spec, "allowedTenants": [at.tenant.name]}
+        return out
+
+    def provider_list(self, at: At, body_filters: Mapping[str, Any]) -> Any:
+        return of_kind(self.kind)
+
+    def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
+        """A tenant's list: the profiles it may use, by name."""
+        if at.tenant is None:
+            return super().list(at, limit, after, **filters)
+        _check_limit(limit)
+        names = sorted(
+            hp.name
+            for hp in gv.usable_profiles(at.session, at.tenant)
+            if after is None or hp.name > after
+        )
+        page = names[:limit]
+        rows = {
+            r.name: r
+            for r in at.session.scalars(of_kind(self.kind).where(GovernanceObject.name.in_(page)))
+        }
+        tenants = tenant_names(at.session)
+        items = [self.view(at, object_out(rows[n], tenants)) for n in page]
+        return Page(items=items, next=page[-1] if len(names) > limit else None)
+
+
+# --- local queues --------------------------------------------------------------------------
+
+
+class LocalQueues:
+    """A tenant's LocalQueues, in its namespace, each pointing at a ClusterQueue it may use
+    (its own or the provider's unassigned ones); reading one counts its pending, admitted and
+    running jobs; deleting one is refused (409) while jobs wait or run in it or a hardware
+    profile sends jobs there."""
+
+    kind = gv.LOCAL_QUEUE
+
+    @staticmethod
+    def _out(row: GovernanceObject, tenant: Tenant) -> LocalQueueOut:
+        limit = (row.options or {}).get("userLimit")
+        return LocalQueueOut(
+            name=row.name,
+            tenant=tenant.name,
+            cluster_queue=str((row.document.get("spec") or {}).get("clusterQueue", "")),
+            user_limit=None if limit is None else int(limit),
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+    @staticmethod
+    def _body(
+        session: Session, tenant: Tenant, body: LocalQueueIn
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The document and options; another tenant's ClusterQueue is answered exactly like
+        a missing one: a tenant learns nothing about others."""
+        gv.check_name("clusterQueue", body.cluster_queue)
+        usable = list(
+            session.scalars(
+                select(GovernanceObject.name)
+                .where(
+                    GovernanceObject.kind == gv.CLUSTER_QUEUE,
+                    (GovernanceObject.tenant_id == tenant.id)
+                    | GovernanceObject.tenant_id.is_(None),
+                )
+                .order_by(GovernanceObject.name)
+            )
+        )
+        if body.cluster_queue not in usable:
+            shown = ", ".join(usable[:20]) + (" ..." if len(usable) > 20 else "") or "none"
+            raise invalid(
+                "clusterQueue",
+                f"no ClusterQueue {body.cluster_queue!r} available to tenant {tenant.name} "
+                f"(available: {shown})",
+            )
+        options = {} if body.user_limit is None else {"userLimit": body.user_limit}
+        return {"spec": {"clusterQueue": body.cluster_queue}}, options
+
+    def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
+        assert at.tenant is not None
+        rows, cursor = _page(at.session, of_kind(self.kind, at.tenant.name), limit, after)
+        return Page(items=[self._out(r, at.tenant) for r in rows], next=cursor)
+
+    def get(self, at: At, name: str) -> LocalQueueOut:
+        assert at.tenant is not None
+        out = self._out(gv.get_object(at.session, self.kind, name, at.tenant.name), at.tenant)
+        by_state = dict(
+            at.session.execute(
+                select(Job.state, func.count(Job.id))
+                .where(Job.tenant_id == at.tenant.id, Job.local_queue == out.name)
+                .group_by(Job.state)
+            ).all()
+        )
+        out.pending = int(by_state.get("Pending", 0))
+        out.admitted = int(by_state.get("Admitted", 0))
+        out.running = int(by_state.get("Running", 0))
+        return out
+
+    def create(self, at: At, body: LocalQueueIn) -> LocalQueueOut:
+        tenant = at.tenant
+        assert tenant is not None
+        doc, options = self._body(at.session, tenant, body)
+        name = object_name(body.name, None, label=True)
+        row = create_object(at.session, self.kind, name, doc, tenant.id, tenant.name, options)
+        return self._out(row, tenant)
+
+    def update(self, at: At, name: str, body: LocalQueueIn) -> LocalQueueOut:
+        tenant = at.tenant
+        assert tenant is not None
+        object_name(body.name, name, label=True)
+        row = gv.get_object(at.session, self.kind, name, tenant.name)
+        doc, options = self._body(at.session, tenant, body)
+        return self._out(replace_object(at.session, row, doc, tenant.id, options), tenant)
+
+    def delete(self, at: At, name: str) -> None:
+        assert at.tenant is not None
+        gv.delete_object(at.session, gv.get_object(at.session, self.kind, name, at.tenant.name))
+
+
+# --- priority classes ----------------------------------------------------------------------
+
+
+class PriorityClasses:
+    """WorkloadPriorityClasses: global ones (the provider's, read by anyone) and a tenant's
+    own, in its namespace; a tenant's class hides a global one of the same name in its list
+    and reads."""
+
+    kind = gv.PRIORITY_CLASS
+
+    @staticmethod
+    def _out(row: GovernanceObject, tenant: str | None) -> PriorityClassOut:
+        return PriorityClassOut(
+            name=row.name,
+            value=int(row.document.get("value", 0)),
+            description=str(row.document.get("description") or ""),
+            tenant=tenant,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+    @staticmethod
+    def _body(body: PriorityClassIn) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": body.value}
+        if body.description:
+            out["description"] = body.description
+        return out
+
+    def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
+        if at.tenant is None:
+            rows, cursor = _page(at.session, of_kind(self.kind), limit, after)
+            return Page(items=[self._out(r, None) for r in rows], next=cursor)
+        stmt = select(GovernanceObject).where(
+            GovernanceObject.kind == self.kind,
+            GovernanceObject.namespace.in_(["", at.tenant.name]),
+        )
+        if after is not None:
+            stmt = stmt.where(GovernanceObject.name > text_cursor(after))
+        _check_limit(limit)
+        chosen: dict[str, GovernanceObject] = {}
+        for obj in at.session.scalars(stmt.order_by(GovernanceObject.name)):
+            if obj.name not in chosen or obj.namespace:
+                chosen[obj.name] = obj
+        names = sorted(chosen)
+        page = names[:limit]
+        items = [
+            self._out(chosen[n], at.tenant.name if chosen[n].namespace else None) for n in page
+        ]
+        return Page(items=items, next=page[-1] if len(names) > limit else None)
+
+    def get(self, at: At, name: str) -> PriorityClassOut:
+        if at.tenant is not None:
+            own = gv.find_object(at.session, self.kind, name, at.tenant.name)
+            if own is not None:
+                return self._out(own, at.tenant.name)
+        return self._out(gv.get_object(at.session, self.kind, name), None)
+
+    def create(self, at: At, body: PriorityClassIn) -> PriorityClassOut:
+        name = object_name(body.name, None)
+        if at.tenant is None:
+            row = create_object(
+                at.session, self.kind, name, self._body(body), None, by_provider=True
+            )
+            return self._out(row, None)
+        if gv.find_object(at.session, self.kind, name, at.tenant.name) is not None:
+            raise conflict(
+                f"WorkloadPriorityClass {name} already exists in {at.tenant.name}", "name"
+            )
+        doc = gv.document(self.kind, name, self._body(body))
+        return self._out(gv.put_object(at.session, doc, at.tenant.id, time.time()), at.tenant.name)
+
+    def update(self, at: At, name: str, body: PriorityClassIn) -> PriorityClassOut:
+        object_name(body.name, name)
+        if at.tenant is None:
+            row = gv.get_object(at.session, self.kind, name)
+            return self._out(
+                replace_object(at.session, row, self._body(body), None, by_provider=True), None
+            )
+        gv.get_object(at.session, self.kind, name, at.tenant.name)
+        doc = gv.document(self.kind, name, self._body(body))
+        return self._out(gv.put_object(at.session, doc, at.tenant.id, time.time()), at.tenant.name)
+
+    def delete(self, at: At, name: str) -> None:
+        namespace = "" if at.tenant is None else at.tenant.name
+        gv.delete_object(at.session, gv.get_object(at.session, self.kind, name, namespace))
