@@ -1,11 +1,13 @@
-"""Client commands for the fleet: ``nodes`` (register, cordon, drain, delete)."""
+"""Client commands for the fleet: ``nodes`` (register, cordon, drain, partition, delete)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 
 from gpuaas.cli.client import (
     AfterOption,
@@ -14,6 +16,7 @@ from gpuaas.cli.client import (
     FileArgument,
     JsonOption,
     LimitOption,
+    UsageError,
     cell,
     connect,
     fetch,
@@ -21,6 +24,7 @@ from gpuaas.cli.client import (
     group,
     handles_errors,
     print_json,
+    read_documents,
     read_text,
     show_done,
     show_object,
@@ -39,6 +43,22 @@ NODE_COLUMNS: list[Column] = [
     ("ZONE", field("topology.zone")),
     ("CORDONED", field("cordoned")),
     ("DRAINING", field("draining")),
+]
+
+GPU_COLUMNS: list[Column] = [
+    ("GPU", field("index")),
+    ("MODEL", field("model")),
+    ("MODE", field("partition.mode")),
+    ("CONFIG", field("partition.config")),
+    ("REPLICAS", field("partition.replicas")),
+    (
+        "INSTANCES",
+        lambda gpu: " ".join(
+            str(i.get("profile"))
+            for i in ((gpu.get("partition") or {}).get("instances") or [])
+            if isinstance(i, dict)
+        ),
+    ),
 ]
 
 
@@ -107,6 +127,61 @@ def _node_action(action: str, past: str) -> Callable[[str, bool], None]:
 nodes_app.command("cordon")(_node_action("cordon", "cordoned"))
 nodes_app.command("uncordon")(_node_action("uncordon", "uncordoned"))
 nodes_app.command("drain")(_node_action("drain", "draining"))
+
+
+def _yaml_value(text: str, option: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{option} {text!r}: not valid YAML: {exc}") from None
+
+
+@nodes_app.command("partition")
+@handles_errors
+def nodes_partition(
+    name: str,
+    partitioning: Annotated[
+        str | None,
+        typer.Option(
+            "--partitioning",
+            "-p",
+            help="How every GPU is offered: whole, a MIG layout such as all-1g.10gb, or YAML "
+            "such as '{mig: {3g.40gb: 2}}' or '{timeSlicing: {replicas: 4}}'.",
+        ),
+    ] = None,
+    per_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--per-gpu",
+            help="YAML list of exceptions: '[{indices: 1, partitioning: {mig: {7g.80gb: 1}}}]'.",
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="YAML {partitioning, perGpu} ('-' for stdin)."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change how a node's GPUs are offered (refused while jobs hold devices on it)."""
+    body: dict[str, Any] = {}
+    if file is not None:
+        docs = read_documents(file)
+        if len(docs) != 1:
+            raise UsageError(f"{file}: give one document {{partitioning, perGpu}}")
+        body.update(docs[0])
+    if partitioning is not None:
+        body["partitioning"] = _yaml_value(partitioning, "--partitioning")
+    if per_gpu is not None:
+        body["perGpu"] = _yaml_value(per_gpu, "--per-gpu")
+    if not body:
+        raise UsageError("give --partitioning, --per-gpu or -f FILE")
+    with connect() as client:
+        node = client.partition_node(name, body)
+    if as_json:
+        print_json(node)
+        return
+    gpus = (node.get("gpus") or []) if isinstance(node, dict) else []
+    show_table(gpus, GPU_COLUMNS, title=f"node {name} repartitioned")
 
 
 @nodes_app.command("delete")
