@@ -134,10 +134,15 @@ def _field_params(kind: ApiKind) -> list[inspect.Parameter]:
         if f.type == "spec":
             continue
         flag = "--" + f.python.replace("_", "-")
+        flags = [f.short] if f.short else []
         hint = f.help + ("" if f.scope is None else f" ({f.scope} routes)")
         kind_type = int if f.type == "int" else str
         params.append(
-            _param(f.python, Annotated[kind_type | None, typer.Option(flag, help=hint)], None)
+            _param(
+                f.python,
+                Annotated[kind_type | None, typer.Option(flag, *flags, help=hint)],
+                None,
+            )
         )
     return params
 
@@ -206,11 +211,14 @@ def add_kind_group(kind: ApiKind) -> typer.Typer:
             given = _options(kind, a, where)
             docs = [{"name": a["name"]}]
             if a["file"] is not None:
-                docs = [_doc_fields(kind, where, d, a["file"]) for d in read_documents(a["file"])]
-                if a["name"] is not None and (len(docs) > 1 or docs[0]["name"] != a["name"]):
-                    raise UsageError(
-                        f"{a['name']}: the file names {', '.join(d['name'] for d in docs)}"
-                    )
+                raw = read_documents(a["file"])
+                if a["name"] is not None:
+                    if len(raw) != 1:
+                        raise UsageError(f"{a['file']}: with NAME, give one document")
+                    raw = [{"name": a["name"], **raw[0]}]
+                docs = [_doc_fields(kind, where, d, a["file"]) for d in raw]
+                if a["name"] is not None and docs[0]["name"] != a["name"]:
+                    raise UsageError(f"{a['name']}: the file names {docs[0]['name']}")
             elif a["name"] is None:
                 raise UsageError(f"give the {what(kind)}'s NAME or -f FILE")
             for doc in docs:

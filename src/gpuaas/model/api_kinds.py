@@ -51,6 +51,7 @@ class BodyField:
     help: str
     required: bool = False
     scope: Scope | None = None
+    short: str | None = None  # the CLI option's short form, e.g. -c
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +189,12 @@ KINDS: tuple[ApiKind, ...] = (
         service=f"{_SERVICE}:LocalQueues",
         fields=(
             BodyField(
-                "clusterQueue", "cluster_queue", "str", "the ClusterQueue it feeds", required=True
+                "clusterQueue",
+                "cluster_queue",
+                "str",
+                "the ClusterQueue it feeds",
+                required=True,
+                short="-c",
             ),
             BodyField("userLimit", "user_limit", "int", "most admitted jobs per user"),
         ),
