@@ -6,6 +6,8 @@ tests have a sample for every kind x scope. A kind x verb missing anywhere fails
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,16 @@ def test_the_cli_has_every_verb_with_the_tables_options(kind: ApiKind) -> None:
 def test_every_kind_and_scope_has_a_sample_for_the_verb_tests() -> None:
     wanted = {(kind.kind, scope) for kind, scope in KIND_SCOPES}
     assert wanted == set(SAMPLES), f"tests/kind_samples.py: {wanted ^ set(SAMPLES)}"
+
+
+def test_the_sdk_and_the_kinds_cli_load_no_server() -> None:
+    """The table is plain data: the SDK and the CLI import it without the server's packages."""
+    code = (
+        "import sys\n"
+        "import gpuaas.client, gpuaas.cli.client_governance, gpuaas.cli.client_fleet\n"
+        "heavy = [m for m in ('fastapi', 'sqlalchemy', 'pydantic', 'gpuaas.service', "
+        "'gpuaas.engine', 'numpy') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in out.stdout, out.stdout[-500:] + out.stderr[-2000:]

@@ -64,6 +64,9 @@ class Column:
     fmt: str = "cell"
 
 
+SPEC = BodyField("spec", "spec", "spec", "the Kueue spec (from -f FILE)")
+
+
 @dataclass(frozen=True, slots=True)
 class ApiKind:
     """One governance kind of the API.
@@ -73,8 +76,9 @@ class ApiKind:
     ``scopes``: which route families exist; ``provider_read``: who may read the provider routes
     (``authenticated``: anyone with a token; ``platform``: platform roles); ``request`` /
     ``view``: the pydantic models (``provider_request`` overrides ``request`` on the provider
-    routes); ``service``: the class doing each verb (:mod:`gpuaas.service.governance_kinds`);
-    ``filters``: query parameters of the provider list."""
+    routes; by default a ``{name, spec}`` body and view); ``service``: the class doing each
+    verb (:mod:`gpuaas.service.governance_kinds`); ``fields``: the body's fields besides
+    ``name``; ``filters``: query parameters of the provider list; ``columns``: the CLI table."""
 
     kind: str
     path: str
@@ -83,12 +87,12 @@ class ApiKind:
     plural: str
     help: str
     scopes: tuple[Scope, ...]
-    provider_read: Literal["authenticated", "platform"]
-    request: str
-    view: str
     service: str
-    fields: tuple[BodyField, ...]
     columns: tuple[Column, ...]
+    provider_read: Literal["authenticated", "platform"] = "authenticated"
+    request: str = f"{_MODELS}:ObjectIn"
+    view: str = f"{_MODELS}:ObjectOut"
+    fields: tuple[BodyField, ...] = (SPEC,)
     provider_request: str | None = None
     filters: tuple[BodyField, ...] = ()
     verbs: tuple[Verb, ...] = VERBS
@@ -105,7 +109,6 @@ class ApiKind:
         return f"{base}/{{name}}" if one else base
 
 
-SPEC = BodyField("spec", "spec", "spec", "the Kueue spec (from -f FILE)")
 NAME = Column("NAME", ("name",))
 OWNER = Column("TENANT", ("tenant",))
 
@@ -118,11 +121,7 @@ KINDS: tuple[ApiKind, ...] = (
         plural="flavors",
         help="ResourceFlavors: kinds of capacity, mapped to node labels.",
         scopes=("provider",),
-        provider_read="authenticated",
-        request=f"{_MODELS}:ObjectIn",
-        view=f"{_MODELS}:ObjectOut",
         service=f"{_SERVICE}:Flavors",
-        fields=(SPEC,),
         columns=(
             NAME,
             Column("NODE LABELS", ("spec.nodeLabels",), "labels"),
@@ -138,11 +137,7 @@ KINDS: tuple[ApiKind, ...] = (
         plural="cohorts",
         help="Cohorts: trees of cluster queues that lend and borrow (--tenant: a tenant's own).",
         scopes=("provider", "tenant"),
-        provider_read="authenticated",
-        request=f"{_MODELS}:ObjectIn",
-        view=f"{_MODELS}:ObjectOut",
         service=f"{_SERVICE}:Cohorts",
-        fields=(SPEC,),
         columns=(
             NAME,
             OWNER,
@@ -159,9 +154,7 @@ KINDS: tuple[ApiKind, ...] = (
         help="ClusterQueues: quota per flavor and resource (--tenant: a tenant admin's own).",
         scopes=("provider", "tenant"),
         provider_read="platform",
-        request=f"{_MODELS}:ObjectIn",
         provider_request=f"{_MODELS}:ClusterQueueIn",
-        view=f"{_MODELS}:ObjectOut",
         service=f"{_SERVICE}:ClusterQueues",
         fields=(
             SPEC,
@@ -215,7 +208,6 @@ KINDS: tuple[ApiKind, ...] = (
         plural="priority_classes",
         help="WorkloadPriorityClasses: global, and a tenant's own (--tenant).",
         scopes=("provider", "tenant"),
-        provider_read="authenticated",
         request=f"{_MODELS}:PriorityClassIn",
         view=f"{_MODELS}:PriorityClassOut",
         service=f"{_SERVICE}:PriorityClasses",
@@ -239,10 +231,7 @@ KINDS: tuple[ApiKind, ...] = (
         help="Hardware profiles: the catalogue users pick from (--tenant: as a tenant sees it).",
         scopes=("provider", "tenant"),
         provider_read="platform",
-        request=f"{_MODELS}:ObjectIn",
-        view=f"{_MODELS}:ObjectOut",
         service=f"{_SERVICE}:HardwareProfiles",
-        fields=(SPEC,),
         columns=(
             NAME,
             Column("DISPLAY NAME", ("spec.displayName",)),
