@@ -5,6 +5,10 @@ page at a time (``list_*`` returns a :class:`Page`) or as a generator that follo
 (``iter_*``). Any error answer raises :class:`ApiError` carrying the problem document's detail
 and the fields at fault, so a caller can show exactly what the server said.
 
+The methods of the governance kinds (``list_flavors``, ``create_local_queue``,
+``update_priority_class`` ...) are generated from the API's resource table
+(:data:`gpuaas.model.api_kinds.KINDS`), the same entries that generate the server's routes.
+
     from gpuaas.client import Client
 
     with Client("http://127.0.0.1:8080", token) as gpu:
