@@ -17,6 +17,7 @@ from sqlalchemy import Select, and_, func, select, update
 from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import InvalidValue
+from gpuaas.model.job_state import UNFINISHED
 from gpuaas.model.resources import canonical_amount, format_amount
 from gpuaas.service.auth import (
     PLATFORM_ROLES,
@@ -39,7 +40,6 @@ from gpuaas.service.governance import (
     GOVERNANCE_VERSION,
     LOCAL_QUEUE,
     PRIORITY_CLASS,
-    UNFINISHED_STATES,
     all_objects,
     build_governance,
     check_capacity,
@@ -255,7 +255,7 @@ def delete_tenant(tenant: str, session: SessionDep, p: PrincipalDep) -> Response
     take_turn_on(session, GOVERNANCE_VERSION)
     row = _tenant_by_name(session, tenant)
     busy = session.scalar(
-        select(func.count(Job.id)).where(Job.tenant_id == row.id, Job.state.in_(UNFINISHED_STATES))
+        select(func.count(Job.id)).where(Job.tenant_id == row.id, Job.state.in_(UNFINISHED))
     )
     if busy:
         raise conflict(f"tenant {tenant} has {busy} unfinished job(s); cancel them first")
