@@ -6,7 +6,7 @@ command line) reads its shape through these functions, so a wrong document is re
 way wherever it comes from: an :class:`~gpuaas.model.errors.InvalidValue` whose ``field`` is the
 path to the value (``nodes[1].gpus.count``, built with :func:`at`) and whose problem says what
 was expected and what was found (``expected a mapping, got a list``, ``unknown key 'cnt'
-(allowed: model, count)``, ``must be an integer from 0 to 7, got 9``). A found value is shown by
+(allowed: model, count)``, ``must be at most 7, got 9``). A found value is shown by
 its kind when it is a mapping or a list and as written (``repr``) otherwise, never by a Python
 type name. A key given with no value (YAML's ``key:``, i.e. ``None``) reads as empty where the
 field may be left out.
@@ -70,10 +70,10 @@ def only(
     """Refuse the first key of ``obj`` outside ``allowed``, at its own path, saying which keys
     are allowed; ``unknown`` words the refusal, ``{key!r}`` standing for the key (a Kueue field
     gpuaas does not support is not a typo)."""
-    allowed = tuple(allowed)
+    allowed = tuple(sorted(allowed) if isinstance(allowed, set | frozenset) else allowed)
     for key in obj:
         if key not in allowed:
-            listed = ", ".join(sorted(allowed))
+            listed = ", ".join(allowed)
             _fail(at(where, str(key)), f"{unknown.format(key=str(key))} (allowed: {listed})")
 
 
@@ -98,30 +98,25 @@ def text(value: object, where: str, *, numbers: bool = False, strip: bool = True
     return value.strip() if strip else value
 
 
-def _integers(low: int | None, high: int | None) -> str:
-    if low is not None and high is not None:
-        return f"an integer from {low} to {high}"
+def _integers(low: int | None) -> str:
+    if low is None:
+        return "an integer"
     if low == 0:
         return "a non-negative integer"
     if low == 1:
         return "a positive integer"
-    if low is not None:
-        return f"an integer of at least {low}"
-    if high is not None:
-        return f"an integer of at most {high}"
-    return "an integer"
+    return f"an integer of at least {low}"
 
 
 def integer(value: object, where: str, low: int | None = None, high: int | None = None) -> int:
-    """An integer (never a bool or a float such as ``2.5``) within ``low..high``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or (low is not None and value < low)
-        or (high is not None and value > high)
-    ):
-        _fail(where, f"must be {_integers(low, high)}, got {shown(value)}")
-    return value  # type: ignore[return-value]
+    """An integer (never a bool or a float such as ``2.5``) of at least ``low`` and at most
+    ``high`` (each bound its own message: ``must be a positive integer, got 0``, ``must be at
+    most 128, got 200``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        _fail(where, f"must be {_integers(low)}, got {shown(value)}")
+    if high is not None and value > high:
+        _fail(where, f"must be at most {high}, got {value}")
+    return value
 
 
 def number(
