@@ -12,10 +12,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpuaas.model.job_state import ACTIVE
 from gpuaas.service.auth import Role, mint_token, user_scope
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.governance import put_objects
-from gpuaas.service.jobs import ACTIVE
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, JobEvent, Membership, Tenant, User
 

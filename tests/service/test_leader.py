@@ -8,7 +8,8 @@ from pathlib import Path
 
 from job_world import build_world, job_spec
 
-from gpuaas.service.jobs import JobState, submit_job
+from gpuaas.model.job_state import JobState
+from gpuaas.service.jobs import submit_job
 from gpuaas.service.leader import ReconcilerProcess, prepare_metrics_dir
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.settings import Settings

@@ -13,8 +13,9 @@ import pytest
 from job_world import build_world, devices_given_twice, events, job_spec, jobs
 
 from gpuaas.engine.admission.restore import PlacementLost, readmit
+from gpuaas.model.job_state import JobState
 from gpuaas.service.fleet import set_schedulable
-from gpuaas.service.jobs import JobState, cancel_job, submit_job
+from gpuaas.service.jobs import cancel_job, submit_job
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
@@ -74,7 +75,7 @@ def path(db: Database, job_id: int) -> list[tuple[str | None, str]]:
 
 def check_consistent(db: Database) -> None:
     """No device given twice, and every job's events end in its state along allowed steps."""
-    from gpuaas.service.jobs import TRANSITIONS
+    from gpuaas.model.job_state import TRANSITIONS
 
     with db.sessions() as s:
         assert devices_given_twice(s) == []

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from job_world import devices_given_twice, events, jobs
 
-from gpuaas.service.jobs import FINAL, TRANSITIONS, JobState
+from gpuaas.model.job_state import FINAL, TRANSITIONS, JobState
 from gpuaas.store.db import Database
 
 ADMIN = "gpa_restart-admin-token-0123456789"

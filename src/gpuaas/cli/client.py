@@ -28,6 +28,8 @@ from rich.text import Text
 from gpuaas.cli.main import app
 from gpuaas.client.config import ConfigError, load_credentials, save_credentials
 from gpuaas.client.sdk import ApiError, Client, Page
+from gpuaas.model.document import mapping
+from gpuaas.model.errors import InvalidValue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -307,11 +309,19 @@ def read_documents(path: Path) -> list[dict[str, Any]]:
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML: {exc}") from None
     for index, doc in enumerate(docs):
-        if not isinstance(doc, dict):
-            raise UsageError(f"{path}: document {index + 1} is not a mapping")
+        file_mapping(path, doc, f"document {index + 1}", optional=False)
     if not docs:
         raise UsageError(f"{path}: no document in the file")
     return docs
+
+
+def file_mapping(path: Path, value: object, where: str, optional: bool = True) -> dict[str, Any]:
+    """``value`` read as a mapping by :func:`gpuaas.model.document.mapping`, its error told as
+    the file's (``FILE: FIELD: PROBLEM``)."""
+    try:
+        return dict(mapping(value, where, optional=optional))
+    except InvalidValue as exc:
+        raise UsageError(f"{path}: {exc}") from None
 
 
 def named_spec(doc: Mapping[str, Any], path: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -321,9 +331,7 @@ def named_spec(doc: Mapping[str, Any], path: Path) -> tuple[str, dict[str, Any],
     name = doc.get("name") or (metadata.get("name") if isinstance(metadata, Mapping) else None)
     if not isinstance(name, str) or not name:
         raise UsageError(f"{path}: missing name (give `name:` or `metadata.name`)")
-    spec = doc.get("spec", {})
-    if not isinstance(spec, dict):
-        raise UsageError(f"{path}: spec must be a mapping")
+    spec = file_mapping(path, doc.get("spec"), "spec")
     extra = {k: v for k, v in doc.items() if k not in ("name", "spec", "metadata", "kind")}
     extra.pop("apiVersion", None)
     return name, spec, extra

@@ -32,6 +32,7 @@ from gpuaas.cli.client import (
     show_page,
     show_table,
 )
+from gpuaas.model.job_state import JobState
 
 
 def gpus_text(value: Any) -> str:
@@ -170,7 +171,7 @@ def jobs_cancel(job_id: str, tenant: TenantOption = None, as_json: JsonOption = 
     state = job.get("state") if isinstance(job, Mapping) else None
     message = (
         f"job {job_id} cancelled"
-        if state == "Cancelled"
+        if state == JobState.CANCELLED
         else f"job {job_id}: cancel requested (state now {state}; the reconciler stops it)"
     )
     show_done(job, as_json, message)

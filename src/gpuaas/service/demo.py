@@ -52,10 +52,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gpuaas.model.job_state import JobState
 from gpuaas.service.auth import Role, mint_token, scope_of
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.governance import document, put_objects
-from gpuaas.service.jobs import JobState, submit_job
+from gpuaas.service.jobs import submit_job
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database

@@ -23,6 +23,7 @@ from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.job_state import ACTIVE
 from gpuaas.model.node import Fleet, Node, Taint, TaintEffect
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.settings import Settings
@@ -38,8 +39,6 @@ from gpuaas.supply.loaders.kubernetes import looks_like_kubernetes
 FLEET_VERSION = "fleet.version"
 #: What Kubernetes puts on a cordoned node; the engine then places nothing new there.
 UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
-#: Job states that hold devices on their nodes (gpuaas.service.jobs.JobState values).
-ACTIVE_STATES = ("Admitted", "Running")
 #: Keys merged key by key with the defaults (the node's value wins); others are replaced whole.
 _MERGED_KEYS = ("labels", "topology", "resources")
 _TOPOLOGY_FIELDS = {
@@ -298,7 +297,7 @@ def get_node(session: Session, name: str) -> NodeRow:
 def placements_on(session: Session, node: str) -> list[tuple[Job, dict[str, Any]]]:
     """Pods of admitted or running jobs placed on ``node``: (job, placement entry)."""
     out: list[tuple[Job, dict[str, Any]]] = []
-    for job in session.scalars(select(Job).where(Job.state.in_(ACTIVE_STATES)).order_by(Job.id)):
+    for job in session.scalars(select(Job).where(Job.state.in_(ACTIVE)).order_by(Job.id)):
         for pod in job.placement or []:
             if isinstance(pod, Mapping) and pod.get("node") == node:
                 out.append((job, dict(pod)))

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from gpuaas.engine.admission.state import AdmissionConfig
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import Governance, HardwareProfile
+from gpuaas.model.job_state import ACTIVE, UNFINISHED
 from gpuaas.service import tenancy
 from gpuaas.service.errors import conflict, invalid, not_found
 from gpuaas.service.fleet import bump_version, take_turn_on
@@ -46,10 +47,6 @@ CLUSTER_QUEUE = "ClusterQueue"
 LOCAL_QUEUE = "LocalQueue"
 PRIORITY_CLASS = "WorkloadPriorityClass"
 HARDWARE_PROFILE = "HardwareProfile"
-#: Job states that still need their LocalQueue (gpuaas.service.jobs.JobState values).
-UNFINISHED_STATES = ("Pending", "Admitted", "Running")
-#: Job states that hold quota in their ClusterQueue.
-ADMITTED_STATES = ("Admitted", "Running")
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -372,7 +369,7 @@ def delete_object(session: Session, row: GovernanceObject) -> None:
             .where(
                 Job.tenant_id == row.tenant_id,
                 Job.local_queue == row.name,
-                Job.state.in_(UNFINISHED_STATES),
+                Job.state.in_(UNFINISHED),
             )
             .limit(1)
         )
@@ -383,9 +380,7 @@ def delete_object(session: Session, row: GovernanceObject) -> None:
             )
     if row.kind == CLUSTER_QUEUE:
         holding = session.scalar(
-            select(Job.id)
-            .where(Job.cluster_queue == row.name, Job.state.in_(ADMITTED_STATES))
-            .limit(1)
+            select(Job.id).where(Job.cluster_queue == row.name, Job.state.in_(ACTIVE)).limit(1)
         )
         if holding is not None:
             raise conflict(

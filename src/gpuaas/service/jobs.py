@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,6 +37,7 @@ from gpuaas.model.governance import (
     Governance,
     HardwareProfile,
 )
+from gpuaas.model.job_state import FINAL, JobState
 from gpuaas.model.resources import ResourceList, format_amount, parse_resource_list
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import TopologyMode, TopologyRequest
@@ -49,40 +49,6 @@ from gpuaas.service.job_checks import check_requests
 from gpuaas.service.models.jobs import JobEventView, JobSpec, JobView, WorkloadView
 from gpuaas.service.tenancy import check_job_size
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
-
-
-class JobState(StrEnum):
-    PENDING = "Pending"
-    ADMITTED = "Admitted"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-    PREEMPTED = "Preempted"
-
-
-#: States in which a job holds quota and devices.
-ACTIVE = (JobState.ADMITTED, JobState.RUNNING)
-#: States a job never leaves.
-FINAL = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-#: Every transition a job may make (Preempted is transient: the job is requeued at once).
-TRANSITIONS: dict[JobState | None, frozenset[JobState]] = {
-    None: frozenset({JobState.PENDING}),
-    JobState.PENDING: frozenset({JobState.ADMITTED, JobState.CANCELLED, JobState.FAILED}),
-    JobState.ADMITTED: frozenset(
-        {
-            JobState.RUNNING,
-            JobState.PREEMPTED,
-            JobState.CANCELLED,
-            JobState.FAILED,
-            JobState.SUCCEEDED,
-        }
-    ),
-    JobState.RUNNING: frozenset(
-        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
-    ),
-    JobState.PREEMPTED: frozenset({JobState.PENDING}),
-}
 
 # --- governance as submission sees it, cached per database and governance.version ---------
 

@@ -46,9 +46,10 @@ from gpuaas.engine.admission.restore import PlacementLost, readmit, record
 from gpuaas.engine.admission.state import AdmittedWorkload
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
+from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
-from gpuaas.service.jobs import ACTIVE, JobState, serialized_writes, transition, workload_of
+from gpuaas.service.jobs import serialized_writes, transition, workload_of
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
@@ -66,7 +67,6 @@ REASONS_PER_STEP = 1000
 #: between them a step reads only jobs submitted since the last one.
 SWEEP_EVERY = 2.0
 _JOBS = Job.__table__
-_CANCELLABLE = (JobState.PENDING.value, JobState.ADMITTED.value, JobState.RUNNING.value)
 
 
 # --- leadership ---------------------------------------------------------------------------
@@ -390,7 +390,7 @@ class Reconciler:
                 if job.state == JobState.PENDING.value and job.id not in self.jobs:
                     self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]
         cancelled = session.scalars(
-            select(Job.id).where(Job.cancel_requested.is_(True), Job.state.in_(_CANCELLABLE))
+            select(Job.id).where(Job.cancel_requested.is_(True), Job.state.in_(UNFINISHED))
         )
         for job_id in cancelled:
             tracked = self.jobs.pop(job_id, None)

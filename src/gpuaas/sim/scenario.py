@@ -9,7 +9,6 @@ distinct creation time the engine runs passes until nothing changes. Time advanc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,10 @@ from gpuaas.engine.admission import (
     ResourceTransformation,
 )
 from gpuaas.engine.admission.profiles import profile_requests, usable_profile
+from gpuaas.model.document import labels as _labels
+from gpuaas.model.document import mapping as _map
+from gpuaas.model.document import number
+from gpuaas.model.document import sequence as _seq
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -96,30 +99,8 @@ class Scenario:
     origin: ScenarioOrigin | None = None
 
 
-def _map(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidValue(where, f"expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def _seq(value: object, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidValue(where, f"expected a list, got {type(value).__name__}")
-    return value
-
-
 def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidValue(where, f"expected a number of seconds, got {value!r}")
-    return float(value)
-
-
-def _labels(value: object, where: str) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _map(value, where).items()}
+    return number(value, where, what="a number of seconds")
 
 
 def _config(raw: object, where: str) -> AdmissionConfig:

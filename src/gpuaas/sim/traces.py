@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from gpuaas.model.document import mapping
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.node import Node, Toleration
 from gpuaas.model.topology import Level
@@ -249,9 +250,7 @@ _TOP_KEYS = {"seed", "horizon", "tenants"}
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidValue(where, f"expected a mapping, got {type(value).__name__}")
-    return value
+    return mapping(value, where, optional=False)
 
 
 def _sample_gpus(spec: object, n: int, rng: np.random.Generator, where: str) -> np.ndarray:

@@ -33,6 +33,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from gpuaas.model.document import integer, mapping, text
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.resources import MEMORY, canonical_amount
 from gpuaas.supply import catalogue
@@ -78,33 +79,16 @@ class CatalogueFileError(FleetFileError):
 
 
 def _keys(value: object, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidValue(where, f"expected a mapping, got {type(value).__name__}")
-    for key in value:
-        if key not in allowed:
-            raise InvalidValue(
-                f"{where}.{key}" if where else str(key),
-                f"unknown key (allowed: {', '.join(allowed)})",
-            )
-    return value
+    return mapping(value, where, allowed, optional=False)
 
 
 def _text(raw: Mapping[str, Any], key: str, where: str, required: bool = True) -> str:
     value = raw.get(key)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidValue(f"{where}{key}", "is required (a non-empty string)")
-    return value.strip()
+    return "" if value is None and not required else text(value, f"{where}{key}")
 
 
 def _int(raw: Mapping[str, Any], key: str, where: str, low: int, high: int, default: int) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidValue(
-            f"{where}{key}", f"must be an integer from {low} to {high}, got {value!r}"
-        )
-    return value
+    return integer(raw.get(key, default), f"{where}{key}", low, high)
 
 
 def _mib(value: object, where: str) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from gpuaas.model.document import integer, mapping, only, sequence, text
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
     BorrowWithinCohortPolicy,
@@ -114,37 +115,16 @@ TOPOLOGY_LEVEL_LABELS = _topology_level_labels()
 MAX_TOPOLOGY_LEVELS = 16
 
 
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidValue(where, f"expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def _list(value: object, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidValue(where, f"expected a list, got {type(value).__name__}")
-    return value
+#: Kueue's own fields that gpuaas does not read are refused by name, not taken for typos.
+_UNSUPPORTED = "field {key!r} is not supported by gpuaas"
 
 
 def _only(obj: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
-    allowed = set(allowed)
-    for key in obj:
-        if key not in allowed:
-            raise InvalidValue(
-                f"{where}.{key}",
-                f"field {key!r} is not supported by gpuaas "
-                f"(supported: {', '.join(sorted(allowed))})",
-            )
+    only(obj, allowed, where, unknown=_UNSUPPORTED)
 
 
-def _str(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidValue(where, f"expected a non-empty string, got {value!r}")
-    return value
+def _name(value: object, where: str) -> str:
+    return text(value, where, strip=False)
 
 
 def _enum(enum: type, value: object, where: str) -> Any:
@@ -153,12 +133,6 @@ def _enum(enum: type, value: object, where: str) -> Any:
     except ValueError:
         choices = ", ".join(member.value for member in enum)
         raise InvalidValue(where, f"{value!r} is not one of {choices}") from None
-
-
-def _int(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidValue(where, f"expected an integer, got {value!r}")
-    return value
 
 
 def _weight(value: object, where: str) -> Fraction:
@@ -170,27 +144,27 @@ def _weight(value: object, where: str) -> Fraction:
 
 def _groups(value: object, where: str) -> tuple[ResourceGroup, ...]:
     groups = []
-    for gi, raw in enumerate(_list(value, where)):
+    for gi, raw in enumerate(sequence(value, where)):
         gwhere = f"{where}[{gi}]"
-        group = _mapping(raw, gwhere)
+        group = mapping(raw, gwhere)
         _only(group, ("coveredResources", "flavors"), gwhere)
         covered = tuple(
-            _str(r, f"{gwhere}.coveredResources[{i}]")
+            _name(r, f"{gwhere}.coveredResources[{i}]")
             for i, r in enumerate(
-                _list(group.get("coveredResources"), f"{gwhere}.coveredResources")
+                sequence(group.get("coveredResources"), f"{gwhere}.coveredResources")
             )
         )
         flavors = []
-        for fi, fraw in enumerate(_list(group.get("flavors"), f"{gwhere}.flavors")):
+        for fi, fraw in enumerate(sequence(group.get("flavors"), f"{gwhere}.flavors")):
             fwhere = f"{gwhere}.flavors[{fi}]"
-            flavor = _mapping(fraw, fwhere)
+            flavor = mapping(fraw, fwhere)
             _only(flavor, ("name", "resources"), fwhere)
             quotas = []
-            for ri, rraw in enumerate(_list(flavor.get("resources"), f"{fwhere}.resources")):
+            for ri, rraw in enumerate(sequence(flavor.get("resources"), f"{fwhere}.resources")):
                 rwhere = f"{fwhere}.resources[{ri}]"
-                res = _mapping(rraw, rwhere)
+                res = mapping(rraw, rwhere)
                 _only(res, ("name", "nominalQuota", "borrowingLimit", "lendingLimit"), rwhere)
-                name = _str(res.get("name"), f"{rwhere}.name")
+                name = _name(res.get("name"), f"{rwhere}.name")
                 if "nominalQuota" not in res:
                     raise InvalidValue(f"{rwhere}.nominalQuota", "is required")
 
@@ -211,7 +185,7 @@ def _groups(value: object, where: str) -> tuple[ResourceGroup, ...]:
                 )
             flavors.append(
                 FlavorQuotas(
-                    name=_str(flavor.get("name"), f"{fwhere}.name"), resources=tuple(quotas)
+                    name=_name(flavor.get("name"), f"{fwhere}.name"), resources=tuple(quotas)
                 )
             )
         groups.append(ResourceGroup(covered_resources=covered, flavors=tuple(flavors)))
@@ -221,7 +195,7 @@ def _groups(value: object, where: str) -> tuple[ResourceGroup, ...]:
 def _fair_sharing(value: object, where: str) -> Fraction | None:
     if value is None:
         return None
-    fair = _mapping(value, where)
+    fair = mapping(value, where)
     _only(fair, ("weight",), where)
     return None if fair.get("weight") is None else _weight(fair["weight"], f"{where}.weight")
 
@@ -238,25 +212,25 @@ def _stop_policy(spec: Mapping[str, Any], where: str) -> None:
 def _flavor(name: str, spec: Mapping[str, Any], where: str) -> ResourceFlavor:
     _only(spec, ("nodeLabels", "nodeTaints", "tolerations", "topologyName"), where)
     labels = {
-        _str(k, f"{where}.nodeLabels"): str(v)
-        for k, v in _mapping(spec.get("nodeLabels"), f"{where}.nodeLabels").items()
+        _name(k, f"{where}.nodeLabels"): str(v)
+        for k, v in mapping(spec.get("nodeLabels"), f"{where}.nodeLabels").items()
     }
     taints = []
-    for i, raw in enumerate(_list(spec.get("nodeTaints"), f"{where}.nodeTaints")):
+    for i, raw in enumerate(sequence(spec.get("nodeTaints"), f"{where}.nodeTaints")):
         twhere = f"{where}.nodeTaints[{i}]"
-        taint = _mapping(raw, twhere)
+        taint = mapping(raw, twhere)
         _only(taint, ("key", "value", "effect"), twhere)
         taints.append(
             Taint(
-                key=_str(taint.get("key"), f"{twhere}.key"),
+                key=_name(taint.get("key"), f"{twhere}.key"),
                 value=str(taint.get("value") or ""),
                 effect=_enum(TaintEffect, taint.get("effect"), f"{twhere}.effect"),
             )
         )
     tolerations = []
-    for i, raw in enumerate(_list(spec.get("tolerations"), f"{where}.tolerations")):
+    for i, raw in enumerate(sequence(spec.get("tolerations"), f"{where}.tolerations")):
         twhere = f"{where}.tolerations[{i}]"
-        tol = _mapping(raw, twhere)
+        tol = mapping(raw, twhere)
         _only(tol, ("key", "operator", "value", "effect"), twhere)
         operator = tol.get("operator") or "Equal"
         if operator not in ("Equal", "Exists"):
@@ -275,7 +249,7 @@ def _flavor(name: str, spec: Mapping[str, Any], where: str) -> ResourceFlavor:
         labels,
         tuple(taints),
         tuple(tolerations),
-        None if topology is None else _str(topology, f"{where}.topologyName"),
+        None if topology is None else _name(topology, f"{where}.topologyName"),
     )
 
 
@@ -283,7 +257,7 @@ def _topology(name: str, spec: Mapping[str, Any], where: str) -> NamedTopology:
     """Kueue's ``Topology``: 1 to 16 levels, outermost first, each a node label gpuaas reads
     (see the module docstring); their gpuaas levels must run outside-in too, each once."""
     _only(spec, ("levels",), where)
-    raw_levels = _list(spec.get("levels"), f"{where}.levels")
+    raw_levels = sequence(spec.get("levels"), f"{where}.levels")
     if not 1 <= len(raw_levels) <= MAX_TOPOLOGY_LEVELS:
         raise InvalidValue(
             f"{where}.levels", f"must list 1 to {MAX_TOPOLOGY_LEVELS} levels, got {len(raw_levels)}"
@@ -292,9 +266,9 @@ def _topology(name: str, spec: Mapping[str, Any], where: str) -> NamedTopology:
     levels: list[Level] = []
     for i, raw in enumerate(raw_levels):
         lwhere = f"{where}.levels[{i}]"
-        entry = _mapping(raw, lwhere)
+        entry = mapping(raw, lwhere)
         _only(entry, ("nodeLabel",), lwhere)
-        label = _str(entry.get("nodeLabel"), f"{lwhere}.nodeLabel")
+        label = _name(entry.get("nodeLabel"), f"{lwhere}.nodeLabel")
         level = TOPOLOGY_LEVEL_LABELS.get(label)
         if level is None:
             raise InvalidValue(
@@ -338,15 +312,15 @@ def _cluster_queue(name: str, spec: Mapping[str, Any], where: str) -> ClusterQue
     )
     _stop_policy(spec, where)
     selector = spec.get("namespaceSelector")
-    if selector is not None and _mapping(selector, f"{where}.namespaceSelector"):
+    if selector is not None and mapping(selector, f"{where}.namespaceSelector"):
         raise InvalidValue(
             f"{where}.namespaceSelector",
             "only {} (every namespace) is supported: gpuaas does not know namespace labels",
         )
     pwhere = f"{where}.preemption"
-    pre = _mapping(spec.get("preemption"), pwhere)
+    pre = mapping(spec.get("preemption"), pwhere)
     _only(pre, ("withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"), pwhere)
-    bwc = _mapping(pre.get("borrowWithinCohort"), f"{pwhere}.borrowWithinCohort")
+    bwc = mapping(pre.get("borrowWithinCohort"), f"{pwhere}.borrowWithinCohort")
     _only(bwc, ("policy", "maxPriorityThreshold"), f"{pwhere}.borrowWithinCohort")
     preemption = PreemptionPolicy(
         within_cluster_queue=_enum(
@@ -371,13 +345,13 @@ def _cluster_queue(name: str, spec: Mapping[str, Any], where: str) -> ClusterQue
         max_priority_threshold=(
             None
             if bwc.get("maxPriorityThreshold") is None
-            else _int(
+            else integer(
                 bwc["maxPriorityThreshold"], f"{pwhere}.borrowWithinCohort.maxPriorityThreshold"
             )
         ),
     )
     fwhere = f"{where}.flavorFungibility"
-    fung = _mapping(spec.get("flavorFungibility"), fwhere)
+    fung = mapping(spec.get("flavorFungibility"), fwhere)
     _only(fung, ("whenCanBorrow", "whenCanPreempt", "preference"), fwhere)
     fungibility = FlavorFungibility(
         when_can_borrow=_enum(
@@ -409,7 +383,7 @@ def _cluster_queue(name: str, spec: Mapping[str, Any], where: str) -> ClusterQue
     return ClusterQueue(
         name=name,
         resource_groups=_groups(spec.get("resourceGroups"), f"{where}.resourceGroups"),
-        cohort=None if not cohort else _str(cohort, f"{where}.cohortName"),
+        cohort=None if not cohort else _name(cohort, f"{where}.cohortName"),
         queueing_strategy=_enum(
             QueueingStrategy,
             spec.get("queueingStrategy", "BestEffortFIFO"),
@@ -444,7 +418,7 @@ def check_object(raw: object, index: int, source: str) -> dict[str, Any]:
 
 def _add_object(gov: Governance, raw: object, index: int, source: str) -> dict[str, Any]:
     where0 = f"{source}[{index}]"
-    original = _mapping(raw, where0)
+    original = mapping(raw, where0)
     meta = original.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     obj = to_v1beta2(original, f"{source}: {original.get('kind')} {name}" if name else where0)
@@ -461,7 +435,7 @@ def _add_object(gov: Governance, raw: object, index: int, source: str) -> dict[s
 def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: str) -> None:
     """Add one (v1beta2 or gpuaas.io/v1) object to ``gov``, unvalidated as a whole."""
     kind = obj.get("kind")
-    meta = _mapping(obj.get("metadata"), f"{where0}.metadata")
+    meta = mapping(obj.get("metadata"), f"{where0}.metadata")
     label = f"{kind} {meta.get('name', '?')}"
     if obj.get("apiVersion") == GPUAAS_API_VERSION:
         if kind not in GPUAAS_KINDS:
@@ -472,11 +446,11 @@ def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: s
             )
         _only(obj, ("apiVersion", "kind", "metadata", "spec"), f"{source}: {label}")
         _only(meta, {"name"} | _SERVER_METADATA, f"{source}: {label}: metadata")
-        name = _str(meta.get("name"), f"{source}: {kind}: metadata.name")
+        name = _name(meta.get("name"), f"{source}: {kind}: metadata.name")
         _unique(gov.hardware_profiles, name, kind, source)
         gov.hardware_profiles[name] = _hardware_profile(
             name,
-            _mapping(obj.get("spec"), f"{source}: {kind} {name}: spec"),
+            mapping(obj.get("spec"), f"{source}: {kind} {name}: spec"),
             f"{source}: {kind} {name}: spec",
         )
         return
@@ -488,9 +462,9 @@ def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: s
     if kind == "LocalQueue":
         allowed_meta.add("namespace")
     _only(meta, allowed_meta, f"{source}: {label}: metadata")
-    name = _str(meta.get("name"), f"{source}: {kind}: metadata.name")
+    name = _name(meta.get("name"), f"{source}: {kind}: metadata.name")
     where = f"{source}: {kind} {name}: spec"
-    spec = _mapping(obj.get("spec"), where)
+    spec = mapping(obj.get("spec"), where)
     if kind == "ResourceFlavor":
         _unique(gov.flavors, name, kind, source)
         gov.flavors[name] = _flavor(name, spec, where)
@@ -503,15 +477,15 @@ def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: s
         parent = spec.get("parentName")
         gov.cohorts[name] = Cohort(
             name=name,
-            parent=None if not parent else _str(parent, f"{where}.parentName"),
+            parent=None if not parent else _name(parent, f"{where}.parentName"),
             resource_groups=_groups(spec.get("resourceGroups"), f"{where}.resourceGroups"),
             fair_sharing_weight=_fair_sharing(spec.get("fairSharing"), f"{where}.fairSharing"),
         )
     elif kind == "LocalQueue":
         _only(spec, ("clusterQueue", "stopPolicy"), where)
         _stop_policy(spec, where)
-        namespace = _str(meta.get("namespace"), f"{source}: LocalQueue {name}: metadata.namespace")
-        lq = LocalQueue(name, namespace, _str(spec.get("clusterQueue"), f"{where}.clusterQueue"))
+        namespace = _name(meta.get("namespace"), f"{source}: LocalQueue {name}: metadata.namespace")
+        lq = LocalQueue(name, namespace, _name(spec.get("clusterQueue"), f"{where}.clusterQueue"))
         _unique(gov.local_queues, lq.key, kind, source)
         gov.local_queues[lq.key] = lq
     elif kind == "Topology":
@@ -521,7 +495,7 @@ def _load_object(gov: Governance, obj: Mapping[str, Any], where0: str, source: s
         _unique(gov.priority_classes, name, kind, source)
         gov.priority_classes[name] = WorkloadPriorityClass(
             name,
-            _int(obj.get("value"), f"{source}: {kind} {name}: value"),
+            integer(obj.get("value"), f"{source}: {kind} {name}: value"),
             str(obj.get("description") or ""),
         )
 
@@ -595,11 +569,11 @@ def _hardware_profile(name: str, spec: Mapping[str, Any], where: str) -> Hardwar
         if required not in spec:
             raise InvalidValue(f"{where}.{required}", "is required")
     ranges = []
-    for i, raw in enumerate(_list(spec.get("resources"), f"{where}.resources")):
+    for i, raw in enumerate(sequence(spec.get("resources"), f"{where}.resources")):
         rwhere = f"{where}.resources[{i}]"
-        res = _mapping(raw, rwhere)
+        res = mapping(raw, rwhere)
         _only(res, ("name", "min", "default", "max"), rwhere)
-        resource = _str(res.get("name"), f"{rwhere}.name")
+        resource = _name(res.get("name"), f"{rwhere}.name")
         for required in ("min", "default"):
             if required not in res:
                 raise InvalidValue(f"{rwhere}.{required}", "is required")
@@ -612,17 +586,17 @@ def _hardware_profile(name: str, spec: Mapping[str, Any], where: str) -> Hardwar
             )
         )
     tenants = tuple(
-        _str(t, f"{where}.allowedTenants[{i}]")
-        for i, t in enumerate(_list(spec.get("allowedTenants"), f"{where}.allowedTenants"))
+        _name(t, f"{where}.allowedTenants[{i}]")
+        for i, t in enumerate(sequence(spec.get("allowedTenants"), f"{where}.allowedTenants"))
     )
     description = spec.get("description")
     return HardwareProfile(
         name=name,
-        display_name=_str(spec.get("displayName"), f"{where}.displayName"),
-        local_queue=_str(spec.get("localQueue"), f"{where}.localQueue"),
+        display_name=_name(spec.get("displayName"), f"{where}.displayName"),
+        local_queue=_name(spec.get("localQueue"), f"{where}.localQueue"),
         resources=tuple(ranges),
         allowed_tenants=tenants,
-        description="" if description is None else _str(description, f"{where}.description"),
+        description="" if description is None else _name(description, f"{where}.description"),
     )
 
 
@@ -641,7 +615,7 @@ def load_yaml(path: str | Path) -> Governance:
     except yaml.YAMLError as exc:
         raise GpuaasError(f"{path}: not valid YAML: {exc}") from None
     if len(docs) == 1 and isinstance(docs[0], Mapping) and docs[0].get("kind") == "List":
-        docs = _list(docs[0].get("items"), f"{path}: items")
+        docs = sequence(docs[0].get("items"), f"{path}: items")
     return load_objects(docs, str(path))
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import Select, false, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from gpuaas.model.job_state import UNFINISHED, JobState
 from gpuaas.service.auth import (
     Need,
     Principal,
@@ -26,7 +27,6 @@ from gpuaas.service.deps import PrincipalDep, SessionDep, authenticate, bearer_t
 from gpuaas.service.errors import invalid, not_found, problem
 from gpuaas.service.jobs import (
     BatchInvalid,
-    JobState,
     cancel_job,
     event_view,
     job_view,
@@ -53,7 +53,6 @@ router = APIRouter(tags=["jobs"])
 
 Limit = Annotated[int, Query(description="Page size (1..1000).")]
 After = Annotated[str | None, Query(description="Cursor: the `next` of the previous page.")]
-_UNFINISHED = (JobState.PENDING, JobState.ADMITTED, JobState.RUNNING)
 MAX_ID = 2**63 - 1  # ids are BIGINT
 
 
@@ -282,7 +281,7 @@ def workloads(
 ) -> Page[WorkloadView]:
     """Unfinished jobs as admission sees them: queue, ClusterQueue, flavors, why they wait."""
     row = tenant_for(session, p, tenant, Need.READ)
-    stmt = select(Job).where(Job.tenant_id == row.id, Job.state.in_(_UNFINISHED))
+    stmt = select(Job).where(Job.tenant_id == row.id, Job.state.in_(UNFINISHED))
     stmt = _filtered(stmt, session, state, queue, None, None)
     if _own_only(p, row):
         stmt = stmt.where(Job.user_id == p.user_id)

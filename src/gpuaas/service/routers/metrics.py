@@ -41,12 +41,12 @@ from gpuaas.engine.admission.gpu_size import GPU_MILLI, MILLI, is_gpu_device, mi
 from gpuaas.model.devices import PartitionMode
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import ResourceFlavor
+from gpuaas.model.job_state import ACTIVE, JobState
 from gpuaas.model.node import Node
 from gpuaas.model.resources import MIG_PREFIX, NVIDIA_GPU, canonical_amount
 from gpuaas.service.errors import ApiError
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
-from gpuaas.service.jobs import ACTIVE, JobState
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.model.devices import GPU, Partition
+from gpuaas.model.document import integer, mapping, sequence, shown
+from gpuaas.model.document import text as document_text
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.node import Fleet, Node, Taint, TaintEffect
 from gpuaas.model.resources import CPU, MEMORY, MIG_PREFIX, NVIDIA_GPU, canonical_amount
@@ -187,52 +189,19 @@ class _Spec:
         )
 
 
-def _where(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
-
-
 def _mapping(value: object, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidValue(where, f"expected a mapping, got {_show(value)}")
-    unknown = [key for key in value if key not in allowed]
-    if unknown:
-        names = ", ".join(repr(key) for key in unknown)
-        raise InvalidValue(
-            where if len(unknown) > 1 else _where(where, str(unknown[0])),
-            f"unknown key{'s' if len(unknown) > 1 else ''} {names} (allowed: {', '.join(allowed)})",
-        )
-    return value
-
-
-def _show(value: object) -> str:
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
+    return mapping(value, where, allowed, optional=False)
 
 
 def _text(value: object, where: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise InvalidValue(where, f"expected a string, got {_show(value)}")
-    text = str(value).strip()
-    if not text:
-        raise InvalidValue(where, "must not be empty")
-    return text
-
-
-def _integer(value: object, where: str, minimum: int, what: str, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidValue(where, f"must be {what}, got {_show(value)}")
-    if value > maximum:
-        raise InvalidValue(where, f"must be at most {maximum}, got {value}")
-    return value
+    """A string a person wrote; a YAML number is read as its text (``model: 4090``)."""
+    return document_text(value, where, numbers=True)
 
 
 def _positive_quantity(name: str, value: object, where: str) -> int:
     if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
         raise InvalidValue(
-            where, f"expected a quantity such as '64' or '512Gi', got {_show(value)}"
+            where, f"expected a quantity such as '64' or '512Gi', got {shown(value)}"
         )
     amount = canonical_amount(name, value, where)
     if amount <= 0:
@@ -258,7 +227,7 @@ def _partitioning(value: object, where: str) -> Any:
         raise InvalidValue(
             where,
             "expected 'whole', a MIG layout such as 'all-1g.10gb', {mig: LAYOUT}, "
-            f"{{timeSlicing: {{replicas: N}}}} or {{mps: {{replicas: N}}}}, got {_show(value)}",
+            f"{{timeSlicing: {{replicas: N}}}} or {{mps: {{replicas: N}}}}, got {shown(value)}",
         )
     spec = _mapping(value, where, ("mig", "timeSlicing", "time-slicing", "mps"))
     if len(spec) != 1:
@@ -271,20 +240,16 @@ def _partitioning(value: object, where: str) -> Any:
             raise InvalidValue(
                 f"{where}.mig",
                 "expected a named layout such as 'all-1g.10gb' or a mapping of profile to count, "
-                f"got {_show(body)}",
+                f"got {shown(body)}",
             )
         counts: dict[str, int] = {}
         for profile, count in body.items():
-            counts[str(profile)] = _integer(
-                count, f"{where}.mig.{profile}", 0, "a non-negative integer", 7
-            )
+            counts[str(profile)] = integer(count, f"{where}.mig.{profile}", 0, 7)
         return {"mig": counts}
     body = _mapping(body, f"{where}.{mode}", ("replicas",))
     if "replicas" not in body:
         raise InvalidValue(f"{where}.{mode}.replicas", "is required")
-    replicas = _integer(
-        body["replicas"], f"{where}.{mode}.replicas", 1, "a positive integer", MAX_REPLICAS
-    )
+    replicas = integer(body["replicas"], f"{where}.{mode}.replicas", 1, MAX_REPLICAS)
     return {"mps" if mode == "mps" else "time-slicing": {"replicas": replicas}}
 
 
@@ -329,22 +294,16 @@ def _gpus(value: object, where: str) -> _GpuSpec:
     if "model" in raw:
         spec.model = _text(raw["model"], f"{where}.model")
     if "count" in raw:
-        spec.count = _integer(
-            raw["count"], f"{where}.count", 1, "a positive integer", MAX_GPUS_PER_NODE
-        )
+        spec.count = integer(raw["count"], f"{where}.count", 1, MAX_GPUS_PER_NODE)
     if "memory" in raw:
         spec.memory_mib = _positive_quantity(MEMORY, raw["memory"], f"{where}.memory") // _MIB
     if "partitioning" in raw:
         spec.partitioning = _partitioning(raw["partitioning"], f"{where}.partitioning")
         spec.has_partitioning = True
     if "numaNodes" in raw:
-        spec.numa_nodes = _integer(
-            raw["numaNodes"], f"{where}.numaNodes", 1, "a positive integer", MAX_GPUS_PER_NODE
-        )
+        spec.numa_nodes = integer(raw["numaNodes"], f"{where}.numaNodes", 1, MAX_GPUS_PER_NODE)
     if "perGpu" in raw:
-        items = raw["perGpu"]
-        if not isinstance(items, list):
-            raise InvalidValue(f"{where}.perGpu", f"expected a list, got {_show(items)}")
+        items = sequence(raw["perGpu"], f"{where}.perGpu", optional=False)
         spec.per_gpu = []
         for number, item in enumerate(items):
             at = f"{where}.perGpu[{number}]"
@@ -404,37 +363,29 @@ def _spec(raw: Mapping[str, Any]) -> _Spec:
             key: _with_pattern(value, f"topology.{key}") for key, value in topology.items()
         }
     if "labels" in raw:
-        labels = raw["labels"]
-        if not isinstance(labels, Mapping):
-            raise InvalidValue("labels", f"expected a mapping, got {_show(labels)}")
-        for key, value in labels.items():
+        for key, value in mapping(raw["labels"], "labels", optional=False).items():
             problem = label_key_problem(str(key)) if isinstance(key, str) else "must be a string"
             if problem:
                 raise InvalidValue(f"labels.{key}", problem)
             if isinstance(value, Mapping | list) or value is None:
-                raise InvalidValue(f"labels.{key}", f"expected a string, got {_show(value)}")
+                raise InvalidValue(f"labels.{key}", f"expected a string, got {shown(value)}")
             text = str(value).lower() if isinstance(value, bool) else str(value)
             try:
                 spec.labels[key] = _pattern(text)
             except InvalidValue as exc:
                 raise InvalidValue(f"labels.{key}", exc.problem) from None
     if "taints" in raw:
-        taints = raw["taints"]
-        if not isinstance(taints, list):
-            raise InvalidValue("taints", f"expected a list, got {_show(taints)}")
+        taints = sequence(raw["taints"], "taints", optional=False)
         spec.taints = [parse_taint(taint, f"taints[{n}]") for n, taint in enumerate(taints)]
     if "resources" in raw:
-        resources = raw["resources"]
-        if not isinstance(resources, Mapping):
-            raise InvalidValue("resources", f"expected a mapping, got {_show(resources)}")
-        for name, value in resources.items():
+        for name, value in mapping(raw["resources"], "resources", optional=False).items():
             at = f"resources.{name}"
             if name in (CPU, MEMORY) or name == NVIDIA_GPU or str(name).startswith(MIG_PREFIX):
                 raise InvalidValue(
                     at, f"{name} comes from cpu, memory and gpus; do not list it here"
                 )
             if isinstance(value, bool) or not isinstance(value, str | int | float):
-                raise InvalidValue(at, f"expected a quantity, got {_show(value)}")
+                raise InvalidValue(at, f"expected a quantity, got {shown(value)}")
             spec.resources[str(name)] = canonical_amount(str(name), value, at)
     return spec
 
@@ -480,7 +431,7 @@ class _Reader:
         entries = top.get("nodes")
         if not isinstance(entries, list) or not entries:
             raise self.fail(
-                f"expected a non-empty list of nodes, got {_show(entries)}", field="nodes"
+                f"expected a non-empty list of nodes, got {shown(entries)}", field="nodes"
             )
         nodes: list[Node] = []
         first_seen: dict[str, str] = {}
@@ -506,14 +457,10 @@ class _Reader:
         name = self.guarded(label, lambda: _with_pattern(raw["name"], "name"))
         count = 1
         if "count" in raw:
-            count = self.guarded(
-                label, lambda: _integer(raw["count"], "count", 1, "a positive integer", _MAX_NODES)
-            )
+            count = self.guarded(label, lambda: integer(raw["count"], "count", 1, _MAX_NODES))
         start = 1
         if "start" in raw:
-            start = self.guarded(
-                label, lambda: _integer(raw["start"], "start", 0, "a non-negative integer", 10**9)
-            )
+            start = self.guarded(label, lambda: integer(raw["start"], "start", 0, 10**9))
         if count > 1 and not name.has_index:
             raise self.fail(
                 f"a group of {count} nodes needs an index placeholder in its name, e.g. "

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.model.devices import GPU, Partition
+from gpuaas.model.document import labels as document_labels
+from gpuaas.model.document import mapping, sequence
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.node import Fleet, Node, Taint, TaintEffect
 from gpuaas.model.resources import CPU, MEMORY, MIG_PREFIX, NVIDIA_GPU, canonical_amount
@@ -153,14 +155,6 @@ def _name_of(item: object) -> str:
     return ""
 
 
-def _mapping(value: object, field: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidValue(field, f"expected a mapping, got {type(value).__name__}")
-    return value
-
-
 def _label_int(
     labels: Mapping[str, str], key: str, minimum: int = 0, maximum: int = MAX_GPUS_PER_NODE
 ) -> int | None:
@@ -187,21 +181,18 @@ def node_from_object(obj: object) -> Node:
         raise InvalidValue("", f"expected a Node object, got {type(obj).__name__}")
     if obj.get("kind", "Node") != "Node":
         raise InvalidValue("kind", f"expected Node, got {obj.get('kind')!r}")
-    metadata = _mapping(obj.get("metadata"), "metadata")
+    metadata = mapping(obj.get("metadata"), "metadata")
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidValue("metadata.name", "is required")
-    labels = {
-        str(key): "" if value is None else str(value)
-        for key, value in _mapping(metadata.get("labels"), "metadata.labels").items()
-    }
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
+    labels = document_labels(metadata.get("labels"), "metadata.labels")
+    spec = mapping(obj.get("spec"), "spec")
+    status = mapping(obj.get("status"), "status")
     where = "status.allocatable"
-    allocatable = _mapping(status.get("allocatable"), where)
+    allocatable = mapping(status.get("allocatable"), where)
     if not allocatable and status.get("capacity"):
         where = "status.capacity"
-        allocatable = _mapping(status.get("capacity"), where)
+        allocatable = mapping(status.get("capacity"), where)
     amounts: dict[str, int] = {}
     for resource, value in allocatable.items():
         if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -251,11 +242,8 @@ def node_from_object(obj: object) -> Node:
 
 
 def _taints(spec: Mapping[str, Any]) -> list[Taint]:
-    raw = spec.get("taints") or []
-    if not isinstance(raw, list):
-        raise InvalidValue("spec.taints", "expected a list")
     taints = []
-    for number, item in enumerate(raw):
+    for number, item in enumerate(sequence(spec.get("taints"), "spec.taints")):
         field = f"spec.taints[{number}]"
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
             raise InvalidValue(field, "expected a taint with key and effect")
