@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gpuaas.model.job_state import JobState
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Principal
 from gpuaas.service.errors import conflict, forbidden, invalid, not_found
@@ -424,9 +425,9 @@ class LocalQueues:
                 .group_by(Job.state)
             ).all()
         )
-        out.pending = int(by_state.get("Pending", 0))
-        out.admitted = int(by_state.get("Admitted", 0))
-        out.running = int(by_state.get("Running", 0))
+        out.pending = int(by_state.get(JobState.PENDING, 0))
+        out.admitted = int(by_state.get(JobState.ADMITTED, 0))
+        out.running = int(by_state.get(JobState.RUNNING, 0))
         return out
 
     def create(self, at: At, body: LocalQueueIn) -> LocalQueueOut:
