@@ -82,8 +82,6 @@ class AdmissionScheduler:
         self.engine = engine
         self.lazy = lazy
         self.holds = NodeHolds(engine.pool.snapshot) if engine.pool is not None else None
-        #: admitted workloads the driver has been told about (or that were admitted before)
-        self.holding: set[str] = set(engine.admitted)
         self.dirty = True
         self.waiting: Mapping[str, object] = MappingProxyType(engine.reasons)
 
@@ -127,17 +125,14 @@ class AdmissionScheduler:
     ) -> None:
         """A workload that already holds quota (see :meth:`AdmissionEngine.admit_existing`)."""
         self.engine.admit_existing(wl, flavors, at, placement)
-        self.holding.add(wl.name)
         self.dirty = True
 
     def finish(self, name: str) -> None:
         self.engine.finish(name)
-        self.holding.discard(name)
         self.dirty = True
 
     def requeue(self, name: str, cause: str) -> None:
         self.engine.requeue(name, cause)
-        self.holding.discard(name)
         self.dirty = True
 
     def declare(self, name: str, limit: float) -> None:
@@ -169,9 +164,8 @@ class AdmissionScheduler:
         engine.run(now)
         evicted: list[Evicted] = []
         for ev in engine.evictions:
-            held = ev.workload in self.holding
+            held = ev.sequence <= last  # admitted before this cycle, not within it
             if held:
-                self.holding.discard(ev.workload)
                 self.dirty = True  # what it held is free: the next cycle looks again
             evicted.append(Evicted(ev.workload, ev.reason, ev.preemptor, held))
         fresh = []
@@ -180,8 +174,6 @@ class AdmissionScheduler:
                 break
             fresh.append(aw)
         fresh.reverse()
-        for aw in fresh:
-            self.holding.add(aw.name)
         placed = tuple(
             Admitted(aw.name, aw.placement.gang if aw.placement is not None else None, aw)
             for aw in fresh
