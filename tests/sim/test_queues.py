@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_helpers import check_conservation, fleet
 
-from gpuaas.model.errors import InvalidValue
 from gpuaas.engine.scheduling.admission import AdmissionScheduler
+from gpuaas.model.errors import InvalidValue
 from gpuaas.sim.queues import queue_for, simulate_with_queues
 from gpuaas.sim.simulate import FINISHED, NodeFailure, ScaleEvent, SimConfig, Simulator
 from gpuaas.sim.traces import SimJob, itp_workload

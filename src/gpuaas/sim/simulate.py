@@ -261,9 +261,7 @@ class Simulator:
 
     def _request(self, i: int) -> Request:
         job = self.jobs[i]
-        return Request(
-            job.name, job.workload, job.tenant, job.priority, job.submit, self._limit(i)
-        )
+        return Request(job.name, job.workload, job.tenant, job.priority, job.submit, self._limit(i))
 
     def _queue(self, i: int, t: float) -> None:
         self.status[i] = QUEUED
@@ -539,7 +537,6 @@ class Simulator:
             node_failures=self.node_failures,
             wall_seconds=time.perf_counter() - wall,
         )
-
 
 
 def simulate(

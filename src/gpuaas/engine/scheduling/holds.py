@@ -25,13 +25,9 @@ class NodeHolds:
         """Reserve everything free on ``node``."""
         snap = self.snapshot
         gm = tuple(
-            (g, int(snap.gpu_free[node, g]))
-            for g in range(snap.gmax)
-            if snap.gpu_free[node, g] > 0
+            (g, int(snap.gpu_free[node, g])) for g in range(snap.gmax) if snap.gpu_free[node, g] > 0
         )
-        mig = tuple(
-            slot for (n, _), slots in snap.mig_slots.items() if n == node for slot in slots
-        )
+        mig = tuple(slot for (n, _), slots in snap.mig_slots.items() if n == node for slot in slots)
         rep = tuple(
             (g, int(snap.replica_free[node, g]))
             for g in range(snap.gmax)
