@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_helpers import check_conservation, fleet
 
+from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.errors import InvalidValue
-from gpuaas.sim.queues import QueuedSimulator, queue_for, simulate_with_queues
-from gpuaas.sim.simulate import FINISHED, NodeFailure, ScaleEvent, SimConfig
+from gpuaas.sim.queues import queue_for, simulate_with_queues
+from gpuaas.sim.simulate import FINISHED, NodeFailure, ScaleEvent, SimConfig, Simulator
 from gpuaas.sim.traces import SimJob, itp_workload
 from gpuaas.supply.kueue import load_objects
 
@@ -190,10 +191,14 @@ def test_failures_and_scale_events_under_queues_lose_no_job(
         failures=tuple(NodeFailure(at, f"node-{n:05d}", down) for at, n, down in failures),
         scale=tuple(ScaleEvent(at, delta) for at, delta in scale),
     )
-    sim = QueuedSimulator(fleet(3), jobs, governance(cohort=cohort), config)  # type: ignore[arg-type]
+    sim = Simulator(fleet(3), jobs, config, gov=governance(cohort=cohort))  # type: ignore[arg-type]
     r = sim.run()
     check_conservation(r)
     # with no horizon every job ends: a failed node comes back, and a node is left
     assert all(s == FINISHED for s in r.status), r.reasons
-    assert sim.engine.admitted == {} and not any(sim.engine.pending.values())
-    assert int(sim.snap.gpu_free.sum()) == sim.snap.whole_gpus.sum() * 1000 - sim.blocked_milli
+    assert isinstance(sim.scheduler, AdmissionScheduler)
+    engine = sim.scheduler.engine
+    assert engine.admitted == {} and not any(engine.pending.values())
+    assert sim.scheduler.holds is not None
+    held = sim.scheduler.holds.milli
+    assert int(sim.snap.gpu_free.sum()) == sim.snap.whole_gpus.sum() * 1000 - held

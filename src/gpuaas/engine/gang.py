@@ -310,3 +310,13 @@ def release(snapshot: Snapshot, placement: GangPlacement, policy: object = None)
         snapshot.unreserve(done.assignment)
         if hooks is not None:
             hooks.on_unreserve(snapshot, done.pod, done.assignment)
+
+
+def reserve(snapshot: Snapshot, placement: GangPlacement, policy: object = None) -> None:
+    """Reserve exactly ``placement`` again (undoing a :func:`release`, e.g. when victims that
+    were released to try a preemption are put back)."""
+    hooks = reserve_hooks(policy)
+    for pod in placement.pods:
+        snapshot.reserve(pod.placement.node, pod.assignment)
+        if hooks is not None:
+            hooks.on_reserve(snapshot, pod.pod, pod.assignment)

@@ -44,6 +44,8 @@ from gpuaas.engine.admission import AdmissionEngine
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record
 from gpuaas.engine.admission.state import AdmittedWorkload
+from gpuaas.engine.scheduling import Decisions
+from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
@@ -204,6 +206,7 @@ class Reconciler:
         self.telemetry = telemetry or Telemetry()
         self.backend: Backend = backend or SimBackend(settings.speed)
         self.engine: AdmissionEngine | None = None
+        self._scheduler: AdmissionScheduler | None = None
         self.jobs: dict[int, Tracked] = {}
         self._versions: tuple[str, str] | None = None
         self._reasons_at = -math.inf
@@ -272,30 +275,37 @@ class Reconciler:
             else:
                 writes = self._sync(session, now)
         assert self.engine is not None
-        engine = self.engine
+        scheduler = self.scheduler(self.engine)
         # what finished since the last step frees quota for this step's admission
         self._backend_events(self.backend.poll(now), writes)
         self._enforce_max_run_time(now, writes)
-        engine.evictions.clear()
-        engine.run(now)
+        decisions = scheduler.cycle(now)
         stops: list[int] = []
         with serialized_writes(self.db.engine), self.db.session() as session:
             for write in writes:
                 write(session, stops)
-            if self._preemptors_left(session, engine):
+            if self._preemptors_left(session, decisions):
                 # a job cancelled since the last sweep made room by evicting others: store
                 # none of this step's decisions and rebuild from the database next step
                 self.engine = None
                 launches = []
             else:
-                self._write_evictions(session, now, stops)
-                launches = self._write_admissions(session, now)
+                self._write_evictions(session, now, stops, decisions)
+                launches = self._write_admissions(session, now, decisions)
         if self.engine is not None:
             self._write_reasons(now)
         for job_id in stops:
             self.backend.cancel(job_id)
         for job in launches:
             self.backend.launch(job)  # it starts at the backend's next poll
+
+    def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
+        """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine
+        gets a new one). Every step cycles, even when nothing arrived: decisions may depend on
+        time (a minimum run time)."""
+        if self._scheduler is None or self._scheduler.engine is not engine:
+            self._scheduler = AdmissionScheduler(engine)
+        return self._scheduler
 
     # --- sync: database -> engine ---------------------------------------------------------
 
@@ -397,9 +407,9 @@ class Reconciler:
             if tracked is None:
                 continue
             if tracked.state is JobState.PENDING:  # asked while admitted, then preempted
-                engine.withdraw(str(job_id))
+                self.scheduler(engine).withdraw(str(job_id))
             else:
-                engine.finish(str(job_id))
+                self.scheduler(engine).finish(str(job_id))
             writes.append(self._cancel_write(job_id, (tracked.state,), now))
         return writes
 
@@ -413,7 +423,7 @@ class Reconciler:
         )
         for job_id, tracked in list(self.jobs.items()):
             if tracked.state is JobState.PENDING and job_id not in pending_now:
-                engine.withdraw(str(job_id))  # cancelled (or failed) while pending
+                self.scheduler(engine).withdraw(str(job_id))  # cancelled (or failed) while pending
                 del self.jobs[job_id]
         return list(pending_now - set(self.jobs))
 
@@ -451,7 +461,7 @@ class Reconciler:
     ) -> bool:
         """Queue ``tracked`` in the engine; a job the governance can no longer take fails."""
         try:
-            engine.submit(tracked.workload)
+            self.scheduler(engine).submit(tracked.workload, now)
         except InvalidValue as exc:
             writes.append(
                 self._fail_write(tracked.id, (JobState.PENDING,), now, f"cannot queue: {exc}")
@@ -499,11 +509,11 @@ class Reconciler:
             )  # fmt: skip
 
     @staticmethod
-    def _preemptors_left(session: Session, engine: AdmissionEngine) -> bool:
+    def _preemptors_left(session: Session, decisions: Decisions) -> bool:
         """Whether a workload that evicted others this step is no longer pending in the
         database: a pending job cancelled through the API stays in the engine until the next
         sweep, and its admission write would fail after its victims were already evicted."""
-        preemptors = {int(e.preemptor) for e in engine.evictions if e.preemptor}
+        preemptors = {int(e.preemptor) for e in decisions.evicted if e.preemptor}
         if not preemptors:
             return False
         left = session.scalar(
@@ -513,10 +523,11 @@ class Reconciler:
         )
         return bool(left)
 
-    def _write_evictions(self, session: Session, now: float, stops: list[int]) -> None:
-        assert self.engine is not None
-        for eviction in self.engine.evictions:
-            job_id = int(eviction.workload)
+    def _write_evictions(
+        self, session: Session, now: float, stops: list[int], decisions: Decisions
+    ) -> None:
+        for eviction in decisions.evicted:
+            job_id = int(eviction.name)
             tracked = self.jobs.get(job_id)
             if tracked is None or tracked.state not in ACTIVE:
                 continue  # admitted and evicted within this step: never stored as admitted
@@ -533,11 +544,16 @@ class Reconciler:
             tracked.placement = None
             tracked.reason = "requeued"
 
-    def _write_admissions(self, session: Session, now: float) -> list[BackendJob]:
+    def _write_admissions(
+        self, session: Session, now: float, decisions: Decisions
+    ) -> list[BackendJob]:
         assert self.engine is not None
-        engine = self.engine
+        scheduler = self.scheduler(self.engine)
         launches: list[BackendJob] = []
-        for name, aw in list(engine.admitted.items()):
+        for admitted in decisions.admitted:
+            aw = admitted.admission
+            assert aw is not None
+            name = admitted.name
             job_id = int(name)
             tracked = self.jobs.get(job_id)
             if tracked is None or tracked.state is not JobState.PENDING:
@@ -548,7 +564,7 @@ class Reconciler:
                 self._admission_text(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
                 placement=placement, gpus=_held_milli(aw.workload), admitted_at=now,
             ):  # fmt: skip
-                engine.finish(name)  # cancelled meanwhile: give the quota and devices back
+                scheduler.finish(name)  # cancelled meanwhile: give the quota and devices back
                 del self.jobs[job_id]
                 continue
             tracked.state = JobState.ADMITTED
@@ -647,7 +663,7 @@ class Reconciler:
         self, tracked: Tracked, state: JobState, at: float, reason: str, writes: list[Any]
     ) -> None:
         assert self.engine is not None
-        self.engine.finish(str(tracked.id))
+        self.scheduler(self.engine).finish(str(tracked.id))
         del self.jobs[tracked.id]
         source = tracked.state
 

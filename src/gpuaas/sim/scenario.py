@@ -1,8 +1,10 @@
 """Admission scenarios: a queue configuration, workloads, and the outcome admission gives.
 
 The file format is the one of ``../shared/conformance/README.md`` (version 1). A scenario is
-replayed through the real :class:`~gpuaas.engine.admission.AdmissionEngine`: workloads that
-already hold quota are recorded first; the others arrive in creation order, and at every
+replayed through the admission strategy of the one scheduling path
+(:class:`~gpuaas.engine.scheduling.admission.AdmissionScheduler`, the real
+:class:`~gpuaas.engine.admission.AdmissionEngine` behind it): workloads that already hold quota
+are recorded first; the others arrive in creation order, and at every
 distinct creation time the engine runs passes until nothing changes. Time advances only with
 ``created``; nothing finishes by itself.
 """
@@ -22,6 +24,7 @@ from gpuaas.engine.admission import (
     ResourceTransformation,
 )
 from gpuaas.engine.admission.profiles import profile_requests, usable_profile
+from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.document import labels as _labels
 from gpuaas.model.document import mapping as _map
 from gpuaas.model.document import number
@@ -391,17 +394,19 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def run_scenario(scenario: Scenario) -> Outcome:
-    """Replay ``scenario`` through the admission engine and return the settled outcome."""
+    """Replay ``scenario`` through the admission strategy of the one scheduling path and return
+    the settled outcome."""
     nodes = None
     if scenario.nodes is not None:
         nodes = [
             NodeCapacity(n.name, dict(n.labels), dict(n.capacity), n.taints) for n in scenario.nodes
         ]
+    evicted: dict[str, str] = {}
     try:
-        engine = AdmissionEngine(scenario.governance, scenario.config, nodes)
+        scheduler = AdmissionScheduler(AdmissionEngine(scenario.governance, scenario.config, nodes))
         for sw in scenario.workloads:
             if sw.admitted_flavors is not None:
-                engine.admit_existing(sw.workload, sw.admitted_flavors, sw.admitted_at)
+                scheduler.admit_existing(sw.workload, sw.admitted_flavors, sw.admitted_at)
         start = max((sw.admitted_at for sw in scenario.workloads if sw.admitted_flavors), default=0)
         arrivals = sorted(
             (sw.workload for sw in scenario.workloads if sw.admitted_flavors is None),
@@ -411,22 +416,22 @@ def run_scenario(scenario: Scenario) -> Outcome:
         index = 0
         for t in times or [0.0]:
             while index < len(arrivals) and arrivals[index].created <= t:
-                engine.submit(arrivals[index])
+                scheduler.submit(arrivals[index], t)
                 index += 1
-            engine.run(max(t, start))
+            for ev in scheduler.cycle(max(t, start)).evicted:
+                evicted[ev.name] = str(ev.reason)
     except InvalidValue as exc:
         raise GpuaasError(f"{scenario.source}: {exc}") from None
-    evicted: dict[str, str] = {}
-    for ev in engine.evictions:
-        evicted[ev.workload] = str(ev.reason)
+    engine = scheduler.engine
+    pending = engine.pending_names()
     return Outcome(
         admitted={
             name: {ps: dict(rs) for ps, rs in aw.flavors.items()}
             for name, aw in engine.admitted.items()
         },
         evicted=evicted,
-        pending=engine.pending_names(),
-        reasons={name: engine.reasons.get(name, "waiting") for name in engine.pending_names()},
+        pending=pending,
+        reasons={name: str(scheduler.waiting.get(name, "waiting")) for name in pending},
         oscillated=engine.oscillated,
     )
 

@@ -1,25 +1,16 @@
-"""The simulator: replay a trace through the engine on a virtual clock.
+"""The simulator: replay a trace through the one scheduling path on a virtual clock.
 
-The loop owns time and drives only the engine (:func:`~gpuaas.engine.gang.place_workload` and
-:func:`~gpuaas.engine.gang.release` on a :class:`~gpuaas.engine.snapshot.Snapshot`). Events:
-arrivals (read in order from the sorted trace, not pushed to the heap), finishes, priority
-preemptions, node failures and repairs, and fleet scale events. After every batch of events at
-one instant a scheduling pass starts what it can, in the order of the queue policy:
+The simulator owns time and the fleet's life; the queue is a strategy of
+:mod:`gpuaas.engine.scheduling` that it only drives (submit, finish, requeue, nodes changed,
+cycle). Events: arrivals (read in order from the sorted trace, not pushed to the heap),
+finishes, node failures and repairs, and fleet scale events. After every batch of events at one
+instant it asks the strategy for a cycle and applies the decisions: admitted jobs start,
+evicted jobs queue again (keeping their last checkpoint). The strategy is the admission engine
+under a Kueue configuration (``gov``), else the fleet strategy of ``SimConfig.queue_policy``
+(:class:`~gpuaas.engine.scheduling.fleet.QueuePolicy`: ``default``, ``fifo``, ``backfill``).
 
-- ``default`` (gpuaas): priority first, then the tenant furthest below its fair share, then
-  arrival; a job that does not fit is passed over (Kueue's BestEffortFIFO) unless it has waited
-  ``reserve_after`` seconds, in which case it gets an EASY reservation (see below) so large jobs
-  do not starve; a job may preempt lower-priority running jobs;
-- ``fifo``: strict arrival order, the head blocks everything behind it (no backfill);
-- ``backfill``: arrival order with EASY backfill (Slurm's default): the head that does not fit
-  gets a reservation at the earliest time enough GPUs free up by the running jobs' declared
-  limits; a later job may start now only if it ends (by its declared limit) before that time or
-  uses only GPUs the head will not need.
-
-Lean by construction: a pass only looks at the whole queue when capacity was freed since the
-last one, otherwise only at the jobs that just arrived; a job is not even tried when a job of
-the same shape that is no larger already failed since capacity was last freed (whole-GPU pods:
-if g GPUs fit nowhere, g' >= g do not either).
+Nodes that fail or are scaled away are held in the strategy's snapshot while they are gone;
+scale-up nodes are built up front and held until they arrive.
 
 Accounting (checked by the tests): for every run of a job, allocated GPU-seconds = kept work
 (served) + work thrown away by an eviction (lost to restart); the allocated total equals the
@@ -28,37 +19,33 @@ integral of the snapshot's allocated GPUs over time.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 import numpy as np
 
+from gpuaas.engine.admission import AdmissionConfig
 from gpuaas.engine.framework import PodShape
-from gpuaas.engine.gang import GangPlacement, place_workload, release
-from gpuaas.engine.place import Unschedulable
+from gpuaas.engine.gang import GangPlacement
 from gpuaas.engine.policies import TaskMix, make_policy
 from gpuaas.engine.policies.base import Policy
-from gpuaas.engine.snapshot import Assignment, Snapshot
+from gpuaas.engine.scheduling import Request
+from gpuaas.engine.scheduling.admission import AdmissionScheduler
+from gpuaas.engine.scheduling.fleet import FleetScheduler, QueuePolicy
 from gpuaas.model.errors import InvalidValue
+from gpuaas.model.governance import Governance
 from gpuaas.model.node import Node
 from gpuaas.model.topology import Level
-from gpuaas.model.workload import TopologyMode, Workload
 from gpuaas.sim.events import Clock, Event, EventKind, EventQueue
 from gpuaas.sim.traces import SimJob
 
+__all__ = ["QueuePolicy", "SimConfig", "SimResult", "Simulator", "simulate"]
+
 FUTURE, QUEUED, RUNNING, FINISHED = 0, 1, 2, 3
 STATUS_NAMES = ("future", "queued", "running", "finished")
-
-
-class QueuePolicy(StrEnum):
-    DEFAULT = "default"
-    FIFO = "fifo"
-    BACKFILL = "backfill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,17 +122,6 @@ class SimResult:
     wall_seconds: float = 0.0
 
 
-def _shape_key(workload: Workload) -> tuple[object, int, int]:
-    """(key, per-pod GPUs, pods): jobs with the same key are comparable by size."""
-    if len(workload.pod_sets) == 1:
-        ps = workload.pod_sets[0]
-        pod = ps.pod
-        simple = not (pod.gpu_milli or pod.mig or pod.replicas or pod.claims)
-        if simple and (ps.topology is None or ps.topology.mode is TopologyMode.PREFERRED):
-            return (dataclasses.replace(pod, gpus=0), pod.gpus, ps.count)
-    return (tuple((ps.count, ps.pod, ps.topology) for ps in workload.pod_sets), 0, 0)
-
-
 def _extra_nodes(nodes: Sequence[Node], count: int) -> list[Node]:
     """``count`` copies of the fleet's nodes (cycling) under new names, for scale-up. Each
     round of copies gets racks, blocks and NVLink domains of its own (named after the
@@ -181,7 +157,13 @@ def _max_scale_up(events: Sequence[ScaleEvent]) -> int:
 
 
 class Simulator:
-    """One run; call :meth:`run` once."""
+    """One run; call :meth:`run` once.
+
+    The queue is a strategy of the one scheduling path (:mod:`gpuaas.engine.scheduling`): with
+    ``gov`` (a Kueue configuration), admission by the admission engine; otherwise the fleet
+    strategy of ``config.queue_policy``. The simulator only drives it: it submits arrivals,
+    reports finishes and lost nodes, and applies each cycle's decisions to its jobs.
+    """
 
     def __init__(
         self,
@@ -189,6 +171,8 @@ class Simulator:
         jobs: Sequence[SimJob],
         config: SimConfig | None = None,
         progress: Callable[[int, int], None] | None = None,
+        gov: Governance | None = None,
+        admission: AdmissionConfig | None = None,
     ) -> None:
         self.config = config or SimConfig()
         self.config.validate()
@@ -201,22 +185,34 @@ class Simulator:
         extra = _max_scale_up(self.config.scale)
         self.base_count = len(nodes)
         self.nodes = list(nodes) + _extra_nodes(nodes, extra)
-        self.snap = Snapshot.from_nodes(self.nodes)
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         shapes = [PodShape.of(ps.pod) for j in self.jobs for ps in j.workload.pod_sets]
         mix = TaskMix.from_shapes(shapes) if shapes else None
         self.policy: Policy = make_policy(self.config.policy, mix=mix, seed=self.config.seed)
         self.rng = np.random.default_rng(self.config.seed)
+        self.scheduler: FleetScheduler | AdmissionScheduler
+        if gov is None:
+            self.scheduler = FleetScheduler(
+                self.nodes,
+                self.policy,
+                queue_policy=self.config.queue_policy,
+                reserve_after=self.config.reserve_after,
+                preemption=self.config.preemption,
+                tenant_weights=self.config.tenant_weights,
+                rng=self.rng,
+            )
+        else:
+            self.scheduler = AdmissionScheduler.on_fleet(gov, self.nodes, self.policy, admission)
+        self.snap = self.scheduler.snapshot  # utilisation is measured on the strategy's fleet
         self.progress = progress
         n = len(self.jobs)
+        self.index = {name: i for i, name in enumerate(names)}
         self.milli = [j.milli_gpu for j in self.jobs]
-        self.prio = [j.priority for j in self.jobs]
-        self.shape = [_shape_key(j.workload) for j in self.jobs]
         self.status = [FUTURE] * n
         self.remaining = [j.duration for j in self.jobs]
         self.run_start = [0.0] * n
         self.epoch = [0] * n
-        self.placement: list[GangPlacement | None] = [None] * n
+        self.on: list[list[int]] = [[] for _ in range(n)]  # the nodes of the current run
         self.first_start = [math.nan] * n
         self.finish = [math.nan] * n
         self.queued_since = [0.0] * n
@@ -225,37 +221,19 @@ class Simulator:
         self.alloc = [0.0] * n
         self.served = [0.0] * n
         self.lost = [0.0] * n
-        self.reasons: dict[int, str] = {}
+        self.reasons: dict[int, str] = {}  # the simulator's own: too large, still running
         self.on_node: dict[int, set[int]] = {}
         self.running: set[int] = set()
-        self.tenants = sorted({j.tenant for j in self.jobs})
-        self.weight = {t: self.config.tenant_weights.get(t, 1.0) for t in self.tenants}
-        self.tenant_of = [j.tenant for j in self.jobs]
-        self.tenant_milli = dict.fromkeys(self.tenants, 0)
-        self.queues: dict[str, list[tuple[tuple[float, ...], int]]] = {}
         self.queued = 0
-        self.new: list[int] = []
-        self.freed = True
-        self.blocked = False
-        self.shadow = math.inf
-        self.extra = 0
-        self.shadow_free: np.ndarray | None = None
-        self.head_shape: tuple[object, int, int] = ((), 0, 0)
-        self.failed_shapes: dict[object, list[tuple[int, int, str]]] = {}
-        #: shapes that would delay the reserved head (same dominance rule), until the next reset
-        self.bf_failed: dict[object, list[tuple[int, int, str]]] = {}
-        self.blockers: dict[int, Assignment] = {}
-        self.blocked_milli = 0
         self.down: set[int] = set()  # failed nodes
+        self.gone: set[int] = set()  # failed or scaled-away nodes, held in the strategy
         self.absent: list[int] = list(range(len(nodes), len(self.nodes)))
         self.capacity_adding = 0  # pending repair / scale-up events
         self.events = EventQueue()
         self.clock = Clock(self.jobs[0].submit if self.jobs else 0.0)
         self.preemptions = 0
         self.node_failures = 0
-        self.running_prio: dict[int, int] = {}
-        for node in self.absent:
-            self._block(node)
+        self._gone(self.absent)
         self.fleet_gpus = int(self.snap.whole_gpus[: self.base_count].sum())
         self.cap_milli = self.fleet_gpus * 1000
         self.last_t = self.clock.now
@@ -263,151 +241,69 @@ class Simulator:
         self.cap_integral = 0.0
         self.series: tuple[list[float], ...] = ([], [], [], [], [], [])
 
-    # ------------------------------------------------------------------ queue
-    def _key(self, i: int) -> tuple[float, ...]:
-        if self.config.queue_policy is QueuePolicy.DEFAULT:
-            return (-self.prio[i], self.jobs[i].submit, i)
-        return (self.jobs[i].submit, i)
+    # ------------------------------------------------------------------ fleet
+    def _gone(self, nodes: Sequence[int]) -> None:
+        self.gone.update(nodes)
+        self.scheduler.nodes_changed(gone=[self.nodes[n].name for n in nodes])
 
-    def _queue_of(self, i: int) -> str:
-        return self.tenant_of[i] if self.config.queue_policy is QueuePolicy.DEFAULT else "*"
-
-    def _enqueue(self, i: int, t: float) -> None:
-        self.status[i] = QUEUED
-        self.queued_since[i] = t
-        bisect.insort(self.queues.setdefault(self._queue_of(i), []), (self._key(i), i))
-        self.queued += 1
-        self.new.append(i)
-
-    def _dequeue(self, i: int) -> None:
-        q = self.queues[self._queue_of(i)]
-        entry = (self._key(i), i)
-        k = bisect.bisect_left(q, entry)
-        del q[k]
-        self.queued -= 1
-
-    def _order(self, only: list[int] | None) -> Iterator[int]:
-        """Queued jobs in policy order (``only``: just these, e.g. the new arrivals)."""
-        if only is not None:
-            for _, i in sorted((self._key(i), i) for i in only):
-                if self.status[i] == QUEUED:
-                    yield i
-            return
-        if len(self.queues) <= 1 or self.config.queue_policy is not QueuePolicy.DEFAULT:
-            for q in self.queues.values():
-                for _, i in list(q):
-                    if self.status[i] == QUEUED:
-                        yield i
-            return
-        # Several tenants: by priority, then the tenant furthest below its fair share.
-        snapshot = {t: list(q) for t, q in self.queues.items() if q}
-        pos = dict.fromkeys(snapshot, 0)
-        while True:
-            best: tuple[float, ...] | None = None
-            best_t = ""
-            for t, q in snapshot.items():
-                p = pos[t]
-                if p >= len(q):
-                    continue
-                key, _ = q[p]
-                rank = (key[0], self.tenant_milli[t] / self.weight[t], key[1])
-                if best is None or rank < best:
-                    best, best_t = rank, t
-            if best is None:
-                return
-            _, i = snapshot[best_t][pos[best_t]]
-            pos[best_t] += 1
-            if self.status[i] == QUEUED:
-                yield i
-
-    # ------------------------------------------------------------------ capacity
-    def _free_milli(self) -> int:
-        return int(self.snap.model_free_milli.sum())
-
-    def _block(self, n: int) -> None:
-        """Take all of node ``n`` (failed or scaled away); its jobs must be gone already."""
-        snap = self.snap
-        gm = tuple(
-            (g, int(snap.gpu_free[n, g])) for g in range(snap.gmax) if snap.gpu_free[n, g] > 0
-        )
-        mig = tuple(
-            slot for (node, _), slots in snap.mig_slots.items() if node == n for slot in slots
-        )
-        rep = tuple(
-            (g, int(snap.replica_free[n, g]))
-            for g in range(snap.gmax)
-            if snap.replica_free[n, g] > 0
-        )
-        a = Assignment(
-            node=n,
-            cpu_milli=int(snap.cpu_free[n]),
-            memory_bytes=int(snap.mem_free[n]),
-            gpu_milli=gm,
-            mig=mig,
-            replicas=rep,
-        )
-        snap.reserve(n, a)
-        self.blockers[n] = a
-        self.blocked_milli += a.milli_gpu
-
-    def _unblock(self, n: int) -> None:
-        a = self.blockers.pop(n)
-        self.snap.unreserve(a)
-        self.blocked_milli -= a.milli_gpu
-        self.freed = True
+    def _back(self, n: int) -> None:
+        self.gone.discard(n)
+        self.scheduler.nodes_changed(back=[self.nodes[n].name])
 
     def _node_gpus_milli(self, n: int) -> int:
         return int(self.snap.whole_gpus[n]) * 1000
 
     # ------------------------------------------------------------------ job life
-    def _start(self, i: int, placed: GangPlacement, t: float) -> None:
-        self._dequeue(i)
+    def _limit(self, i: int) -> float:
+        """Job ``i``'s declared run time from its next start (what backfill plans with)."""
+        job = self.jobs[i]
+        return self.remaining[i] + max(job.declared - job.duration, 0.0)
+
+    def _request(self, i: int) -> Request:
+        job = self.jobs[i]
+        return Request(job.name, job.workload, job.tenant, job.priority, job.submit, self._limit(i))
+
+    def _queue(self, i: int, t: float) -> None:
+        self.status[i] = QUEUED
+        self.queued_since[i] = t
+        self.queued += 1
+
+    def _start(self, i: int, placed: GangPlacement | None, t: float) -> None:
+        assert placed is not None
         self.status[i] = RUNNING
-        self.placement[i] = placed
+        self.queued -= 1
         self.run_start[i] = t
         self.epoch[i] += 1
         self.wait[i] += t - self.queued_since[i]
         if math.isnan(self.first_start[i]):
             self.first_start[i] = t
         self.running.add(i)
-        self.tenant_milli[self.tenant_of[i]] += self.milli[i]
-        p = self.prio[i]
-        self.running_prio[p] = self.running_prio.get(p, 0) + 1
+        self.on[i] = placed.nodes
         for node in placed.nodes:
             self.on_node.setdefault(node, set()).add(i)
-        self.reasons.pop(i, None)
         self.events.push(Event(t + self.remaining[i], EventKind.FINISH, i, self.epoch[i]))
 
-    def _stop(self, i: int, t: float, release_devices: bool = True) -> float:
+    def _stop(self, i: int, t: float) -> float:
         """End job ``i``'s current run; returns the run's length."""
-        placed = self.placement[i]
-        assert placed is not None
-        if release_devices:
-            release(self.snap, placed, self.policy)
-        for node in placed.nodes:
+        for node in self.on[i]:
             self.on_node[node].discard(i)
-        self.placement[i] = None
+        self.on[i] = []
         self.running.discard(i)
-        self.tenant_milli[self.tenant_of[i]] -= self.milli[i]
-        p = self.prio[i]
-        self.running_prio[p] -= 1
-        if not self.running_prio[p]:
-            del self.running_prio[p]
         ran = t - self.run_start[i]
         self.alloc[i] += self.milli[i] * ran / 1000.0
-        self.freed = True
         return ran
 
     def _finish(self, i: int, t: float) -> None:
         ran = self._stop(i, t)
+        self.scheduler.finish(self.jobs[i].name)
         self.served[i] += self.milli[i] * ran / 1000.0
         self.remaining[i] = 0.0
         self.status[i] = FINISHED
         self.finish[i] = t
 
-    def _evict(self, i: int, t: float, reason: str, release_devices: bool = True) -> None:
-        """Stop a running job and queue it again; it keeps its last checkpoint."""
-        ran = self._stop(i, t, release_devices)
+    def _evicted(self, i: int, t: float) -> None:
+        """Job ``i`` stopped and queues again; it keeps its last checkpoint."""
+        ran = self._stop(i, t)
         ckpt = self.jobs[i].checkpoint
         saved = math.floor(ran / ckpt) * ckpt if ckpt > 0 else 0.0
         saved = min(saved, ran)
@@ -416,219 +312,32 @@ class Simulator:
         self.remaining[i] -= saved
         self.restarts[i] += 1
         self.epoch[i] += 1  # its pending FINISH is now stale
-        self._enqueue(i, t)
-        self.reasons[i] = reason
+        self._queue(i, t)
+        self.scheduler.declare(self.jobs[i].name, self._limit(i))
 
-    def _lose(self, i: int, t: float, reason: str) -> None:
-        """Job ``i`` lost a node it ran on (failure, scale-down): it is evicted and queued."""
-        self._evict(i, t, reason)
-
-    # ------------------------------------------------------------------ scheduling
-    def _known_to_fail(
-        self, i: int, cache: dict[object, list[tuple[int, int, str]]] | None = None
-    ) -> str | None:
-        """The reason a job of the same shape and no larger failed (since the last reset)."""
-        key, g, c = self.shape[i]
-        failed = (self.failed_shapes if cache is None else cache).get(key)
-        if not failed:
-            return None
-        for fg, fc, reason in failed:
-            if (g == 0 and c == 0) or (fg <= g and fc <= c):
-                return reason
-        return None
-
-    def _try(self, i: int) -> GangPlacement | None:
-        known = self._known_to_fail(i)
-        if known is not None:
-            self.reasons[i] = (
-                f"does not fit; a job of the same shape and no larger did not: {known}"
-            )
-            return None
-        result = place_workload(self.snap, self.jobs[i].workload, self.policy, rng=self.rng)
-        if isinstance(result, Unschedulable):
-            key, g, c = self.shape[i]
-            self.failed_shapes.setdefault(key, []).append((g, c, result.reason))
-            self.reasons[i] = result.reason
-            return None
-        return result
-
-    def _declared_remaining(self, i: int) -> float:
-        job = self.jobs[i]
-        return self.remaining[i] + max(job.declared - job.duration, 0.0)
-
-    def _whole_gpus_by_node(self, placed: GangPlacement) -> list[tuple[int, int]]:
-        return [
-            (p.placement.node, sum(1 for _, m in p.assignment.gpu_milli if m == 1000))
-            for p in placed.pods
-        ]
-
-    def _head_fits(self, free: np.ndarray) -> bool:
-        """Would the reserved head fit on ``free`` (whole free GPUs per node)?"""
-        _, g, c = self.head_shape
-        return int((free // g).sum()) >= c
-
-    def _reserve_head(self, i: int, t: float) -> None:
-        """EASY reservation for job ``i``: the earliest time (by the running jobs' declared
-        limits) it fits, and what the fleet looks like then.
-
-        Whole-GPU pods (the ITP trace) are planned per node: the head fits when the nodes' free
-        GPUs hold its pods (sum of floor(free / per-pod GPUs) >= pods), so a gang is not
-        promised GPUs scattered over half-empty nodes. Other shapes are planned by GPU count.
-        """
-        self.blocked = True
-        self.head_shape = self.shape[i]
-        ends = sorted((self.run_start[j] + self._declared_remaining(j), j) for j in self.running)
-        _, g, _ = self.head_shape
-        if g > 0:
-            free = self.snap.full_free.copy()
-            if self._head_fits(free):
-                self.shadow, self.shadow_free = t, free
-                return
-            for end, j in ends:
-                placed = self.placement[j]
-                assert placed is not None
-                for node, k in self._whole_gpus_by_node(placed):
-                    free[node] += k
-                if self._head_fits(free):
-                    self.shadow, self.shadow_free = max(end, t), free
-                    return
-            self.shadow, self.shadow_free = math.inf, free
-            return
-        self.shadow_free = None
-        need = self.milli[i]
-        free_milli = self._free_milli()
-        if free_milli >= need:
-            self.shadow, self.extra = t, free_milli - need
-            return
-        for end, j in ends:
-            free_milli += self.milli[j]
-            if free_milli >= need:
-                self.shadow, self.extra = max(end, t), free_milli - need
-                return
-        self.shadow, self.extra = math.inf, 0
-
-    def _backfill_ok(self, i: int, placed: GangPlacement) -> bool:
-        """May job ``i``, placed as ``placed`` and running past the shadow time, start now?"""
-        if self.shadow_free is not None:
-            after = self.shadow_free.copy()
-            for node, k in self._whole_gpus_by_node(placed):
-                after[node] -= k
-            if self._head_fits(after):
-                self.shadow_free = after
-                return True
-            return False
-        if self.milli[i] <= self.extra:
-            self.extra -= self.milli[i]
-            return True
-        return False
-
-    def _can_preempt(self, i: int) -> bool:
-        return (
-            self.config.preemption
-            and self.config.queue_policy is QueuePolicy.DEFAULT
-            and bool(self.running_prio)
-            and min(self.running_prio) < self.prio[i]
-        )
-
-    def _preempt_for(self, i: int, t: float) -> bool:
-        """Evict lower-priority jobs (lowest priority, most recently started first) until ``i``
-        fits; if it never does, put them back exactly as they were."""
-        p = self.prio[i]
-        victims = sorted(
-            (self.prio[j], -self.run_start[j], j) for j in self.running if self.prio[j] < p
-        )
-        if self._free_milli() + sum(self.milli[j] for *_, j in victims) < self.milli[i]:
-            return False
-        released: list[int] = []
-        for *_, j in victims:
-            placed = self.placement[j]
-            assert placed is not None
-            release(self.snap, placed, self.policy)
-            released.append(j)
-            result = place_workload(self.snap, self.jobs[i].workload, self.policy, rng=self.rng)
-            if isinstance(result, GangPlacement):
-                for v in released:
-                    self._evict(v, t, f"preempted by {self.jobs[i].name}", release_devices=False)
-                    self.preemptions += 1
-                self._start(i, result, t)
-                self.failed_shapes.clear()
-                return True
-        for j in reversed(released):
-            placed = self.placement[j]
-            assert placed is not None
-            for pod in placed.pods:
-                self.snap.reserve(pod.placement.node, pod.assignment)
-                on_reserve = getattr(self.policy, "on_reserve", None)
-                if on_reserve is not None:
-                    on_reserve(self.snap, pod.pod, pod.assignment)
-        return False
+    def _lose(self, i: int, t: float, cause: str) -> None:
+        """Job ``i`` lost a node it ran on (failure, scale-down): it is requeued."""
+        self.scheduler.requeue(self.jobs[i].name, cause)
+        self._evicted(i, t)
 
     def _schedule(self, t: float) -> None:
-        if not self.queued:
-            self.new.clear()
-            return
-        if self.freed:
-            self.freed = False
-            self.failed_shapes.clear()
-            self.blocked = False
-            self.shadow, self.extra, self.shadow_free = math.inf, 0, None
-            self.bf_failed.clear()
-            candidates = self._order(None)
-        elif self.new:
-            candidates = self._order(self.new)
-        else:
-            return
-        self.new = []
-        qp = self.config.queue_policy
-        guard = self.config.reserve_after
-        for i in candidates:
-            if self.status[i] != QUEUED:
-                continue
-            if self.milli[i] and self._free_milli() <= 0 and not self._can_preempt(i):
-                if qp is QueuePolicy.FIFO:
-                    self.blocked = True
-                    self.reasons.setdefault(i, "no free GPU")
-                    break
-                self.reasons.setdefault(i, "no free GPU")
-                continue
-            ends_before = False
-            if self.blocked:
-                if qp is QueuePolicy.FIFO:
-                    self.reasons.setdefault(i, "waiting behind the head of the queue (FIFO)")
-                    break
-                ends_before = t + self._declared_remaining(i) <= self.shadow
-                if not ends_before and (
-                    (self.shadow_free is None and self.milli[i] > self.extra)
-                    or self._known_to_fail(i, self.bf_failed) is not None
-                ):
-                    self.reasons[i] = "would delay the reserved head of the queue (backfill)"
-                    continue
-            placed = self._try(i)
-            if placed is not None:
-                if self.blocked and not ends_before and not self._backfill_ok(i, placed):
-                    release(self.snap, placed, self.policy)
-                    key, g, c = self.shape[i]
-                    self.bf_failed.setdefault(key, []).append((g, c, "it would delay the head"))
-                    self.reasons[i] = "would delay the reserved head of the queue (backfill)"
-                    continue
-                self._start(i, placed, t)
-                continue
-            if self._can_preempt(i) and self._preempt_for(i, t):
-                continue
-            if not self.blocked:
-                if qp is QueuePolicy.FIFO:
-                    self.blocked = True
-                    break
-                if qp is QueuePolicy.BACKFILL or t - self.jobs[i].submit >= guard:
-                    self._reserve_head(i, t)
+        decisions = self.scheduler.cycle(t)
+        index = self.index
+        for ev in decisions.evicted:
+            i = index[ev.name]
+            if ev.held_before and self.status[i] == RUNNING:
+                self._evicted(i, t)
+                self.preemptions += 1
+        for admitted in decisions.admitted:
+            self._start(index[admitted.name], admitted.placement, t)
 
     # ------------------------------------------------------------------ events
     def _fail_node(self, n: int, t: float, down_for: float) -> None:
-        if n in self.down or n in self.blockers:
+        if n in self.down or n in self.gone:
             return
         for i in sorted(self.on_node.get(n, ())):
             self._lose(i, t, f"node {self.nodes[n].name} failed")
-        self._block(n)
+        self._gone([n])
         self.down.add(n)
         self.cap_milli -= self._node_gpus_milli(n)
         self.node_failures += 1
@@ -640,7 +349,7 @@ class Simulator:
         if n not in self.down:
             return
         self.down.discard(n)
-        self._unblock(n)
+        self._back(n)
         self.cap_milli += self._node_gpus_milli(n)
         if self.config.mtbf > 0:
             self.events.push(
@@ -652,14 +361,14 @@ class Simulator:
             self.capacity_adding -= 1
             for _ in range(min(delta, len(self.absent))):
                 n = self.absent.pop(0)
-                self._unblock(n)
+                self._back(n)
                 self.cap_milli += self._node_gpus_milli(n)
             return
-        present = [n for n in range(len(self.nodes)) if n not in self.blockers]
+        present = [n for n in range(len(self.nodes)) if n not in self.gone]
         for n in sorted(present, reverse=True)[:-delta]:
             for i in sorted(self.on_node.get(n, ())):
                 self._lose(i, t, f"node {self.nodes[n].name} scaled away")
-            self._block(n)
+            self._gone([n])
             self.cap_milli -= self._node_gpus_milli(n)
             self.absent.append(n)
         self.absent.sort()
@@ -678,7 +387,7 @@ class Simulator:
                 n, down_for = payload
             else:
                 n, down_for = int(payload), float(self.rng.exponential(self.config.mttr))  # type: ignore[call-overload]
-            if n in self.blockers and n not in self.down:  # absent node: try again later
+            if n in self.gone and n not in self.down:  # absent node: try again later
                 if self.config.mtbf > 0 and not isinstance(payload, tuple):
                     self.events.push(
                         Event(t + float(self.rng.exponential(self.config.mtbf)), EventKind.FAIL, n)
@@ -688,17 +397,22 @@ class Simulator:
         elif kind in (EventKind.SCALE_UP, EventKind.SCALE_DOWN):
             self._scale(int(ev.payload), t)  # type: ignore[call-overload]
 
+    def _held_milli(self) -> int:
+        holds = self.scheduler.holds
+        return holds.milli if holds is not None else 0
+
     def _advance(self, t: float) -> None:
         dt = t - self.last_t
         if dt > 0:
-            self.alloc_integral += (self.snap.allocated_milli() - self.blocked_milli) * dt / 1000.0
+            alloc = self.snap.allocated_milli() - self._held_milli()
+            self.alloc_integral += alloc * dt / 1000.0
             self.cap_integral += self.cap_milli * dt / 1000.0
         self.last_t = t
         self.clock.advance(t)
 
     def _sample(self, t: float) -> None:
         snap = self.snap
-        alloc = (snap.allocated_milli() - self.blocked_milli) / 1000.0
+        alloc = (snap.allocated_milli() - self._held_milli()) / 1000.0
         cap = self.cap_milli / 1000.0
         free = cap - alloc
         if free > 0:
@@ -764,7 +478,8 @@ class Simulator:
                         f"{total_capacity / 1000:g}"
                     )
                 else:
-                    self._enqueue(nxt, t)
+                    self._queue(nxt, t)
+                    self.scheduler.submit(self._request(nxt), t)
                 nxt += 1
             while self.events and self.events.peek_time() == t:
                 self._handle(self.events.pop(), t)
@@ -781,9 +496,13 @@ class Simulator:
             ran = end - self.run_start[i]
             self.alloc[i] += self.milli[i] * ran / 1000.0
             self.served[i] += self.milli[i] * ran / 1000.0
+        waiting = self.scheduler.waiting
         for i in range(n_jobs):
             if self.status[i] == QUEUED:
                 self.wait[i] += end - self.queued_since[i]
+                why = waiting.get(self.jobs[i].name)
+                if why is not None:
+                    self.reasons[i] = str(why)
                 self.reasons.setdefault(i, "never tried: capacity never freed after it arrived")
             elif self.status[i] == RUNNING:
                 left = self.remaining[i] - (end - self.run_start[i])
@@ -803,7 +522,7 @@ class Simulator:
             alloc_gpu_s=self.alloc,
             served_gpu_s=self.served,
             lost_gpu_s=self.lost,
-            reasons=dict(self.reasons),
+            reasons=dict(sorted(self.reasons.items())),
             series_t=ts,
             series_alloc=al,
             series_cap=cp,
@@ -825,6 +544,8 @@ def simulate(
     jobs: Sequence[SimJob],
     config: SimConfig | None = None,
     progress: Callable[[int, int], None] | None = None,
+    gov: Governance | None = None,
 ) -> SimResult:
-    """Replay ``jobs`` on ``nodes``; see the module docstring."""
-    return Simulator(nodes, jobs, config, progress).run()
+    """Replay ``jobs`` on ``nodes`` (under the Kueue configuration ``gov``, if given); see the
+    module docstring."""
+    return Simulator(nodes, jobs, config, progress, gov).run()

@@ -613,7 +613,7 @@ class AdmissionEngine:
         """Take quota back from ``name`` and queue it again with its original creation time."""
         aw = self._take_back(name)
         self._enqueue(aw.cluster_queue, aw.workload)
-        self.evictions.append(Eviction(name, EvictionReason(reason), preemptor))
+        self.evictions.append(Eviction(name, EvictionReason(reason), preemptor, aw.sequence))
         self.reasons[name] = (
             f"evicted ({reason}) to admit {preemptor}" if preemptor else f"evicted ({reason})"
         )

@@ -26,8 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuaas.engine.admission.gpu_size import GPU_MILLI, mig_compute_slices
-from gpuaas.engine.framework import reserve_hooks
-from gpuaas.engine.gang import GangPlacement, place_workload, release
+from gpuaas.engine.gang import GangPlacement, place_workload, release, reserve
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.policies import make_policy
 from gpuaas.engine.snapshot import Snapshot
@@ -358,11 +357,7 @@ class NodePool:
 
     def reserve(self, wl: AdmissionWorkload, placement: NodePlacement) -> None:
         """Reserve exactly ``placement`` again (undoing a :meth:`release`)."""
-        hooks = reserve_hooks(self.policy)
-        for pod in placement.gang.pods:
-            self.snapshot.reserve(pod.placement.node, pod.assignment)
-            if hooks is not None:
-                hooks.on_reserve(self.snapshot, pod.pod, pod.assignment)
+        reserve(self.snapshot, placement.gang, self.policy)
         for node, r, amount in placement.extended:
             self.extra_free[node][r] -= amount
 

@@ -103,3 +103,6 @@ class Eviction:
     workload: str
     reason: EvictionReason
     preemptor: str
+    #: the evicted admission's :attr:`AdmittedWorkload.sequence` (tells whether it was admitted
+    #: before or within the cycle that evicted it)
+    sequence: int = 0
