@@ -251,8 +251,9 @@ def _placement(words: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[s
 
 
 def _evicted(f: Mapping[str, Any], code: str) -> str:
-    if f.get("preemptor_job"):
-        return f"preempted ({code}) to admit job {f['preemptor_job']}"
+    if "preemptor_job" in f:  # as the service stores it: the preemptor is a job id
+        text = f"preempted ({code})"
+        return f"{text} to admit job {f['preemptor_job']}" if f["preemptor_job"] else text
     if f.get("preemptor"):
         return f"evicted ({code}) to admit {f['preemptor']}"
     return f"evicted ({code})"
