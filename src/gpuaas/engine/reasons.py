@@ -221,7 +221,7 @@ def _unused(f: Mapping[str, Any]) -> str:
         f"insufficient unused quota for {f['resource']} in flavor {f['flavor']}: "
         f"{_amount(f, 'needed')} more needed"
     )
-    if f.get("cohort") is not None:
+    if f.get("cohort") is not None and f.get("lend") is not None:
         text += f"; cohort {f['cohort']} has {_amount(f, 'lend')} to lend"
     return text
 
