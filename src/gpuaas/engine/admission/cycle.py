@@ -40,7 +40,6 @@ from gpuaas.engine.reasons import (
     evicted,
     node_failed,
     quota_capacity_exceeded,
-    unused_quota_short,
 )
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
@@ -751,9 +750,16 @@ class AdmissionEngine:
         if value <= available:
             return Mode.FIT, borrow
         lend = tree.lendable_from_cohort(node, fr) if node.parent is not None else None
-        reasons.append(
-            unused_quota_short(
-                node.parent.name if node.parent else None, fr[0], fr[1], value - available, lend
+        reasons.append(  # unused_quota_short(...), inline: this is the hot path of a full queue
+            Reason(
+                Code.UNUSED_QUOTA_SHORT,
+                {
+                    "flavor": fr[0],
+                    "resource": fr[1],
+                    "needed": value - available,
+                    "cohort": node.parent.name if node.parent else None,
+                    "lend": lend,
+                },
             )
         )
         # Kueue tries preemption only when the request fits the queue's nominal quota, when a
