@@ -9,6 +9,7 @@ import pytest
 from admission_builders import cq, make_gov, quota_group, wl
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine
+from gpuaas.engine.reasons import Code
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -54,6 +55,17 @@ def test_pending_reason_names_resource_flavor_amount_and_cohort() -> None:
         "cohort ai-lab has 0 to lend"
     )
     assert engine.pending_names() == ["big", "more"]
+    big, more = engine.why["big"], engine.why["more"]  # the same reasons, structured
+    assert big.code is Code.QUOTA_CAPACITY_EXCEEDED
+    assert dict(big.fields) == {
+        "cluster_queue": "a", "flavor": "default", "resource": "cpu", "requested": 4000,
+        "capacity": 2000,
+    }  # fmt: skip
+    assert more.code is Code.UNUSED_QUOTA_SHORT
+    assert dict(more.fields) == {
+        "flavor": "default", "resource": "cpu", "needed": 1000, "cohort": "ai-lab", "lend": 0
+    }  # fmt: skip
+    assert [c.code for c in more.causes] == [Code.NO_PREEMPTION_POSSIBLE]
 
 
 @pytest.mark.parametrize(
