@@ -9,7 +9,7 @@ import pytest
 from admission_builders import cq, make_gov, quota_group, wl
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine
-from gpuaas.engine.reasons import Code
+from gpuaas.engine.reasons import Code, Reason
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -120,6 +120,8 @@ def test_min_run_time_protects_recent_admissions() -> None:
     assert "urgent" in engine.admitted
     assert engine.evictions[0].workload == "old"
     assert engine.evictions[0].reason == EvictionReason.IN_CLUSTER_QUEUE
+    assert engine.why["old"] == Reason(Code.IN_CLUSTER_QUEUE, {"preemptor": "urgent"})
+    assert engine.reasons["old"] == "evicted (InClusterQueue) to admit urgent"
 
 
 def test_per_user_limit_inside_a_queue() -> None:
@@ -133,6 +135,9 @@ def test_per_user_limit_inside_a_queue() -> None:
     assert (
         "user alice already has 2 admitted workloads in LocalQueue ns/a"
         in (engine.reasons["alice-2"])
+    )
+    assert engine.why["alice-2"] == Reason(
+        Code.USER_LIMIT, {"user": "alice", "queue": "ns/a", "limit": 2}
     )
     engine.evict("alice-0", EvictionReason.IN_CLUSTER_QUEUE)
     engine.run(11)
