@@ -229,15 +229,22 @@ def test_preempted_jobs_are_requeued_with_events(db: Database, world: dict[str, 
     check_consistent(db)
 
 
-def test_draining_a_node_requeues_its_jobs_elsewhere(db: Database, world: dict[str, int],
-                                                     reconciler: Reconciler) -> None:  # fmt: skip
+def running_on_one_node(
+    db: Database, world: dict[str, int], reconciler: Reconciler
+) -> tuple[int, str]:
+    """A job running on one node from T0 + 2: its id and its node."""
     first = submit(db, world, gang("first", 1, 2, duration=1000))
     reconciler.step(T0 + 1)
     reconciler.step(T0 + 2)
     with db.sessions() as s:
         row = s.get(Job, first)
         assert row is not None and row.placement is not None
-        node = row.placement[0]["node"]
+        return first, row.placement[0]["node"]
+
+
+def test_draining_a_node_requeues_its_jobs_elsewhere(db: Database, world: dict[str, int],
+                                                     reconciler: Reconciler) -> None:  # fmt: skip
+    first, node = running_on_one_node(db, world, reconciler)
     other = "node-2" if node == "node-1" else "node-1"
     with db.session() as s:
         set_schedulable(s, node, T0 + 3, cordoned=True, draining=True)
@@ -260,13 +267,7 @@ def test_draining_a_node_requeues_its_jobs_elsewhere(db: Database, world: dict[s
 def test_a_job_on_a_node_that_left_is_requeued_as_node_removed(
     db: Database, world: dict[str, int], reconciler: Reconciler
 ) -> None:
-    first = submit(db, world, gang("first", 1, 2, duration=1000))
-    reconciler.step(T0 + 1)
-    reconciler.step(T0 + 2)
-    with db.sessions() as s:
-        row = s.get(Job, first)
-        assert row is not None and row.placement is not None
-        node = row.placement[0]["node"]
+    first, node = running_on_one_node(db, world, reconciler)
     with db.session() as s:  # gone without a drain (a fleet file reloaded without it)
         s.execute(delete(NodeRow).where(NodeRow.name == node))
         bump_version(s, FLEET_VERSION)

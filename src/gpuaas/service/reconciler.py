@@ -188,6 +188,15 @@ class Tracked:
     started_at: float | None = None
     placement: list[dict[str, Any]] | None = None
 
+    def requeued(self, at: float, cause: Reason) -> None:
+        """The job is pending again from ``at`` after losing its place for ``cause``."""
+        self.state = JobState.PENDING
+        self.queued_since = at
+        self.cluster_queue = None
+        self.started_at = None
+        self.placement = None
+        self.reason = _requeued(cause)
+
     @property
     def max_run_time(self) -> float | None:
         value = self.spec.get("maxRunTime")
@@ -619,15 +628,9 @@ class Reconciler:
             if tracked is None or tracked.state not in ACTIVE:
                 continue  # admitted and evicted within this step: never stored as admitted
             why = Reason(Code(eviction.reason), {"preemptor_job": eviction.preemptor})
-            self._requeue(session, job_id, tracked.state, now, why)
-            self.telemetry.evictions.labels(tracked.cluster_queue or "", why.code.value).inc()
-            stops.append(job_id)
-            tracked.state = JobState.PENDING
-            tracked.queued_since = now
-            tracked.cluster_queue = None
-            tracked.started_at = None
-            tracked.placement = None
-            tracked.reason = _requeued(why)
+            write = self._requeue_write(job_id, tracked.state, tracked.cluster_queue, now, why)
+            self._apply(session, write, stops)
+            tracked.requeued(now, why)
 
     def _write_admissions(self, session: Session, now: float) -> list[BackendJob]:
         assert self.engine is not None
@@ -764,12 +767,7 @@ class Reconciler:
         writes.append(
             self._requeue_write(tracked.id, tracked.state, tracked.cluster_queue, at, why)
         )
-        tracked.state = JobState.PENDING
-        tracked.queued_since = at
-        tracked.cluster_queue = None
-        tracked.started_at = None
-        tracked.placement = None
-        tracked.reason = _requeued(why)
+        tracked.requeued(at, why)
 
     def _start_write(self, job_id: int, at: float) -> Start:
         return Start(job_id, at, self.backend.name)
