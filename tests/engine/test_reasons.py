@@ -106,7 +106,8 @@ def test_every_code_renders_from_sample_fields_and_round_trips(data: st.DataObje
         shown = reason.to_json()
         assert shown["code"] == code.value and shown["message"] == text
         stored = json.loads(json.dumps(reason.detail()))  # as a JSON column holds it
-        assert Reason.stored(code.value, stored) == reason
+        back = Reason.stored(code.value, stored)
+        assert back is not None and back.same(reason) and back.render() == text
 
 
 @given(st.lists(reasons(), max_size=6))
@@ -122,7 +123,11 @@ def test_a_combined_reason_says_every_cause_once_in_order(parts: list[Reason]) -
             texts.append(part.render())
     assert combined.render() == "; ".join(texts)
     stored = json.loads(json.dumps(combined.detail()))
-    assert Reason.stored(combined.code.value, stored) == combined
+    back = Reason.stored(combined.code.value, stored)
+    assert back is not None and back.render() == combined.render()
+    assert back.detail() == combined.detail()
+    causes = [(c["code"], c["fields"]) for c in stored.get("causes", [])]
+    assert len(causes) == len(set(map(repr, causes)))  # each stored once
 
 
 def test_the_sentences_read_as_before() -> None:
@@ -149,11 +154,23 @@ def test_the_sentences_read_as_before() -> None:
         Code.INSUFFICIENT_GPU, "workload w: 0/2 nodes fit: 2 insufficient GPU"
     )
     assert on_nodes.render() == "workload w: 0/2 nodes fit: 2 insufficient GPU"
-    admission = on_nodes._replace(fields={**on_nodes.fields, "flavors": {"main": {"cpu": "a"}}})
+    admission = on_nodes.with_fields(flavors={"main": {"cpu": "a"}})
     assert admission.render() == (
         "quota is available but the pods do not fit on the nodes of the assigned flavors "
         "(main: cpu=a): workload w: 0/2 nodes fit: 2 insufficient GPU"
     )
+
+
+def test_the_hot_paths_positional_fields_read_as_named_ones() -> None:
+    positional = quota_capacity_exceeded("cq", "h100", "nvidia.com/gpu", 12, 8)
+    named = Reason(
+        Code.QUOTA_CAPACITY_EXCEEDED,
+        {"cluster_queue": "cq", "flavor": "h100", "resource": "nvidia.com/gpu", "requested": 12,
+         "capacity": 8},
+    )  # fmt: skip
+    assert positional.fields == named.fields and positional.same(named)
+    assert positional.render() == named.render() and positional.to_json() == named.to_json()
+    assert not positional.same(quota_capacity_exceeded("cq", "h100", "nvidia.com/gpu", 12, 9))
 
 
 def test_an_eviction_reason_must_be_an_eviction_code() -> None:

@@ -24,7 +24,7 @@ stored and served as it is; amounts are integers in the resource's unit and are 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -127,12 +127,50 @@ class Reason(NamedTuple):
     """A code, its fields, and further causes (see the module docstring).
 
     A named tuple: the engine builds one for every flavor a pending workload tries, so it must
-    cost no more than the tuple it replaced; it is immutable like one.
+    cost little more than the tuple it replaced; it is immutable like one. ``args`` holds the
+    fields: a mapping, or (on the engine's hot paths, where building a dict per flavor tried
+    would cost more than the decision) a tuple of values in the order :data:`FIELDS` names
+    them; :attr:`fields` reads either as a mapping. ``more`` holds the further causes, each a
+    reason or, as the hot paths record them, a :data:`Cause` pair ``(code, args)`` (a tuple
+    subclass costs four times a tuple to build: causes become reasons only when read, through
+    :attr:`causes`). Two reasons are equal when their code, fields and causes are
+    (:meth:`same`); ``==`` compares the stored form, as for any tuple.
     """
 
     code: Code
-    fields: Mapping[str, Any] = _NO_FIELDS
-    causes: tuple[Reason, ...] = ()
+    args: Mapping[str, Any] | tuple[Any, ...] = _NO_FIELDS
+    more: tuple[Reason | Cause, ...] = ()
+
+    @property
+    def causes(self) -> tuple[Reason, ...]:
+        """The further causes, as reasons."""
+        more = self.more
+        if not more:
+            return ()
+        return tuple(c if type(c) is Reason else Reason(*c) for c in more)
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """The fields by name."""
+        args = self.args
+        if type(args) is tuple:
+            return dict(zip(FIELDS[self.code], args, strict=True))
+        return args  # type: ignore[return-value]
+
+    def same(self, other: Reason) -> bool:
+        """Whether ``other`` has the same code, fields and causes (whatever their form)."""
+        if self == other:
+            return True
+        return (
+            self.code is other.code
+            and dict(self.fields) == dict(other.fields)
+            and len(self.causes) == len(other.causes)
+            and all(a.same(b) for a, b in zip(self.causes, other.causes, strict=True))
+        )
+
+    def with_fields(self, **more: Any) -> Reason:
+        """This reason with ``more`` fields."""
+        return self._replace(args={**self.fields, **more})
 
     def render(self) -> str:
         """The sentence a person reads (each distinct cause once, joined by ``"; "``)."""
@@ -156,20 +194,18 @@ class Reason(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         """``{code, message, fields}`` and, with several causes, ``causes`` (each without a
         message of its own: the message already says them all)."""
-        out: dict[str, Any] = {
-            "code": self.code.value,
-            "message": self.render(),
-            "fields": dict(self.fields),
-        }
-        if self.causes:
-            out["causes"] = [{"code": c.code.value, "fields": dict(c.fields)} for c in self.causes]
-        return out
+        return {"code": self.code.value, "message": self.render(), **self.detail()}
 
     def detail(self) -> dict[str, Any]:
-        """What is stored beside the code: the fields and any further causes."""
+        """What is stored beside the code: the fields and any further causes (each once)."""
         out: dict[str, Any] = {"fields": dict(self.fields)}
-        if self.causes:
-            out["causes"] = [{"code": c.code.value, "fields": dict(c.fields)} for c in self.causes]
+        causes: list[dict[str, Any]] = []
+        for cause in self.causes:
+            shown = {"code": cause.code.value, "fields": dict(cause.fields)}
+            if shown not in causes and shown != {"code": self.code.value, **out}:
+                causes.append(shown)
+        if causes:
+            out["causes"] = causes
         return out
 
     @classmethod
@@ -190,18 +226,29 @@ class Reason(NamedTuple):
 _CODES = frozenset(c.value for c in Code)
 
 
-def combine(parts: Iterable[Reason], default: Reason) -> Reason:
-    """One reason for several causes, in order, each once; ``default`` when there are none."""
-    flat: list[Reason] = []
-    for part in parts:
-        for one in (part._replace(causes=()), *part.causes) if part.causes else (part,):
-            if one not in flat:
-                flat.append(one)
-    if not flat:
+#: A cause as the engine's hot paths record it: a code and its fields by position.
+Cause = tuple[Code, tuple[Any, ...]]
+
+
+def combine(parts: Sequence[Reason | Cause], default: Reason) -> Reason:
+    """One reason for several causes, in order; ``default`` when there are none. Repeats are
+    kept (comparing costs more than the rare repeat): :meth:`Reason.render` and
+    :meth:`Reason.detail` say each cause once."""
+    if not parts:
         return default
-    if len(flat) == 1:
-        return flat[0]
-    return flat[0]._replace(causes=tuple(flat[1:]))
+    first = parts[0]
+    if type(first) is not Reason:
+        first = Reason(*first)
+    if len(parts) == 1:
+        return first
+    more = list(first.more)
+    for part in parts[1:]:
+        if type(part) is Reason and part.more:
+            more.append(Reason(part.code, part.args))
+            more.extend(part.more)
+        else:
+            more.append(part)
+    return Reason(first.code, first.args, tuple(more))
 
 
 def reason(code: Code, **fields: Any) -> Reason:
@@ -418,14 +465,7 @@ def quota_capacity_exceeded(
     cluster_queue: str, flavor: str, resource: str, requested: int, capacity: int
 ) -> Reason:
     return Reason(
-        Code.QUOTA_CAPACITY_EXCEEDED,
-        {
-            "cluster_queue": cluster_queue,
-            "flavor": flavor,
-            "resource": resource,
-            "requested": requested,
-            "capacity": capacity,
-        },
+        Code.QUOTA_CAPACITY_EXCEEDED, (cluster_queue, flavor, resource, requested, capacity)
     )
 
 
@@ -434,10 +474,7 @@ def unused_quota_short(
 ) -> Reason:
     """``needed`` more than is unused; ``lend``: what the ``cohort`` could lend (None without
     a cohort)."""
-    return Reason(
-        Code.UNUSED_QUOTA_SHORT,
-        {"flavor": flavor, "resource": resource, "needed": needed, "cohort": cohort, "lend": lend},
-    )
+    return Reason(Code.UNUSED_QUOTA_SHORT, (flavor, resource, needed, cohort, lend))
 
 
 def evicted(code: Code, preemptor: str = "") -> Reason:

@@ -687,7 +687,7 @@ class Reconciler:
             if tracked.state is not JobState.PENDING:
                 continue
             current = why.get(str(job_id), WAITING_FOR_ADMISSION)
-            if current != tracked.reason:
+            if not current.same(tracked.reason):
                 changed.append((job_id, current))
                 if len(changed) >= REASONS_PER_STEP:
                     break

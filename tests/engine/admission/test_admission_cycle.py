@@ -65,7 +65,7 @@ def test_pending_reason_names_resource_flavor_amount_and_cohort() -> None:
     assert dict(more.fields) == {
         "flavor": "default", "resource": "cpu", "needed": 1000, "cohort": "ai-lab", "lend": 0
     }  # fmt: skip
-    assert [c.code for c in more.causes] == [Code.NO_PREEMPTION_POSSIBLE]
+    assert more.detail()["causes"] == [{"code": "NoPreemptionPossible", "fields": {}}]
 
 
 @pytest.mark.parametrize(

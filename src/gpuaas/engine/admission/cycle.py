@@ -34,12 +34,12 @@ from gpuaas.engine.reasons import (
     NO_PREEMPTION_POSSIBLE,
     PREEMPTION_WOULD_NOT_FIT,
     WAITING_FOR_QUOTA,
+    Cause,
     Code,
     Reason,
     combine,
     evicted,
     node_failed,
-    quota_capacity_exceeded,
 )
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
@@ -61,6 +61,8 @@ from gpuaas.model.node import Node
 from gpuaas.model.resources import NVIDIA_GPU
 
 _VICTIM_ORDER = attrgetter("victim_order")
+_UNUSED = Code.UNUSED_QUOTA_SHORT  # fields as in reasons.unused_quota_short
+_CAPACITY = Code.QUOTA_CAPACITY_EXCEEDED  # fields as in reasons.quota_capacity_exceeded
 
 
 def _queue_order(wl: AdmissionWorkload) -> tuple[int, float, str]:
@@ -77,7 +79,9 @@ class Assignment:
     mode: Mode = Mode.FIT
     borrow: int = 0
     need_preemption: set[FlavorResource] = field(default_factory=set)
-    reasons: list[Reason] = field(default_factory=list)  # rendered only when shown
+    # why flavors were refused: reasons, or (code, positional fields) pairs from the hot path
+    # (see gpuaas.engine.reasons.Cause); combined into one reason only on failure
+    reasons: list[Reason | Cause] = field(default_factory=list)
     simulated: bool = True  # False: preemption was assumed possible, not checked
 
     def reason(self) -> Reason:
@@ -535,7 +539,7 @@ class AdmissionEngine:
                 a = retry
             if placement is None:
                 failed = self.pool.last_reason
-                self.why[wl.name] = failed._replace(fields={**failed.fields, "flavors": a.flavors})
+                self.why[wl.name] = failed.with_fields(flavors=a.flavors)
                 return False
         self._dequeue(cq, wl.name)
         self._record(wl, cq, a.flavors, a.usage, self.now, placement)
@@ -737,29 +741,23 @@ class AdmissionEngine:
         node: QuotaNode,
         fr: FlavorResource,
         value: int,
-        reasons: list[Reason],
+        reasons: list[Reason | Cause],
     ) -> tuple[Mode, int]:
         """FIT, NO_FIT, or PREEMPT meaning "only preemption could help" (checked by the caller)."""
         tree = self.tree
         available = tree.available(node, fr)
         capacity = tree.potential_available(node, fr)
         if value > capacity:
-            reasons.append(quota_capacity_exceeded(cq_name, fr[0], fr[1], value, capacity))
+            reasons.append((_CAPACITY, (cq_name, fr[0], fr[1], value, capacity)))
             return Mode.NO_FIT, 0
         borrow, may_reclaim = tree.borrow_height(node, fr, value)
         if value <= available:
             return Mode.FIT, borrow
         lend = tree.lendable_from_cohort(node, fr) if node.parent is not None else None
-        reasons.append(  # unused_quota_short(...), inline: this is the hot path of a full queue
-            Reason(
-                Code.UNUSED_QUOTA_SHORT,
-                {
-                    "flavor": fr[0],
-                    "resource": fr[1],
-                    "needed": value - available,
-                    "cohort": node.parent.name if node.parent else None,
-                    "lend": lend,
-                },
+        reasons.append(  # unused_quota_short(...) as a bare cause: the hot path of a full queue
+            (
+                _UNUSED,
+                (fr[0], fr[1], value - available, node.parent.name if node.parent else None, lend),
             )
         )
         # Kueue tries preemption only when the request fits the queue's nominal quota, when a
