@@ -13,7 +13,14 @@ runs one :meth:`Reconciler.step`:
 2. run admission; write admissions (ClusterQueue, flavors, per-pod devices) and evictions
    (Preempted, then Pending again with one more attempt), each with its event;
 3. hand admitted jobs to the backend, poll it, and write Running / Succeeded / Failed; a job
-   past its ``maxRunTime`` is stopped and Failed.
+   past its ``maxRunTime`` is stopped and Failed; a job the backend lost is requeued.
+
+Every write carries a structured reason (:mod:`gpuaas.engine.reasons`): the job row keeps its
+code and fields beside the sentence. What a step decides before it stores anything is a list of
+typed writes (:class:`Fail`, :class:`Cancel`, :class:`Requeue`, :class:`Start`,
+:class:`Finish`), stored by :meth:`Reconciler._apply`; a requeue carries its cause
+(``NodeDrained``, ``NodeRemoved``, ``DeviceLost``, ``BackendLost``), and so does its count in
+``gpuaas_evictions``.
 
 Writes are conditional on the state the reconciler expects (see
 :func:`gpuaas.service.jobs.transition`): a job cancelled by the API while it was being admitted
