@@ -186,6 +186,7 @@ class AdmissionEngine:
         self._frontier: dict[str, tuple[tuple[tuple[int, int], float], int]] = {}
         self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode, int]] = {}
         self._known: set[str] = set()
+        self._flavor_sets: dict[tuple[object, ...], dict[str, dict[str, str]]] = {}
         self._user_admitted: dict[tuple[str, str], int] = {}
         self._group_of: dict[str, dict[str, int]] = {}
         self._label_keys: dict[str, list[set[str]]] = {}
@@ -539,11 +540,17 @@ class AdmissionEngine:
                 a = retry
             if placement is None:
                 failed = self.pool.last_reason
-                self.why[wl.name] = failed.with_fields(flavors=a.flavors)
+                self.why[wl.name] = failed.with_fields(flavors=self._shared(a.flavors))
                 return False
         self._dequeue(cq, wl.name)
         self._record(wl, cq, a.flavors, a.usage, self.now, placement)
         return True
+
+    def _shared(self, flavors: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """One copy of each distinct flavor assignment for the reasons that name it: thousands
+        of workloads waiting for room on the same flavors hold one dict, not one each."""
+        key = tuple((ps, tuple(rs.items())) for ps, rs in flavors.items())
+        return self._flavor_sets.setdefault(key, flavors)
 
     def _record(
         self,
