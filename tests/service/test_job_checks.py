@@ -180,8 +180,10 @@ def test_a_job_too_big_for_now_is_accepted_and_its_reason_counts_gpus(world: Api
     assert pending["state"] == "Pending"
     assert (
         "insufficient unused quota for nvidia.com/gpu in flavor gpu: 6 GPUs more needed"
-        in (pending["reason"])
+        in pending["reason"]["message"]
     )
+    assert pending["reason"]["code"] == "UnusedQuotaShort"
+    assert pending["reason"]["fields"]["needed"] == 6
     assert pending["spec"]["requests"] == {
         "main": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "3"}
     }

@@ -199,6 +199,13 @@ def test_workloads_show_why_jobs_wait_and_where_they_run(world: Api, tmp_path: A
                                                     "nvidia.com/gpu": "gpu"}}  # fmt: skip
     assert items[big["id"]]["gpus"] == 8
     assert items[waits["id"]]["state"] == "Pending"
-    assert "insufficient unused quota for nvidia.com/gpu" in items[waits["id"]]["reason"]
+    why = items[waits["id"]]["reason"]
+    assert "insufficient unused quota for nvidia.com/gpu" in why["message"]
+    assert why["code"] == "UnusedQuotaShort"
+    assert why["fields"] == {
+        "flavor": "gpu", "resource": "nvidia.com/gpu", "needed": 1, "cohort": None, "lend": None
+    }  # fmt: skip
+    assert items[big["id"]]["reason"]["code"] == "Admitted"
+    assert items[big["id"]]["reason"]["fields"]["cluster_queue"] == "cq"
     job = alice.get(f"/v1/tenants/acme/jobs/{big['id']}").json()
     assert sorted(job["nodes"]) == ["node-1", "node-2"]

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
+from gpuaas.engine.reasons import Code
 from gpuaas.service.app import create_app
 from gpuaas.service.fleet import register_nodes, set_schedulable
 from gpuaas.service.governance import document, put_object
@@ -144,9 +145,10 @@ def test_metrics_reports_queues_jobs_gpus_and_nodes(served: tuple[TestClient, An
     db: Database = app.state.db
     ids = seed(db)
     acme, globex, user = ids["acme"], ids["globex"], ids["user"]
-    for _ in range(3):
+    for _ in range(2):
         add_job(db, acme, user, "train", "Pending")
-    add_job(db, acme, user, "dev", "Pending")
+    add_job(db, acme, user, "train", "Pending", reason_code="UnusedQuotaShort")
+    add_job(db, acme, user, "dev", "Pending", reason_code="StrictFIFOBlocked")
     add_job(db, globex, user, "shared", "Pending")
     add_job(db, globex, user, "gone", "Pending")  # its LocalQueue was never created
     h100 = {"workers": {"nvidia.com/gpu": "h100", "cpu": "h100"}}
@@ -170,6 +172,13 @@ def test_metrics_reports_queues_jobs_gpus_and_nodes(served: tuple[TestClient, An
     assert m["gpuaas_cluster_queue_pending_jobs"] == {
         (("cluster_queue", "acme-h100"),): 4,
         (("cluster_queue", "globex-l40s"),): 1,
+    }
+    by_reason = m["gpuaas_pending_jobs_by_reason"]
+    assert len(by_reason) == len(Code)  # every code, zeros included
+    assert {k[0][1]: v for k, v in by_reason.items() if v} == {
+        "WaitingForAdmission": 4,  # rows without a code wait for admission
+        "UnusedQuotaShort": 1,
+        "StrictFIFOBlocked": 1,
     }
     jobs = m["gpuaas_jobs"]
     assert len(jobs) == 14  # every state of both tenants, zeros included

@@ -22,6 +22,7 @@ import pytest
 from job_world import build_world, job_spec
 from sqlalchemy import select
 
+from gpuaas.engine.reasons import WAITING_FOR_ADMISSION
 from gpuaas.engine.scheduling import Decisions
 from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.workload import PodRequest, PodSet, Workload
@@ -30,7 +31,7 @@ from gpuaas.service.fleet import load_nodes
 from gpuaas.service.governance import load_governance
 from gpuaas.service.jobs import JobState, submit_job
 from gpuaas.service.models.jobs import JobSpec
-from gpuaas.service.reconciler import WAITING, Reconciler
+from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
 from gpuaas.sim.simulate import FINISHED, SimConfig, Simulator
 from gpuaas.sim.traces import SimJob
@@ -140,7 +141,7 @@ def _sim_run(
         seen.append(decisions)
         engine = scheduler.engine
         waiting[now] = {
-            name: str(decisions.waiting.get(name, WAITING))
+            name: str(decisions.waiting.get(name, WAITING_FOR_ADMISSION.render()))
             for pending in engine.pending.values()
             for name in pending
         }

@@ -11,16 +11,20 @@ from typing import Any
 
 import pytest
 from job_world import build_world, devices_given_twice, events, job_spec, jobs
+from sqlalchemy import delete
 
+from gpuaas.backends.base import BackendEvent, EventKind
+from gpuaas.backends.sim import SimBackend
 from gpuaas.engine.admission.restore import PlacementLost, readmit
 from gpuaas.model.job_state import JobState
-from gpuaas.service.fleet import set_schedulable
+from gpuaas.model.resources import NVIDIA_GPU
+from gpuaas.service.fleet import FLEET_VERSION, bump_version, set_schedulable
 from gpuaas.service.jobs import cancel_job, submit_job
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Job, Tenant
+from gpuaas.store.tables import Job, NodeRow, Tenant
 
 T0 = 1_000_000.0
 
@@ -139,6 +143,10 @@ def test_pending_jobs_carry_the_reason_they_wait(db: Database, world: dict[str, 
         row = s.get(Job, waits)
         assert row is not None and row.state == "Pending"
         assert "insufficient unused quota for nvidia.com/gpu in flavor gpu" in row.reason
+        assert row.reason_code == "UnusedQuotaShort"  # the same reason, structured
+        assert row.reason_fields is not None
+        fields = row.reason_fields["fields"]
+        assert (fields["flavor"], fields["resource"], fields["needed"]) == ("gpu", NVIDIA_GPU, 1)
 
 
 def test_cancel_pending_and_running_jobs(db: Database, world: dict[str, int],
@@ -222,15 +230,22 @@ def test_preempted_jobs_are_requeued_with_events(db: Database, world: dict[str, 
     check_consistent(db)
 
 
-def test_draining_a_node_requeues_its_jobs_elsewhere(db: Database, world: dict[str, int],
-                                                     reconciler: Reconciler) -> None:  # fmt: skip
+def running_on_one_node(
+    db: Database, world: dict[str, int], reconciler: Reconciler
+) -> tuple[int, str]:
+    """A job running on one node from T0 + 2: its id and its node."""
     first = submit(db, world, gang("first", 1, 2, duration=1000))
     reconciler.step(T0 + 1)
     reconciler.step(T0 + 2)
     with db.sessions() as s:
         row = s.get(Job, first)
         assert row is not None and row.placement is not None
-        node = row.placement[0]["node"]
+        return first, row.placement[0]["node"]
+
+
+def test_draining_a_node_requeues_its_jobs_elsewhere(db: Database, world: dict[str, int],
+                                                     reconciler: Reconciler) -> None:  # fmt: skip
+    first, node = running_on_one_node(db, world, reconciler)
     other = "node-2" if node == "node-1" else "node-1"
     with db.session() as s:
         set_schedulable(s, node, T0 + 3, cordoned=True, draining=True)
@@ -244,7 +259,74 @@ def test_draining_a_node_requeues_its_jobs_elsewhere(db: Database, world: dict[s
                                                   ("Preempted", "Pending"),
                                                   ("Pending", "Admitted")]  # fmt: skip
     assert f"node {node} is draining" in steps[-3][2]
+    registry = reconciler.telemetry.registry
+    labels = {"cluster_queue": "cq", "reason": "NodeDrained"}
+    assert registry.get_sample_value("gpuaas_evictions_total", labels) == 1
     check_consistent(db)
+
+
+def test_a_job_on_a_node_that_left_is_requeued_as_node_removed(
+    db: Database, world: dict[str, int], reconciler: Reconciler
+) -> None:
+    first, node = running_on_one_node(db, world, reconciler)
+    with db.session() as s:  # gone without a drain (a fleet file reloaded without it)
+        s.execute(delete(NodeRow).where(NodeRow.name == node))
+        bump_version(s, FLEET_VERSION)
+    reconciler.step(T0 + 4)
+    with db.sessions() as s:
+        steps = events(s, first)
+    assert [(a, b) for a, b, _ in steps[-3:-1]] == [("Running", "Preempted"),
+                                                    ("Preempted", "Pending")]  # fmt: skip
+    assert f"node {node} is no longer in the fleet" in steps[-3][2]
+    registry = reconciler.telemetry.registry
+    for cause, count in (("NodeRemoved", 1), ("NodeDrained", None), ("DeviceLost", None)):
+        labels = {"cluster_queue": "cq", "reason": cause}
+        assert registry.get_sample_value("gpuaas_evictions_total", labels) == count
+    check_consistent(db)
+
+
+class LosingBackend(SimBackend):
+    """The simulated backend, except that it reports ``lose`` lost once it runs."""
+
+    def __init__(self, lose: set[int]) -> None:
+        super().__init__(1.0)
+        self.lose = lose
+
+    def poll(self, now: float) -> list[BackendEvent]:
+        events = super().poll(now)
+        lost = [i for i in sorted(self.lose) if i in self.running()]
+        for job_id in lost:
+            self.lose.discard(job_id)
+            self.cancel(job_id)
+        return events + [BackendEvent(i, EventKind.LOST, now, "machine gone") for i in lost]
+
+
+def test_a_job_the_backend_lost_is_requeued_with_that_cause(
+    db: Database, world: dict[str, int], tmp_path: Path
+) -> None:
+    job = submit(db, world, gang("lost", 1, 2, duration=1000))
+    backend = LosingBackend(set())
+    reconciler = Reconciler(db, settings(db, tmp_path), backend=backend)
+    try:
+        reconciler.step(T0 + 1)
+        reconciler.step(T0 + 2)
+        assert state(db)[job] == "Running"
+        backend.lose.add(job)
+        reconciler.step(T0 + 3)  # lost, given back, and admitted again in the same step
+        with db.sessions() as s:
+            row = s.get(Job, job)
+            assert row is not None and row.attempts == 1
+            steps = events(s, job)
+        assert [(a, b) for a, b, _ in steps[-3:]] == [("Running", "Preempted"),
+                                                      ("Preempted", "Pending"),
+                                                      ("Pending", "Admitted")]  # fmt: skip
+        assert steps[-3][2] == "the sim backend lost it: machine gone"
+        assert steps[-2][2] == "requeued"
+        labels = {"cluster_queue": "cq", "reason": "BackendLost"}
+        assert reconciler.telemetry.registry.get_sample_value("gpuaas_evictions_total", labels) == 1
+        check_consistent(db)
+    finally:
+        reconciler.stop()
 
 
 def test_max_run_time_fails_a_job_that_runs_too_long(db: Database, world: dict[str, int],
@@ -259,6 +341,9 @@ def test_max_run_time_fails_a_job_that_runs_too_long(db: Database, world: dict[s
     assert state(db)[slow] == "Failed"
     with db.sessions() as s:
         assert "exceeded its maxRunTime of 60s" in events(s, slow)[-1][2]
+        row = s.get(Job, slow)
+        assert row is not None and row.reason_code == "MaxRunTimeExceeded"
+        assert row.reason_fields == {"fields": {"limit": 60.0}}
     assert reconciler.backend.running() == set()
     check_consistent(db)
 

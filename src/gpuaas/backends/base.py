@@ -18,6 +18,7 @@ class EventKind(StrEnum):
     STARTED = "started"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    LOST = "lost"  # the backend no longer runs the job (its machine went away): run it again
 
 
 @dataclass(frozen=True, slots=True)

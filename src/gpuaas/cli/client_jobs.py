@@ -205,7 +205,7 @@ WORKLOAD_COLUMNS: list[Column] = [
     ("CLUSTER QUEUE", field("clusterQueue")),
     ("STATE", field("state")),
     ("FLAVORS", field("flavors")),
-    ("REASON", field("reason")),
+    ("REASON", field("reason.message", "reason")),
 ]
 
 

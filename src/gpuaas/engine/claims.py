@@ -30,6 +30,7 @@ import numpy as np
 
 from gpuaas.engine.framework import ScorePlugin
 from gpuaas.engine.place import NodeSampling, Placement, Unschedulable, place_pod
+from gpuaas.engine.reasons import Code, Reason
 from gpuaas.engine.snapshot import MILLI, Assignment, Snapshot
 from gpuaas.model.devices import Device, PartitionMode
 from gpuaas.model.errors import InvalidValue
@@ -641,7 +642,8 @@ def place_with_claims(
     if not mask.any():
         return Unschedulable(
             f"0/{considered} nodes fit: no node has {claims.describe(pod.claims)}",
-            ((claims.describe(pod.claims), considered),),
+            ((Reason(Code.DEVICE_CLAIMS, {"claims": claims.describe(pod.claims)}), considered),),
+            Code.DEVICE_CLAIMS,
         )
     ranked = claims.scoring_request(snapshot, pod)
     stand_in = bool(ranked.gpus) and not pod.gpus  # whole GPUs standing in for the claims
@@ -661,6 +663,7 @@ def place_with_claims(
     return Unschedulable(
         f"0/{considered} nodes fit: the nodes left cannot hold {claims.describe(pod.claims)} "
         "together with the pod's other devices",
+        code=Code.DEVICE_CLAIMS,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from gpuaas.engine.reasons import Code, Reason
 from gpuaas.engine.snapshot import MILLI, Assignment, Snapshot
 from gpuaas.model.node import TaintEffect
 from gpuaas.model.workload import PodRequest
@@ -106,8 +107,9 @@ class FilterPlugin(Protocol):
         """Bool mask over ``nodes`` (int indices): True where the pod may run."""
         ...
 
-    def reason(self, state: CycleState) -> str:
-        """Why a node failed this filter, in words a user can act on."""
+    def reason(self, state: CycleState) -> Reason:
+        """Why a node failed this filter (see :mod:`gpuaas.engine.reasons`; rendered, in
+        words a user can act on)."""
         ...
 
 
@@ -149,6 +151,13 @@ def reserve_hooks(policy: object) -> ReservePlugin | None:
 
 
 # ---------------------------------------------------------------------------- filters
+_TAINT = Reason(Code.TAINT)
+_CPU = Reason(Code.INSUFFICIENT_CPU)
+_MEMORY = Reason(Code.INSUFFICIENT_MEMORY)
+_GPU = Reason(Code.INSUFFICIENT_GPU)
+_REPLICAS = Reason(Code.INSUFFICIENT_REPLICAS)
+
+
 class GpuModelFilter:
     """``gpu_models``: the node's GPU model must be one of them."""
 
@@ -164,8 +173,8 @@ class GpuModelFilter:
             return np.zeros(len(nodes), dtype=bool)
         return np.isin(snap.model_of_node[nodes], ids)
 
-    def reason(self, state: CycleState) -> str:
-        return "gpu model not in {" + ",".join(sorted(state.shape.models)) + "}"
+    def reason(self, state: CycleState) -> Reason:
+        return Reason(Code.GPU_MODEL, {"models": sorted(state.shape.models)})
 
 
 class NodeSelectorFilter:
@@ -179,8 +188,8 @@ class NodeSelectorFilter:
             mask &= snap.label_mask(key, value)[nodes]
         return mask
 
-    def reason(self, state: CycleState) -> str:
-        return "node selector " + ",".join(f"{k}={v}" for k, v in state.pod.node_selector)
+    def reason(self, state: CycleState) -> Reason:
+        return Reason(Code.NODE_SELECTOR, {"selector": dict(state.pod.node_selector)})
 
 
 class TaintFilter:
@@ -206,8 +215,8 @@ class TaintFilter:
             mask &= ~np.isin(nodes, blocked)
         return mask
 
-    def reason(self, state: CycleState) -> str:
-        return "untolerated taint"
+    def reason(self, state: CycleState) -> Reason:
+        return _TAINT
 
 
 class CpuFilter:
@@ -216,8 +225,8 @@ class CpuFilter:
     def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
         return snap.cpu_free[nodes] >= state.shape.cpu
 
-    def reason(self, state: CycleState) -> str:
-        return "insufficient cpu"
+    def reason(self, state: CycleState) -> Reason:
+        return _CPU
 
 
 class MemoryFilter:
@@ -226,8 +235,8 @@ class MemoryFilter:
     def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
         return snap.mem_free[nodes] >= state.shape.mem
 
-    def reason(self, state: CycleState) -> str:
-        return "insufficient memory"
+    def reason(self, state: CycleState) -> Reason:
+        return _MEMORY
 
 
 class GpuFilter:
@@ -253,13 +262,13 @@ class GpuFilter:
             mask &= snap.replica_sum[nodes] >= shape.replicas
         return mask
 
-    def reason(self, state: CycleState) -> str:
+    def reason(self, state: CycleState) -> Reason:
         shape = state.shape
         if shape.mig:
-            return "insufficient MIG instances " + ",".join(f"{n}x{p}" for p, n in shape.mig)
+            return Reason(Code.INSUFFICIENT_MIG, {"instances": dict(shape.mig)})
         if shape.replicas:
-            return "insufficient time-sliced replicas"
-        return "insufficient GPU"
+            return _REPLICAS
+        return _GPU
 
 
 #: The filters whose verdict depends only on the node's static facts, never on reservations.
@@ -336,10 +345,10 @@ def run_filters(
     snap: Snapshot,
     nodes: np.ndarray,
     filters: tuple[FilterPlugin, ...] = DEFAULT_FILTERS,
-) -> tuple[np.ndarray, list[tuple[str, int]]]:
+) -> tuple[np.ndarray, list[tuple[Reason, int]]]:
     """Apply filters in order; returns surviving node indices and (reason, count) of removals
     (a node is counted under the first filter it fails)."""
-    rejected: list[tuple[str, int]] = []
+    rejected: list[tuple[Reason, int]] = []
     for plugin in filters:
         if len(nodes) == 0:
             break

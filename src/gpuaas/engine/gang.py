@@ -34,6 +34,7 @@ from gpuaas.engine.place import (
     place_nodes,
     validate_pod,
 )
+from gpuaas.engine.reasons import Code
 from gpuaas.engine.snapshot import Assignment, Snapshot
 from gpuaas.engine.topology import ScopePlan, pack_scopes, plan_scopes, pods_per_node
 from gpuaas.model.errors import InvalidValue
@@ -102,8 +103,9 @@ def _size(pod_set: PodSet) -> tuple[int, int]:
 _MODEL_IDS: dict[tuple[int, frozenset[str]], tuple[list[str], list[int]]] = {}
 
 
-def _quick_reject(snap: Snapshot, workload: Workload) -> str:
-    """A reason when the fleet obviously lacks the workload's devices (O(models + profiles))."""
+def _quick_reject(snap: Snapshot, workload: Workload) -> tuple[Code, str] | None:
+    """The code and words when the fleet obviously lacks the workload's devices
+    (O(models + profiles)); None when it may not."""
     whole_by_models: dict[frozenset[str], int] = {}
     share_by_models: dict[frozenset[str], int] = {}
     mig: dict[str, int] = {}
@@ -138,21 +140,33 @@ def _quick_reject(snap: Snapshot, workload: Workload) -> str:
         free = int(snap.model_free_gpus[model_ids(models)].sum())
         if free < need:
             which = "" if not models else " of " + "/".join(sorted(models))
-            return f"needs {need} free whole GPUs{which}; the fleet has {free}"
+            return (
+                Code.INSUFFICIENT_GPU,
+                f"needs {need} free whole GPUs{which}; the fleet has {free}",
+            )
     for models, need in share_by_models.items():
         free = int(snap.model_free_milli[model_ids(models)].sum())
         if free < need:
-            return f"needs {need / 1000:g} GPUs of shares; the fleet has {free / 1000:g} free"
+            return (
+                Code.INSUFFICIENT_GPU,
+                f"needs {need / 1000:g} GPUs of shares; the fleet has {free / 1000:g} free",
+            )
     for profile, need in mig.items():
         p = snap.profile_id(profile)
         free = int(snap.mig_total[p]) if p >= 0 else 0
         if free < need:
-            return f"needs {need} free MIG {profile} instances; the fleet has {free}"
+            return (
+                Code.INSUFFICIENT_MIG,
+                f"needs {need} free MIG {profile} instances; the fleet has {free}",
+            )
     if replicas:
         free = int(snap.replica_sum.sum())
         if free < replicas:
-            return f"needs {replicas} free time-sliced replicas; the fleet has {free}"
-    return ""
+            return (
+                Code.INSUFFICIENT_REPLICAS,
+                f"needs {replicas} free time-sliced replicas; the fleet has {free}",
+            )
+    return None
 
 
 def _place_in_scope(
@@ -231,9 +245,9 @@ def place_workload(
     for a malformed workload (no pod sets, a count below 1, repeated pod set names).
     """
     _validate(workload)
-    reason = _quick_reject(snapshot, workload)
-    if reason:
-        return Unschedulable(f"{_label(workload)}: {reason}")
+    lacking = _quick_reject(snapshot, workload)
+    if lacking is not None:
+        return Unschedulable(f"{_label(workload)}: {lacking[1]}", code=lacking[0])
     hooks = reserve_hooks(policy)
     for pod_set in workload.pod_sets:
         validate_pod(pod_set.pod, allow_claims=True)
@@ -276,6 +290,7 @@ def place_workload(
                 return Unschedulable(
                     f"{_label(workload)}: pod set {pod_set.name}: {failure.reason}",
                     failure.rejected,
+                    failure.code,
                 )
             scopes.append((pod_set.name, scope_name))
             continue
@@ -299,7 +314,10 @@ def place_workload(
             why = plan.reason
             if last is not None and plan.scopes:
                 why = f"{why} ({last.reason})" if why else last.reason
-            return Unschedulable(f"{_label(workload)}: pod set {pod_set.name} {why}")
+            return Unschedulable(
+                f"{_label(workload)}: pod set {pod_set.name} {why}",
+                code=Code.TOPOLOGY_DOMAIN if pod_set.topology is not None else Code.GANG_NOT_WHOLE,
+            )
     return GangPlacement(workload.name, tuple(placed), tuple(scopes))
 
 

@@ -23,6 +23,7 @@ from gpuaas.engine.framework import (
     reserve_hooks,
     run_filters,
 )
+from gpuaas.engine.reasons import Code, Reason, placement_failed
 from gpuaas.engine.snapshot import Assignment, Snapshot
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.workload import PodRequest
@@ -40,10 +41,30 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Unschedulable:
-    """No node fits; ``reason`` reads like kube-scheduler's ("0/1213 nodes fit: ...")."""
+    """No node fits; ``reason`` reads like kube-scheduler's ("0/1213 nodes fit: ...").
+
+    ``rejected``: each filter's verdict and how many nodes it removed; ``code`` the cause (the
+    filter that removed the most nodes, or what a gang or topology lacked), see
+    :mod:`gpuaas.engine.reasons`.
+    """
 
     reason: str
-    rejected: tuple[tuple[str, int], ...] = ()
+    rejected: tuple[tuple[Reason, int], ...] = ()
+    code: Code = Code.NO_CANDIDATE_NODES
+
+    def cause(self, **fields: object) -> Reason:
+        """This failure as a structured reason (its sentence in ``detail``), with ``fields``."""
+        counts = {why.code.value: n for why, n in self.rejected}
+        if counts:
+            fields["rejected"] = counts
+        return placement_failed(self.code, self.reason, **fields)
+
+
+def _dominant(rejected: list[tuple[Reason, int]]) -> Code:
+    """The code of the filter that removed the most nodes (the first one on a tie)."""
+    if not rejected:
+        return Code.NO_CANDIDATE_NODES
+    return max(rejected, key=lambda r: r[1])[0].code
 
 
 def validate_pod(pod: PodRequest, allow_claims: bool = False) -> None:
@@ -198,7 +219,9 @@ def place_nodes(
         feasible, rejected = run_filters(state, snapshot, considered, filters)
         if len(feasible) == 0:
             detail = ", ".join(f"{count} {why}" for why, count in rejected) or "no candidate nodes"
-            return Unschedulable(f"0/{len(considered)} nodes fit: {detail}", tuple(rejected))
+            return Unschedulable(
+                f"0/{len(considered)} nodes fit: {detail}", tuple(rejected), _dominant(rejected)
+            )
     nodes = feasible
     if sampling is not None:
         nodes = sampling.pick(nodes, total)

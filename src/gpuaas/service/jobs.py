@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.nodes import pod_request
 from gpuaas.engine.admission.profiles import profile_requests
+from gpuaas.engine.reasons import CANCELLED, WAITING_FOR_ADMISSION, Code, Reason
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -46,7 +47,14 @@ from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
 from gpuaas.service.job_checks import check_requests
-from gpuaas.service.models.jobs import JobEventView, JobSpec, JobView, WorkloadView
+from gpuaas.service.models.jobs import (
+    JobEventView,
+    JobSpec,
+    JobView,
+    ReasonCause,
+    ReasonView,
+    WorkloadView,
+)
 from gpuaas.service.tenancy import check_job_size
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
 
@@ -220,7 +228,9 @@ def prepare_job(
         "priority": priority,
         "spec": document,
         "state": JobState.PENDING.value,
-        "reason": "waiting for admission",
+        "reason": WAITING_FOR_ADMISSION.render(),
+        "reason_code": WAITING_FOR_ADMISSION.code.value,
+        "reason_fields": None,
         "gpus": 0,
         "attempts": 0,
         "cancel_requested": False,
@@ -358,26 +368,29 @@ def transition(
     from_states: Iterable[str],
     to_state: JobState,
     now: float,
-    reason: str,
+    reason: Reason,
     **values: Any,
 ) -> str | None:
-    """Move job ``job_id`` to ``to_state`` if it is in one of ``from_states``; record the event.
+    """Move job ``job_id`` to ``to_state`` if it is in one of ``from_states``; record the event
+    (with the reason's sentence; the job keeps the reason structured too).
 
     Returns the state it left, or None when it was in none of them (someone else moved it).
     Extra ``values`` are columns to set in the same update.
     """
     sources = [str(s) for s in from_states]
+    text = reason.render()
+    stored = stored_reason(reason)
     for source in sources:
         result = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.state == source)
-            .values(state=to_state.value, reason=reason, updated_at=now, **values)
+            .values(state=to_state.value, reason=text, updated_at=now, **stored, **values)
             .execution_options(synchronize_session=False)
         )
         if result.rowcount == 1:  # type: ignore[attr-defined]
             session.execute(
                 insert(JobEvent).values(
-                    job_id=job_id, at=now, from_state=source, to_state=to_state.value, reason=reason
+                    job_id=job_id, at=now, from_state=source, to_state=to_state.value, reason=text
                 )
             )
             return source
@@ -390,7 +403,7 @@ def cancel_job(session: Session, job: Job, now: float) -> Job:
     if job.state in FINAL:
         raise conflict(f"job {job.id} has already finished ({job.state})")
     if transition(
-        session, job.id, (JobState.PENDING,), JobState.CANCELLED, now, "cancelled by the user",
+        session, job.id, (JobState.PENDING,), JobState.CANCELLED, now, CANCELLED,
         cancel_requested=True, finished_at=now,
     ):  # fmt: skip
         session.refresh(job)
@@ -468,7 +481,7 @@ def job_view(job: Job, tenant: str, user: str) -> JobView:
         priorityClass=job.priority_class,
         priority=job.priority,
         state=job.state,
-        reason=job.reason,
+        reason=reason_view(job),
         clusterQueue=job.cluster_queue,
         flavors=job.flavors,
         nodes=_nodes(job),
@@ -492,11 +505,40 @@ def workload_view(job: Job, user: str) -> WorkloadView:
         clusterQueue=job.cluster_queue,
         priority=job.priority,
         state=job.state,
-        reason=job.reason,
+        reason=reason_view(job),
         flavors=job.flavors,
         gpus=job.gpus / 1000,
         createdAt=job.created_at,
         admittedAt=job.admitted_at,
+    )
+
+
+def stored_reason(reason: Reason) -> dict[str, Any]:
+    """The job columns that hold ``reason`` structured (beside its sentence in ``reason``)."""
+    return {"reason_code": reason.code.value, "reason_fields": reason.detail()}
+
+
+#: The code a job written before reasons were structured is shown with, by state.
+_CODE_OF_STATE = {
+    JobState.PENDING.value: Code.WAITING_FOR_ADMISSION,
+    JobState.ADMITTED.value: Code.ADMITTED,
+    JobState.RUNNING.value: Code.STARTED,
+    JobState.SUCCEEDED.value: Code.SUCCEEDED,
+    JobState.FAILED.value: Code.FAILED,
+    JobState.CANCELLED.value: Code.CANCELLED,
+    JobState.PREEMPTED.value: Code.REQUEUED,
+}
+
+
+def reason_view(job: Job) -> ReasonView:
+    """The job's reason as the API shows it: code, message (the stored sentence) and fields."""
+    reason = Reason.stored(job.reason_code, job.reason_fields)
+    if reason is None:
+        code = _CODE_OF_STATE.get(job.state, Code.WAITING_FOR_ADMISSION)
+        return ReasonView(code=code.value, message=job.reason, fields={})
+    causes = [ReasonCause(code=c.code.value, fields=dict(c.fields)) for c in reason.causes]
+    return ReasonView(
+        code=reason.code.value, message=job.reason, fields=dict(reason.fields), causes=causes
     )
 
 

@@ -13,7 +13,14 @@ runs one :meth:`Reconciler.step`:
 2. run admission; write admissions (ClusterQueue, flavors, per-pod devices) and evictions
    (Preempted, then Pending again with one more attempt), each with its event;
 3. hand admitted jobs to the backend, poll it, and write Running / Succeeded / Failed; a job
-   past its ``maxRunTime`` is stopped and Failed.
+   past its ``maxRunTime`` is stopped and Failed; a job the backend lost is requeued.
+
+Every write carries a structured reason (:mod:`gpuaas.engine.reasons`): the job row keeps its
+code and fields beside the sentence. What a step decides before it stores anything is a list of
+typed writes (:class:`Fail`, :class:`Cancel`, :class:`Requeue`, :class:`Start`,
+:class:`Finish`), stored by :meth:`Reconciler._apply`; a requeue carries its cause
+(``NodeDrained``, ``NodeRemoved``, ``DeviceLost``, ``BackendLost``), and so does its count in
+``gpuaas_evictions``.
 
 Writes are conditional on the state the reconciler expects (see
 :func:`gpuaas.service.jobs.transition`): a job cancelled by the API while it was being admitted
@@ -32,7 +39,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import Connection, bindparam, func, select, text, update
 from sqlalchemy.engine import make_url
@@ -44,6 +51,14 @@ from gpuaas.engine.admission import AdmissionEngine
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record
 from gpuaas.engine.admission.state import AdmittedWorkload
+from gpuaas.engine.reasons import (
+    CANCELLED,
+    SPEC_UNREADABLE,
+    WAITING_FOR_ADMISSION,
+    Code,
+    Reason,
+    reason,
+)
 from gpuaas.engine.scheduling import Decisions
 from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.errors import InvalidValue
@@ -51,7 +66,7 @@ from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
-from gpuaas.service.jobs import serialized_writes, transition, workload_of
+from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
@@ -59,7 +74,6 @@ from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
 log = logging.getLogger("gpuaas.reconciler")
 
-WAITING = "waiting for admission"
 _CHUNK = 500
 #: Seconds between writes of pending jobs' reasons.
 REASONS_EVERY = 2.0
@@ -171,10 +185,19 @@ class Tracked:
     spec: dict[str, Any]
     state: JobState
     queued_since: float
-    reason: str = ""
+    reason: Reason = WAITING_FOR_ADMISSION
     cluster_queue: str | None = None
     started_at: float | None = None
     placement: list[dict[str, Any]] | None = None
+
+    def requeued(self, at: float, cause: Reason) -> None:
+        """The job is pending again from ``at`` after losing its place for ``cause``."""
+        self.state = JobState.PENDING
+        self.queued_since = at
+        self.cluster_queue = None
+        self.started_at = None
+        self.placement = None
+        self.reason = _requeued(cause)
 
     @property
     def max_run_time(self) -> float | None:
@@ -182,13 +205,80 @@ class Tracked:
         return None if value is None else float(value)
 
 
+def _stored(job: Job) -> Reason:
+    """The reason a job's row holds (a row written before reasons were structured holds only
+    its sentence: then the reason it waits for is not known yet)."""
+    return Reason.stored(job.reason_code, job.reason_fields) or WAITING_FOR_ADMISSION
+
+
+def _requeued(cause: Reason) -> Reason:
+    """The reason of a job queued again after losing its place for ``cause``."""
+    return Reason(Code.REQUEUED, {"cause": cause.code.value})
+
+
+# --- what a step stores: typed writes, applied by Reconciler._apply -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """The job cannot go on (unreadable spec, refused by the governance): Failed."""
+
+    job_id: int
+    states: tuple[str, ...]
+    at: float
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """The user cancelled the job: Cancelled, and stopped on the backend."""
+
+    job_id: int
+    states: tuple[str, ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """The job lost its nodes outside admission (``reason``: one of
+    :data:`~gpuaas.engine.reasons.REQUEUE_CODES`): Preempted, then Pending again."""
+
+    job_id: int
+    state: str
+    cluster_queue: str | None
+    at: float
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The backend started the job: Running."""
+
+    job_id: int
+    at: float
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The job ended (``state``: Succeeded or Failed) while in ``source``."""
+
+    job_id: int
+    source: JobState
+    state: JobState
+    at: float
+    reason: Reason
+
+
+Write: TypeAlias = Fail | Cancel | Requeue | Start | Finish
+
+
 def _held_milli(wl: AdmissionWorkload) -> int:
     return sum(gpu_milli(ps.requests) * ps.count for ps in wl.pod_sets)
 
 
-def _flavor_text(flavors: dict[str, dict[str, str]]) -> str:
-    names = sorted({f for resources in flavors.values() for f in resources.values()})
-    return ", ".join(names) or "no flavor"
+def _flavor_names(flavors: dict[str, dict[str, str]]) -> list[str]:
+    return sorted({f for resources in flavors.values() for f in resources.values()})
 
 
 class Reconciler:
@@ -283,7 +373,7 @@ class Reconciler:
         stops: list[int] = []
         with serialized_writes(self.db.engine), self.db.session() as session:
             for write in writes:
-                write(session, stops)
+                self._apply(session, write, stops)
             if self._preemptors_left(session, decisions):
                 # a job cancelled since the last sweep made room by evicting others: store
                 # none of this step's decisions and rebuild from the database next step
@@ -309,7 +399,7 @@ class Reconciler:
 
     # --- sync: database -> engine ---------------------------------------------------------
 
-    def _rebuild(self, session: Session, versions: tuple[str, str], now: float) -> list[Any]:
+    def _rebuild(self, session: Session, versions: tuple[str, str], now: float) -> list[Write]:
         """A fresh engine from the database; returns writes for jobs it could not keep."""
         gov, config = load_governance(session)
         nodes = load_nodes(session)
@@ -317,30 +407,31 @@ class Reconciler:
         engine = AdmissionEngine(gov, config, nodes)
         self.jobs = {}
         self._tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
-        writes: list[Any] = []
+        writes: list[Write] = []
         active = session.scalars(
             select(Job).where(Job.state.in_([s.value for s in ACTIVE])).order_by(Job.admitted_at)
         )
         for job in active:
             tracked = self._track(job)
             if tracked is None:
-                writes.append(self._fail_write(job.id, (job.state,), now, "its spec is unreadable"))
+                writes.append(self._fail_write(job.id, (job.state,), now, SPEC_UNREADABLE))
                 continue
             on = sorted({p.get("node") for p in job.placement or [] if p.get("node") in draining})
-            reason = ""
+            lost: Reason | None = None
             if job.cancel_requested:
                 writes.append(self._cancel_write(job.id, (job.state,), now))
                 continue
             if on:
-                reason = f"node {', '.join(on)} is draining"
+                lost = reason(Code.NODE_DRAINED, nodes=on)
             else:
                 try:
                     readmit(engine, tracked.workload, job.flavors or {}, job.admitted_at or now,
                             job.placement)  # fmt: skip
                 except (PlacementLost, InvalidValue) as exc:
-                    reason = f"its devices are no longer available: {exc}"
-            if reason:
-                requeue = self._requeue_write(job.id, job.state, job.cluster_queue, now, reason)
+                    code = exc.code if isinstance(exc, PlacementLost) else Code.DEVICE_LOST
+                    lost = reason(code, detail=str(exc))
+            if lost is not None:
+                requeue = self._requeue_write(job.id, job.state, job.cluster_queue, now, lost)
                 writes.append(requeue)
                 tracked.state = JobState.PENDING
                 tracked.queued_since = now
@@ -373,11 +464,11 @@ class Reconciler:
             if tracked.state in ACTIVE and job_id not in following:
                 self.backend.launch(self._backend_job(tracked))
 
-    def _sync(self, session: Session, now: float) -> list[Any]:
+    def _sync(self, session: Session, now: float) -> list[Write]:
         """New pending jobs, pending jobs cancelled by the API, and cancel requests."""
         assert self.engine is not None
         engine = self.engine
-        writes: list[Any] = []
+        writes: list[Write] = []
         if now - self._swept_at >= SWEEP_EVERY:
             new = self._sweep(session, engine, now)
         else:  # only what was submitted since the last step: ids grow
@@ -440,15 +531,15 @@ class Reconciler:
         since = job.updated_at if job.attempts else job.created_at
         return Tracked(
             job.id, tenant, job.local_queue, workload, dict(job.spec), JobState(job.state),
-            since, reason=job.reason,
+            since, reason=_stored(job),
         )  # fmt: skip
 
     def _add_pending(
-        self, engine: AdmissionEngine, job: Job, writes: list[Any], now: float
+        self, engine: AdmissionEngine, job: Job, writes: list[Write], now: float
     ) -> None:
         tracked = self._track(job)
         if tracked is None:
-            writes.append(self._fail_write(job.id, (job.state,), now, "its spec is unreadable"))
+            writes.append(self._fail_write(job.id, (job.state,), now, SPEC_UNREADABLE))
             return
         if job.cancel_requested:
             writes.append(self._cancel_write(job.id, (job.state,), now))
@@ -457,53 +548,69 @@ class Reconciler:
             self.jobs[job.id] = tracked
 
     def _queue(
-        self, engine: AdmissionEngine, tracked: Tracked, writes: list[Any], now: float
+        self, engine: AdmissionEngine, tracked: Tracked, writes: list[Write], now: float
     ) -> bool:
         """Queue ``tracked`` in the engine; a job the governance can no longer take fails."""
         try:
             self.scheduler(engine).submit(tracked.workload, now)
         except InvalidValue as exc:
             writes.append(
-                self._fail_write(tracked.id, (JobState.PENDING,), now, f"cannot queue: {exc}")
+                self._fail_write(
+                    tracked.id, (JobState.PENDING,), now, reason(Code.CANNOT_QUEUE, detail=str(exc))
+                )
             )
             return False
         return True
 
     # --- writes ---------------------------------------------------------------------------
-
-    def _fail_write(self, job_id: int, states: Iterable[str], now: float, reason: str) -> Any:
-        def write(session: Session, stops: list[int]) -> None:
-            if transition(session, job_id, states, JobState.FAILED, now, reason, finished_at=now):
-                stops.append(job_id)
-
-        return write
-
-    def _cancel_write(self, job_id: int, states: Iterable[str], now: float) -> Any:
-        def write(session: Session, stops: list[int]) -> None:
-            transition(
-                session, job_id, states, JobState.CANCELLED, now, "cancelled by the user",
-                finished_at=now,
-            )  # fmt: skip
-            stops.append(job_id)
-
-        return write
-
-    def _requeue_write(
-        self, job_id: int, state: str, cluster_queue: str | None, now: float, reason: str
-    ) -> Any:
-        def write(session: Session, stops: list[int]) -> None:
-            self._requeue(session, job_id, state, now, reason)
-            stops.append(job_id)
-            self.telemetry.evictions.labels(cluster_queue or "", "NodeDrained").inc()
-
-        return write
+    #
+    # A step decides in memory first and stores afterwards, in one transaction: what it decided
+    # is a list of :data:`Write` records, stored by :meth:`_apply`. Each is conditional on the
+    # state the job was in (see :func:`~gpuaas.service.jobs.transition`).
 
     @staticmethod
-    def _requeue(session: Session, job_id: int, state: str, now: float, reason: str) -> None:
-        """Active -> Preempted (why) -> Pending ("requeued"), one more attempt."""
-        if transition(session, job_id, (state,), JobState.PREEMPTED, now, reason):
+    def _fail_write(job_id: int, states: Iterable[str], now: float, why: Reason) -> Fail:
+        return Fail(job_id, tuple(str(s) for s in states), now, why)
+
+    @staticmethod
+    def _cancel_write(job_id: int, states: Iterable[str], now: float) -> Cancel:
+        return Cancel(job_id, tuple(str(s) for s in states), now)
+
+    @staticmethod
+    def _requeue_write(
+        job_id: int, state: str, cluster_queue: str | None, now: float, why: Reason
+    ) -> Requeue:
+        return Requeue(job_id, str(state), cluster_queue, now, why)
+
+    def _apply(self, session: Session, write: Write, stops: list[int]) -> None:
+        """Store one decision; ``stops`` collects the jobs the backend must stop."""
+        match write:
+            case Fail(job_id, states, at, why):
+                if transition(session, job_id, states, JobState.FAILED, at, why, finished_at=at):
+                    stops.append(job_id)
+            case Cancel(job_id, states, at):
+                transition(
+                    session, job_id, states, JobState.CANCELLED, at, CANCELLED, finished_at=at
+                )
+                stops.append(job_id)
+            case Requeue(job_id, state, cluster_queue, at, why):
+                self._requeue(session, job_id, state, at, why)
+                stops.append(job_id)
+                self.telemetry.evictions.labels(cluster_queue or "", why.code.value).inc()
+            case Start(job_id, at, backend):
+                transition(
+                    session, job_id, (JobState.ADMITTED,), JobState.RUNNING, at,
+                    reason(Code.STARTED, backend=backend), started_at=at,
+                )  # fmt: skip
+            case Finish(job_id, source, state, at, why):
+                transition(session, job_id, (source,), state, at, why, finished_at=at)
+
+    @staticmethod
+    def _requeue(session: Session, job_id: int, state: str, now: float, why: Reason) -> None:
+        """Active -> Preempted (why) -> Pending ("requeued", with the cause), one more attempt."""
+        if transition(session, job_id, (state,), JobState.PREEMPTED, now, why):
             transition(
-                session, job_id, (JobState.PREEMPTED,), JobState.PENDING, now, "requeued",
+                session, job_id, (JobState.PREEMPTED,), JobState.PENDING, now, _requeued(why),
                 cluster_queue=None, flavors=None, placement=None, gpus=0, admitted_at=None,
                 started_at=None, attempts=Job.attempts + 1,
             )  # fmt: skip
@@ -531,18 +638,10 @@ class Reconciler:
             tracked = self.jobs.get(job_id)
             if tracked is None or tracked.state not in ACTIVE:
                 continue  # admitted and evicted within this step: never stored as admitted
-            reason = f"preempted ({eviction.reason})"
-            if eviction.preemptor:
-                reason += f" to admit job {eviction.preemptor}"
-            self._requeue(session, job_id, tracked.state, now, reason)
-            self.telemetry.evictions.labels(tracked.cluster_queue or "", eviction.reason).inc()
-            stops.append(job_id)
-            tracked.state = JobState.PENDING
-            tracked.queued_since = now
-            tracked.cluster_queue = None
-            tracked.started_at = None
-            tracked.placement = None
-            tracked.reason = "requeued"
+            why = Reason(Code(eviction.reason), {"preemptor_job": eviction.preemptor})
+            write = self._requeue_write(job_id, tracked.state, tracked.cluster_queue, now, why)
+            self._apply(session, write, stops)
+            tracked.requeued(now, why)
 
     def _write_admissions(
         self, session: Session, now: float, decisions: Decisions
@@ -561,7 +660,7 @@ class Reconciler:
             placement = record(aw.placement) if aw.placement is not None else []
             if not transition(
                 session, job_id, (JobState.PENDING,), JobState.ADMITTED, now,
-                self._admission_text(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
+                self._admission_reason(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
                 placement=placement, gpus=_held_milli(aw.workload), admitted_at=now,
             ):  # fmt: skip
                 scheduler.finish(name)  # cancelled meanwhile: give the quota and devices back
@@ -578,12 +677,18 @@ class Reconciler:
         return launches
 
     @staticmethod
-    def _admission_text(aw: AdmittedWorkload) -> str:
-        text = f"admitted by ClusterQueue {aw.cluster_queue} on flavor {_flavor_text(aw.flavors)}"
-        if aw.placement is not None:
-            nodes = sorted({n for names in aw.placement.nodes.values() for n in names})
-            text += f"; nodes {', '.join(nodes)}"
-        return text
+    def _admission_reason(aw: AdmittedWorkload) -> Reason:
+        nodes = (
+            sorted({n for names in aw.placement.nodes.values() for n in names})
+            if aw.placement is not None
+            else []
+        )
+        return reason(
+            Code.ADMITTED,
+            cluster_queue=aw.cluster_queue,
+            flavors=_flavor_names(aw.flavors),
+            nodes=nodes,
+        )
 
     def _write_reasons(self, now: float) -> None:
         """Store why pending jobs wait, where the reason changed, every REASONS_EVERY seconds
@@ -592,31 +697,45 @@ class Reconciler:
         if now - self._reasons_at < REASONS_EVERY:
             return
         self._reasons_at = now
-        reasons = self.engine.reasons
-        changed = []
+        why = self.engine.why
+        changed: list[tuple[int, Reason]] = []
         for job_id, tracked in self.jobs.items():
             if tracked.state is not JobState.PENDING:
                 continue
-            reason = reasons.get(str(job_id), WAITING)
-            if reason != tracked.reason:
-                changed.append({"jid": job_id, "why": reason})
-                if len(changed) > REASONS_PER_STEP:
+            current = why.get(str(job_id), WAITING_FOR_ADMISSION)
+            if not current.same(tracked.reason):
+                changed.append((job_id, current))
+                if len(changed) >= REASONS_PER_STEP:
                     break
-        for row in changed[:REASONS_PER_STEP]:
-            self.jobs[row["jid"]].reason = row["why"]
+        rows = []
+        for job_id, current in changed:  # rendered here: only the reasons that changed
+            self.jobs[job_id].reason = current
+            stored = stored_reason(current)
+            rows.append(
+                {
+                    "jid": job_id,
+                    "why": current.render(),
+                    "rcode": stored["reason_code"],
+                    "rfields": stored["reason_fields"],
+                }
+            )
         table = Job.__table__
         statement = (
             update(table)
             .where(table.c.id == bindparam("jid"), table.c.state == JobState.PENDING.value)
-            .values(reason=bindparam("why"))
+            .values(
+                reason=bindparam("why"),
+                reason_code=bindparam("rcode"),
+                reason_fields=bindparam("rfields", type_=table.c.reason_fields.type),
+            )
         )
         # in short transactions of their own: a burst of submissions changes thousands of
         # reasons at once, and one long write would hold up every submission behind it
         # and at most REASONS_PER_STEP per step: the rest keep their reason until a later step
         # (every write collides with submissions for the database's one write lock)
-        for i in range(0, min(len(changed), REASONS_PER_STEP), REASONS_BATCH):
+        for i in range(0, len(rows), REASONS_BATCH):
             with serialized_writes(self.db.engine), self.db.session() as session:
-                session.execute(statement, changed[i : i + REASONS_BATCH])
+                session.execute(statement, rows[i : i + REASONS_BATCH])
 
     def _backend_job(self, tracked: Tracked) -> BackendJob:
         return BackendJob(
@@ -627,8 +746,9 @@ class Reconciler:
             tracked.started_at,
         )
 
-    def _backend_events(self, events: list[BackendEvent], writes: list[Any]) -> None:
-        """Starts and completions the backend reports, as writes; completions free quota."""
+    def _backend_events(self, events: list[BackendEvent], writes: list[Write]) -> None:
+        """Starts, completions and losses the backend reports, as writes; completions free
+        quota, a job the backend lost is queued again."""
         for event in events:
             tracked = self.jobs.get(event.job_id)
             if tracked is None or tracked.state not in ACTIVE:
@@ -639,40 +759,44 @@ class Reconciler:
                     tracked.state = JobState.RUNNING
                     tracked.started_at = event.at
                 continue
+            if event.kind is EventKind.LOST:
+                lost = reason(Code.BACKEND_LOST, backend=self.backend.name, detail=event.reason)
+                self._lose(tracked, event.at, lost, writes)
+                continue
             state = JobState.SUCCEEDED if event.kind is EventKind.SUCCEEDED else JobState.FAILED
-            reason = event.reason or state.value.lower()
+            code = Code.SUCCEEDED if state is JobState.SUCCEEDED else Code.FAILED
+            why = reason(code, detail=event.reason)
             at = event.at
             limit = tracked.max_run_time
             started = tracked.started_at
             if limit is not None and started is not None:
                 deadline = started + limit / self.backend.time_scale
                 if at > deadline:
-                    state, at, reason = JobState.FAILED, deadline, _over_time(limit)
-            self._finish(tracked, state, at, reason, writes)
+                    state, at, why = JobState.FAILED, deadline, _over_time(limit)
+            self._finish(tracked, state, at, why, writes)
 
-    def _start_write(self, job_id: int, at: float) -> Any:
-        def write(session: Session, stops: list[int]) -> None:
-            transition(
-                session, job_id, (JobState.ADMITTED,), JobState.RUNNING, at,
-                f"started on the {self.backend.name} backend", started_at=at,
-            )  # fmt: skip
+    def _lose(self, tracked: Tracked, at: float, why: Reason, writes: list[Write]) -> None:
+        """``tracked`` lost its place outside admission: give its quota and devices back and
+        queue it again (it keeps its creation time), stored as a :class:`Requeue`."""
+        assert self.engine is not None
+        self.scheduler(self.engine).requeue(str(tracked.id), why)
+        writes.append(
+            self._requeue_write(tracked.id, tracked.state, tracked.cluster_queue, at, why)
+        )
+        tracked.requeued(at, why)
 
-        return write
+    def _start_write(self, job_id: int, at: float) -> Start:
+        return Start(job_id, at, self.backend.name)
 
     def _finish(
-        self, tracked: Tracked, state: JobState, at: float, reason: str, writes: list[Any]
+        self, tracked: Tracked, state: JobState, at: float, why: Reason, writes: list[Write]
     ) -> None:
         assert self.engine is not None
         self.scheduler(self.engine).finish(str(tracked.id))
         del self.jobs[tracked.id]
-        source = tracked.state
+        writes.append(Finish(tracked.id, tracked.state, state, at, why))
 
-        def write(session: Session, stops: list[int]) -> None:
-            transition(session, tracked.id, (source,), state, at, reason, finished_at=at)
-
-        writes.append(write)
-
-    def _enforce_max_run_time(self, now: float, writes: list[Any]) -> None:
+    def _enforce_max_run_time(self, now: float, writes: list[Write]) -> None:
         """Stop and fail running jobs past their ``maxRunTime`` (in job time)."""
         scale = self.backend.time_scale
         for tracked in list(self.jobs.values()):
@@ -685,8 +809,8 @@ class Reconciler:
                 self._finish(tracked, JobState.FAILED, now, _over_time(limit), writes)
 
 
-def _over_time(limit: float) -> str:
-    return f"exceeded its maxRunTime of {limit:g}s"
+def _over_time(limit: float) -> Reason:
+    return reason(Code.MAX_RUN_TIME_EXCEEDED, limit=limit)
 
 
 def _meta(session: Session, key: str) -> str:

@@ -27,7 +27,9 @@ class Telemetry:
         )
         self.evictions = Counter(
             "gpuaas_evictions",
-            "Admitted workloads evicted (preempted, drained), per ClusterQueue and reason",
+            "Admitted workloads evicted or requeued, per ClusterQueue and reason code "
+            "(InClusterQueue ... for preemption, NodeDrained, NodeRemoved, DeviceLost, "
+            "BackendLost for a lost place)",
             ["cluster_queue", "reason"],
             registry=self.registry,
         )

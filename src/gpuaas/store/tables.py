@@ -179,7 +179,10 @@ class Job(Base):
 
     ``placement`` lists the pods as admitted: ``[{podSet, index, node, assignment}]`` where
     ``assignment`` is the engine's exact device assignment, so a restart reserves the same
-    devices again instead of placing anew.
+    devices again instead of placing anew. ``reason`` is the sentence a user reads;
+    ``reason_code`` and ``reason_fields`` the same reason structured (a code of
+    :class:`gpuaas.engine.reasons.Code` and ``{fields, causes}``; empty on rows written before
+    reasons were structured).
     """
 
     __tablename__ = "jobs"
@@ -200,6 +203,8 @@ class Job(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")
+    reason_code: Mapped[str] = mapped_column(String(64), default="")
+    reason_fields: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     cluster_queue: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
     flavors: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     placement: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)

@@ -9,6 +9,7 @@ import pytest
 from admission_builders import cq, make_gov, quota_group, wl
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine
+from gpuaas.engine.reasons import Code, Reason
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -54,6 +55,17 @@ def test_pending_reason_names_resource_flavor_amount_and_cohort() -> None:
         "cohort ai-lab has 0 to lend"
     )
     assert engine.pending_names() == ["big", "more"]
+    big, more = engine.why["big"], engine.why["more"]  # the same reasons, structured
+    assert big.code is Code.QUOTA_CAPACITY_EXCEEDED
+    assert dict(big.fields) == {
+        "cluster_queue": "a", "flavor": "default", "resource": "cpu", "requested": 4000,
+        "capacity": 2000,
+    }  # fmt: skip
+    assert more.code is Code.UNUSED_QUOTA_SHORT
+    assert dict(more.fields) == {
+        "flavor": "default", "resource": "cpu", "needed": 1000, "cohort": "ai-lab", "lend": 0
+    }  # fmt: skip
+    assert more.detail()["causes"] == [{"code": "NoPreemptionPossible", "fields": {}}]
 
 
 @pytest.mark.parametrize(
@@ -122,7 +134,12 @@ def test_per_user_limit_inside_a_queue() -> None:
         "user alice already has 2 admitted workloads in LocalQueue ns/a"
         in (engine.reasons["alice-2"])
     )
-    engine.evict("alice-0", EvictionReason.IN_CLUSTER_QUEUE)
+    assert engine.why["alice-2"] == Reason(
+        Code.USER_LIMIT, {"user": "alice", "queue": "ns/a", "limit": 2}
+    )
+    engine.evict("alice-0", EvictionReason.IN_CLUSTER_QUEUE, "bob-0")
+    assert engine.why["alice-0"] == Reason(Code.IN_CLUSTER_QUEUE, {"preemptor": "bob-0"})
+    assert engine.reasons["alice-0"] == "evicted (InClusterQueue) to admit bob-0"
     engine.run(11)
     assert "alice-0" in engine.admitted  # oldest first, back within the limit
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from gpuaas.engine.admission import AdmissionEngine, NodeCapacity
 from gpuaas.engine.admission.gpu_size import GPU_MILLI
 from gpuaas.engine.admission.nodes import node_from_capacity
+from gpuaas.engine.reasons import Code
 from gpuaas.model.devices import GPU, MigInstance, Partition, PartitionMode
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import (
@@ -78,10 +79,24 @@ def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
     engine.run(1)
     assert sorted(engine.admitted) == ["fits"]
     assert "do not fit on the nodes" in engine.reasons["big"]
+    why = engine.why["big"]  # the same reason, structured: the fleet lacks GPUs
+    assert why.code is Code.INSUFFICIENT_GPU
+    assert why.fields["flavors"] == {"main": {GPU_R: "default"}}
+    assert why.render() == engine.reasons["big"]
     placement = engine.admitted["fits"].placement
     assert placement is not None and sorted(placement.nodes["main"]) == ["n0", "n1"]
     assert engine.pool is not None
     assert engine.pool.used("n0")[GPU_MILLI] == 8000  # nothing left over from "big"
+
+
+def test_a_gang_with_enough_gpus_in_all_but_not_per_node_waits_as_not_whole() -> None:
+    engine = AdmissionEngine(gpu_gov({"default": {}}), nodes=gpu_nodes(2))
+    engine.submit(job("spread", 5, count=3))  # 15 GPUs of 16 free, but one 5-GPU pod per node
+    engine.run(1)
+    why = engine.why["spread"]
+    assert why.code is Code.GANG_NOT_WHOLE
+    assert "gang spread: pod set main" in why.fields["detail"]
+    assert why.render() == engine.reasons["spread"]
 
 
 def test_candidates_are_the_nodes_of_the_assigned_flavor() -> None:
@@ -108,6 +123,8 @@ def test_taints_need_tolerations_from_the_pod_or_the_flavor() -> None:
     engine.run(1)
     assert sorted(engine.admitted) == ["tolerant"]
     assert "untolerated taint" in engine.reasons["plain"]
+    assert engine.why["plain"].code is Code.TAINT
+    assert engine.why["plain"].fields["rejected"] == {"Taint": 1}
     gov.flavors["default"] = ResourceFlavor(
         "default", tolerations=(Toleration("dedicated", "Exists"),)
     )

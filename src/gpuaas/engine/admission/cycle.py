@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -30,6 +30,17 @@ from gpuaas.engine.admission.nodes import (
 from gpuaas.engine.admission.preemption import Preemptor
 from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
+from gpuaas.engine.reasons import (
+    NO_PREEMPTION_POSSIBLE,
+    PREEMPTION_WOULD_NOT_FIT,
+    WAITING_FOR_QUOTA,
+    Cause,
+    Code,
+    Reason,
+    combine,
+    evicted,
+    node_failed,
+)
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -47,9 +58,11 @@ from gpuaas.model.governance import (
     WithinClusterQueue,
 )
 from gpuaas.model.node import Node
-from gpuaas.model.resources import NVIDIA_GPU, describe_amount
+from gpuaas.model.resources import NVIDIA_GPU
 
 _VICTIM_ORDER = attrgetter("victim_order")
+_UNUSED = Code.UNUSED_QUOTA_SHORT  # fields as in reasons.unused_quota_short
+_CAPACITY = Code.QUOTA_CAPACITY_EXCEEDED  # fields as in reasons.quota_capacity_exceeded
 
 
 def _queue_order(wl: AdmissionWorkload) -> tuple[int, float, str]:
@@ -66,41 +79,36 @@ class Assignment:
     mode: Mode = Mode.FIT
     borrow: int = 0
     need_preemption: set[FlavorResource] = field(default_factory=set)
-    reasons: list[object] = field(default_factory=list)  # formatted only when shown
+    # why flavors were refused: reasons, or (code, positional fields) pairs from the hot path
+    # (see gpuaas.engine.reasons.Cause); combined into one reason only on failure
+    reasons: list[Reason | Cause] = field(default_factory=list)
     simulated: bool = True  # False: preemption was assumed possible, not checked
 
+    def reason(self) -> Reason:
+        """Why the workload cannot have these flavors: every cause met, each once."""
+        return combine(self.reasons, WAITING_FOR_QUOTA)
+
     def message(self) -> str:
-        seen: list[str] = []
-        for reason in self.reasons:
-            text = _reason_text(reason)
-            if text not in seen:
-                seen.append(text)
-        return "; ".join(seen) if seen else "waiting for quota"
+        return self.reason().render()
 
 
-def _reason_text(reason: object) -> str:
-    if not isinstance(reason, tuple):
-        return str(reason)
-    if reason[0] == "capacity":
-        _, cq, (flavor, resource), value, capacity = reason
-        return (
-            f"insufficient quota for {resource} in flavor {flavor}: {_fmt(resource, value)} "
-            f"requested > {_fmt(resource, capacity)} maximum capacity of ClusterQueue {cq}"
-        )
-    if reason[0] == "unused":
-        _, cohort, (flavor, resource), more, lend = reason
-        text = (
-            f"insufficient unused quota for {resource} in flavor {flavor}: "
-            f"{_fmt(resource, more)} more needed"
-        )
-        if cohort is not None:
-            text += f"; cohort {cohort} has {_fmt(resource, lend)} to lend"
-        return text
-    return "no admitted workload may be preempted for it"
+class RenderedReasons(Mapping[str, str]):
+    """The engine's reasons as sentences, rendered when read (see
+    :mod:`gpuaas.engine.reasons`): for callers that show them."""
 
+    __slots__ = ("_why",)
 
-def _fmt(resource: str, amount: int) -> str:
-    return describe_amount(resource, amount)
+    def __init__(self, why: Mapping[str, Reason]) -> None:
+        self._why = why
+
+    def __getitem__(self, name: str) -> str:
+        return self._why[name].render()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._why)
+
+    def __len__(self) -> int:
+        return len(self._why)
 
 
 def _offers_level(gov: Governance, flavor: ResourceFlavor, ps: AdmissionPodSet) -> bool:
@@ -154,7 +162,10 @@ class AdmissionEngine:
         self.pending: dict[str, dict[str, AdmissionWorkload]] = {
             name: {} for name in gov.cluster_queues
         }
-        self.reasons: dict[str, str] = {}
+        #: why each pending workload waits (or was last evicted or requeued), structured;
+        #: :attr:`reasons` shows the same as sentences
+        self.why: dict[str, Reason] = {}
+        self.reasons: Mapping[str, str] = RenderedReasons(self.why)
         self.evictions: list[Eviction] = []
         self.pool = NodePool(nodes, gov.flavors, policy) if nodes is not None else None
         self.ordered: dict[str, list[AdmittedWorkload]] = {name: [] for name in gov.cluster_queues}
@@ -175,6 +186,7 @@ class AdmissionEngine:
         self._frontier: dict[str, tuple[tuple[tuple[int, int], float], int]] = {}
         self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode, int]] = {}
         self._known: set[str] = set()
+        self._flavor_sets: dict[tuple[object, ...], dict[str, dict[str, str]]] = {}
         self._user_admitted: dict[tuple[str, str], int] = {}
         self._group_of: dict[str, dict[str, int]] = {}
         self._label_keys: dict[str, list[set[str]]] = {}
@@ -262,7 +274,7 @@ class AdmissionEngine:
             if placement is None:  # it cannot hold quota for pods that are nowhere
                 raise InvalidValue(
                     f"workload {wl.name}: admitted",
-                    f"its pods do not fit on the nodes: {self.pool.last_reason}",
+                    f"its pods do not fit on the nodes: {self.pool.last_reason.render()}",
                 )
         self._known.add(wl.name)
         self._record(wl, cq_name, chosen, usage, at, placement)
@@ -273,7 +285,7 @@ class AdmissionEngine:
         for cq, pending in self.pending.items():
             if name in pending:
                 self._dequeue(cq, name)
-                self.reasons.pop(name, None)
+                self.why.pop(name, None)
                 self._inadmissible.pop(name, None)
                 return True
         return False
@@ -393,7 +405,7 @@ class AdmissionEngine:
                     a = self.assign(wl, cq, simulate=False)
                     heapq.heappush(heap, (self._key(wl, cq, a), self._tree(cq), cq, wl, a))
                     return
-                self.reasons[wl.name] = limit_reason
+                self.why[wl.name] = limit_reason
                 position[cq] += 1
 
         strict = {
@@ -403,8 +415,8 @@ class AdmissionEngine:
 
         def block(cq: str, head: AdmissionWorkload) -> None:
             for blocked in queues[cq][position[cq] + 1 :]:
-                self.reasons[blocked.name] = (
-                    f"StrictFIFO: waiting behind {head.name} in ClusterQueue {cq}"
+                self.why[blocked.name] = Reason(
+                    Code.STRICT_FIFO_BLOCKED, {"head": head.name, "cluster_queue": cq}
                 )
 
         for cq, pending in self.pending.items():
@@ -460,32 +472,26 @@ class AdmissionEngine:
         self._versions[self._root_of[cq]] += 1
         self._version += 1
 
-    def _user_limit_reason(self, wl: AdmissionWorkload) -> str | None:
+    def _user_limit_reason(self, wl: AdmissionWorkload) -> Reason | None:
         limit = self.config.user_limits.get(wl.queue)
         if limit is None or wl.user is None:
             return None
         if self._user_admitted.get((wl.queue, wl.user), 0) < limit:
             return None
-        return (
-            f"user {wl.user} already has {limit} admitted workloads in LocalQueue {wl.queue} "
-            f"(limit {limit})"
-        )
+        return Reason(Code.USER_LIMIT, {"user": wl.user, "queue": wl.queue, "limit": limit})
 
     def _try_admit(self, wl: AdmissionWorkload, cq: str, a: Assignment) -> bool:
         if a.mode == Mode.NO_FIT:
-            self.reasons[wl.name] = a.message()
+            self.why[wl.name] = a.reason()
             return False
         if a.mode == Mode.FIT:
             return self._admit_placed(wl, cq, a)
         targets = self.preemptor.targets(wl, cq, a.usage, a.need_preemption)
         if not targets:
-            self.reasons[wl.name] = a.message() + "; no admitted workload may be preempted for it"
+            self.why[wl.name] = a.reason().plus(NO_PREEMPTION_POSSIBLE)
             return False
         if self.pool is not None and not self._fits_nodes_after(wl, cq, targets):
-            self.reasons[wl.name] = (
-                a.message()
-                + "; preempting would free quota but the pods would not fit on the nodes"
-            )
+            self.why[wl.name] = a.reason().plus(PREEMPTION_WOULD_NOT_FIT)
             return False
         for victim, reason in targets:
             self.evict(victim.name, reason, wl.name)
@@ -493,7 +499,7 @@ class AdmissionEngine:
         if fresh.mode == Mode.FIT:
             self._admit_placed(wl, cq, fresh)  # on failure it records why
         else:
-            self.reasons[wl.name] = fresh.message()
+            self.why[wl.name] = fresh.reason()
         return True
 
     def _fits_nodes_after(
@@ -533,21 +539,18 @@ class AdmissionEngine:
                     break
                 a = retry
             if placement is None:
-                self.reasons[wl.name] = (
-                    "quota is available but the pods do not fit on the nodes of the assigned "
-                    f"flavors ({self._flavor_text(a)}): {self.pool.last_reason}"
-                )
+                failed = self.pool.last_reason
+                self.why[wl.name] = failed.with_fields(flavors=self._shared(a.flavors))
                 return False
         self._dequeue(cq, wl.name)
         self._record(wl, cq, a.flavors, a.usage, self.now, placement)
         return True
 
-    @staticmethod
-    def _flavor_text(a: Assignment) -> str:
-        return ", ".join(
-            f"{ps}: {', '.join(f'{r}={f}' for r, f in sorted(rs.items()))}"
-            for ps, rs in a.flavors.items()
-        )
+    def _shared(self, flavors: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """One copy of each distinct flavor assignment for the reasons that name it: thousands
+        of workloads waiting for room on the same flavors hold one dict, not one each."""
+        key = tuple((ps, tuple(rs.items())) for ps, rs in flavors.items())
+        return self._flavor_sets.setdefault(key, flavors)
 
     def _record(
         self,
@@ -564,7 +567,7 @@ class AdmissionEngine:
         self.by_cq[cq][wl.name] = aw
         bisect.insort(self.ordered[cq], aw, key=_VICTIM_ORDER)
         self.tree.add_usage(self.tree.cqs[cq], usage)
-        self.reasons.pop(wl.name, None)
+        self.why.pop(wl.name, None)
         if wl.user is not None:
             key = (wl.queue, wl.user)
             self._user_admitted[key] = self._user_admitted.get(key, 0) + 1
@@ -588,18 +591,19 @@ class AdmissionEngine:
         if name not in self.admitted:
             raise InvalidValue(f"workload {name}", "is not admitted, so it cannot finish")
         aw = self._take_back(name)
-        self.reasons.pop(name, None)
+        self.why.pop(name, None)
         self._bump(aw.cluster_queue)
 
-    def requeue(self, name: str, reason: str) -> None:
+    def requeue(self, name: str, reason: Reason | str) -> None:
         """``name`` lost its nodes outside admission (a node failed or left): give back its
         quota and devices and queue it again with its original creation time. Not a preemption,
-        so it is not listed in :attr:`evictions`."""
+        so it is not listed in :attr:`evictions`. ``reason`` is one of
+        :data:`~gpuaas.engine.reasons.REQUEUE_CODES`; a bare sentence is a failed node's."""
         if name not in self.admitted:
             raise InvalidValue(f"workload {name}", "is not admitted, so it cannot be requeued")
         aw = self._take_back(name)
         self._enqueue(aw.cluster_queue, aw.workload)
-        self.reasons[name] = reason
+        self.why[name] = node_failed(reason) if isinstance(reason, str) else reason
         self._bump(aw.cluster_queue)
 
     def nodes_changed(self) -> None:
@@ -614,9 +618,7 @@ class AdmissionEngine:
         aw = self._take_back(name)
         self._enqueue(aw.cluster_queue, aw.workload)
         self.evictions.append(Eviction(name, EvictionReason(reason), preemptor, aw.sequence))
-        self.reasons[name] = (
-            f"evicted ({reason}) to admit {preemptor}" if preemptor else f"evicted ({reason})"
-        )
+        self.why[name] = evicted(Code(reason), preemptor)
         self._bump(aw.cluster_queue)
 
     # --- flavor assignment ----------------------------------------------------------------
@@ -645,7 +647,12 @@ class AdmissionEngine:
                 gi = self._group_of[cq_name].get(resource)
                 if gi is None:
                     out.mode = Mode.NO_FIT
-                    out.reasons.append(f"resource {resource} unavailable in ClusterQueue {cq_name}")
+                    out.reasons.append(
+                        Reason(
+                            Code.RESOURCE_NOT_COVERED,
+                            {"resource": resource, "cluster_queue": cq_name},
+                        )
+                    )
                     return out
                 if gi not in groups:
                     groups.append(gi)
@@ -660,24 +667,35 @@ class AdmissionEngine:
                     flavor = self.gov.flavors[fq.name]
                     if exclude and (ps.name, fq.name) in exclude:
                         out.reasons.append(
-                            f"pods of pod set {ps.name} do not fit on the nodes of flavor {fq.name}"
+                            Reason(Code.FLAVOR_NODES_FULL, {"pod_set": ps.name, "flavor": fq.name})
                         )
                         continue
                     if flavor.node_taints and not tolerated(
                         flavor.node_taints, (*ps.tolerations, *flavor.tolerations)
                     ):
-                        out.reasons.append(f"untolerated taint in flavor {fq.name}")
+                        out.reasons.append(
+                            Reason(Code.FLAVOR_TAINT_UNTOLERATED, {"flavor": fq.name})
+                        )
                         continue
                     if any(flavor.node_labels.get(k) != v for k, v in selector.items()):
                         out.reasons.append(
-                            f"flavor {fq.name} does not match the nodeSelector of pod set {ps.name}"
+                            Reason(
+                                Code.FLAVOR_SELECTOR_MISMATCH,
+                                {"flavor": fq.name, "pod_set": ps.name},
+                            )
                         )
                         continue
                     if flavor.topology_name is not None and not _offers_level(self.gov, flavor, ps):
                         out.reasons.append(
-                            f"flavor {fq.name}'s Topology {flavor.topology_name} has no level "
-                            f"{ps.topology.level.short if ps.topology else ''} "
-                            f"(pod set {ps.name})"
+                            Reason(
+                                Code.FLAVOR_TOPOLOGY_LEVEL_MISSING,
+                                {
+                                    "flavor": fq.name,
+                                    "topology": flavor.topology_name,
+                                    "level": ps.topology.level.short if ps.topology else "",
+                                    "pod_set": ps.name,
+                                },
+                            )
                         )
                         continue
                     mode, borrow, fit_borrow = Mode.FIT, 0, 0
@@ -697,7 +715,7 @@ class AdmissionEngine:
                     if mode == Mode.PREEMPT and simulate:
                         mode, after = self._preemption_mode(wl, cq_name, need)
                         if mode == Mode.NO_FIT:
-                            out.reasons.append(("novictim",))
+                            out.reasons.append(NO_PREEMPTION_POSSIBLE)
                         else:  # a flavor is ranked by what it borrows once the victims are gone
                             borrow = max(fit_borrow, after)
                     elif mode == Mode.PREEMPT:
@@ -730,21 +748,24 @@ class AdmissionEngine:
         node: QuotaNode,
         fr: FlavorResource,
         value: int,
-        reasons: list[object],
+        reasons: list[Reason | Cause],
     ) -> tuple[Mode, int]:
         """FIT, NO_FIT, or PREEMPT meaning "only preemption could help" (checked by the caller)."""
         tree = self.tree
         available = tree.available(node, fr)
         capacity = tree.potential_available(node, fr)
         if value > capacity:
-            reasons.append(("capacity", cq_name, fr, value, capacity))
+            reasons.append((_CAPACITY, (cq_name, fr[0], fr[1], value, capacity)))
             return Mode.NO_FIT, 0
         borrow, may_reclaim = tree.borrow_height(node, fr, value)
         if value <= available:
             return Mode.FIT, borrow
         lend = tree.lendable_from_cohort(node, fr) if node.parent is not None else None
-        reasons.append(
-            ("unused", node.parent.name if node.parent else None, fr, value - available, lend)
+        reasons.append(  # unused_quota_short(...) as a bare cause: the hot path of a full queue
+            (
+                _UNUSED,
+                (fr[0], fr[1], value - available, node.parent.name if node.parent else None, lend),
+            )
         )
         # Kueue tries preemption only when the request fits the queue's nominal quota, when a
         # subtree below the root could hold it (hierarchical reclaim), or when the queue may

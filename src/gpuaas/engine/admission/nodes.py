@@ -29,6 +29,7 @@ from gpuaas.engine.admission.gpu_size import GPU_MILLI, mig_compute_slices
 from gpuaas.engine.gang import GangPlacement, place_workload, release, reserve
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.policies import make_policy
+from gpuaas.engine.reasons import Code, Reason, placement_failed
 from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.devices import GPU, MigInstance, Partition, PartitionMode
 from gpuaas.model.errors import InvalidValue
@@ -44,6 +45,7 @@ GENERIC_GPU = "generic"
 #: The placement policy admission uses unless told otherwise: packing keeps whole nodes free
 #: for the large gangs that come later, and it is the cheapest score on a large fleet.
 DEFAULT_ADMISSION_POLICY = "packing"
+_NOTHING_TRIED = Reason(Code.WAITING_FOR_ADMISSION)  # last_reason before any failure
 
 
 @dataclass(slots=True)
@@ -214,9 +216,9 @@ class NodePool:
         self.extra_free: list[dict[str, int]] = [dict(n.extra) for n in self.nodes]
         # a workload shape that did not fit still does not until something is released
         self._released = 0
-        self._no_fit: dict[tuple[object, ...], tuple[int, str, str | None]] = {}
+        self._no_fit: dict[tuple[object, ...], tuple[int, Reason, str | None]] = {}
         self.last_failed: str | None = None  # the pod set that did not fit in the last place()
-        self.last_reason: str = ""
+        self.last_reason: Reason = _NOTHING_TRIED
         self._converted: dict[tuple[object, ...], tuple[PodSet, dict[str, int]]] = {}
         self._sliced: dict[str, bool] = {}
 
@@ -298,7 +300,7 @@ class NodePool:
             return None
         result = place_workload(self.snapshot, gang_wl, self.policy)
         if isinstance(result, Unschedulable):
-            self._fail(gang_wl, result.reason)
+            self._fail(gang_wl, result)
             self._no_fit[shape] = (self._released, self.last_reason, self.last_failed)
             return None
         taken: list[tuple[int, str, int]] = []
@@ -317,9 +319,17 @@ class NodePool:
                 release(self.snapshot, result, self.policy)
                 node, r, amount = short[0]
                 self.last_failed = next(p.pod_set for p in result.pods if p.placement.node == node)
-                self.last_reason = (
-                    f"node {self.snapshot.names[node]} has "
-                    f"{self.extra_free[node].get(r, 0)} {r} free, {amount} needed"
+                words = Reason(
+                    Code.EXTENDED_RESOURCE,
+                    {
+                        "node": self.snapshot.names[node],
+                        "resource": r,
+                        "free": self.extra_free[node].get(r, 0),
+                        "needed": amount,
+                    },
+                )
+                self.last_reason = placement_failed(
+                    Code.EXTENDED_RESOURCE, words.render(), **words.fields
                 )
                 return None
             for (node, r), amount in need.items():
@@ -330,9 +340,9 @@ class NodePool:
             names[pod.pod_set].append(pod.placement.node_name)
         return NodePlacement(result, tuple(taken), names)
 
-    def _fail(self, gang_wl: Workload, reason: str) -> None:
+    def _fail(self, gang_wl: Workload, failure: Unschedulable) -> None:
         """Name the pod set to blame: the one that cannot be placed on its own, else the first."""
-        self.last_reason = reason
+        self.last_reason = failure.cause()
         self.last_failed = gang_wl.pod_sets[0].name
         if len(gang_wl.pod_sets) == 1:
             return

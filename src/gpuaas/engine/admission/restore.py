@@ -25,13 +25,22 @@ from gpuaas.engine.admission.cycle import AdmissionEngine
 from gpuaas.engine.admission.nodes import NodePlacement, NodePool
 from gpuaas.engine.gang import GangPlacement, PodPlacement
 from gpuaas.engine.place import Placement, reserve, unreserve
+from gpuaas.engine.reasons import Code
 from gpuaas.engine.snapshot import Assignment, OvercommitError
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 
 
 class PlacementLost(GpuaasError):
-    """A recorded placement cannot be reserved again (node gone, devices changed or taken)."""
+    """A recorded placement cannot be reserved again (node gone, devices changed or taken).
+
+    ``code`` says which: :attr:`~gpuaas.engine.reasons.Code.NODE_REMOVED` when a node left the
+    fleet, :attr:`~gpuaas.engine.reasons.Code.DEVICE_LOST` otherwise.
+    """
+
+    def __init__(self, message: str, code: Code = Code.DEVICE_LOST) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def record(placement: NodePlacement) -> list[dict[str, Any]]:
@@ -103,7 +112,9 @@ def restore(
             try:
                 node = snapshot.index_of(name)
             except KeyError:
-                raise PlacementLost(f"{where}: node {name} is no longer in the fleet") from None
+                raise PlacementLost(
+                    f"{where}: node {name} is no longer in the fleet", Code.NODE_REMOVED
+                ) from None
             a = _assignment(node, raw.get("assignment") or {}, f"{where}.assignment")
             placement = Placement(node, name, a, 0.0)
             try:

@@ -21,6 +21,7 @@ from types import MappingProxyType
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine, NodePlacement
 from gpuaas.engine.policies.base import Policy
+from gpuaas.engine.reasons import Reason
 from gpuaas.engine.scheduling.decisions import Admitted, Decisions, Evicted, Request
 from gpuaas.engine.scheduling.holds import NodeHolds
 from gpuaas.engine.snapshot import Snapshot
@@ -131,7 +132,7 @@ class AdmissionScheduler:
         self.engine.finish(name)
         self.dirty = True
 
-    def requeue(self, name: str, cause: str) -> None:
+    def requeue(self, name: str, cause: Reason | str) -> None:
         self.engine.requeue(name, cause)
         self.dirty = True
 

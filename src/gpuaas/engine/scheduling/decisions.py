@@ -18,6 +18,7 @@ from typing import Protocol
 
 from gpuaas.engine.admission.state import AdmittedWorkload
 from gpuaas.engine.gang import GangPlacement
+from gpuaas.engine.reasons import Reason
 from gpuaas.model.workload import Workload
 
 
@@ -90,7 +91,7 @@ class Scheduler(Protocol):
     def finish(self, name: str) -> None:
         """``name`` completed: its devices (and quota) are free; it does not queue again."""
 
-    def requeue(self, name: str, cause: str) -> None:
+    def requeue(self, name: str, cause: Reason | str) -> None:
         """``name`` lost its nodes outside scheduling (``cause``: a node failed, was drained or
         scaled away): free what it held and queue it again."""
 

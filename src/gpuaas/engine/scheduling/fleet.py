@@ -37,6 +37,7 @@ import numpy as np
 from gpuaas.engine.gang import GangPlacement, place_workload, release, reserve
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.policies.base import Policy
+from gpuaas.engine.reasons import Reason
 from gpuaas.engine.scheduling.decisions import Admitted, Decisions, Evicted, Request
 from gpuaas.engine.scheduling.holds import NodeHolds
 from gpuaas.engine.snapshot import Snapshot
@@ -154,13 +155,13 @@ class FleetScheduler:
         self._stop(i)
         self.state[i] = GONE
 
-    def requeue(self, name: str, cause: str) -> None:
+    def requeue(self, name: str, cause: Reason | str) -> None:
         i = self.index[name]
         if self.state[i] != RUNNING:
             raise InvalidValue(f"workload {name}", "is not running, so it cannot be requeued")
         self._stop(i)
         self._enqueue(i)
-        self.reasons[name] = cause
+        self.reasons[name] = cause if isinstance(cause, str) else cause.render()
 
     def declare(self, name: str, limit: float) -> None:
         self.limit[self.index[name]] = limit

@@ -154,6 +154,24 @@ class JobSpec(Strict):
         return self
 
 
+class ReasonCause(BaseModel):
+    """A further cause of a reason (its sentence is part of the reason's message)."""
+
+    code: str
+    fields: dict[str, Any]
+
+
+class ReasonView(BaseModel):
+    """Why a job is where it is: ``code`` from the closed set of
+    :class:`gpuaas.engine.reasons.Code` (the table is in docs/architecture.md), the sentence a
+    person reads, the fields it was built from, and any further causes."""
+
+    code: str
+    message: str
+    fields: dict[str, Any]
+    causes: list[ReasonCause] = []
+
+
 class JobEventView(BaseModel):
     at: float
     fromState: str | None
@@ -173,7 +191,7 @@ class JobView(BaseModel):
     priorityClass: str | None
     priority: int
     state: str
-    reason: str
+    reason: ReasonView
     clusterQueue: str | None
     flavors: dict[str, Any] | None
     nodes: list[str]
@@ -197,7 +215,7 @@ class WorkloadView(BaseModel):
     clusterQueue: str | None
     priority: int
     state: str
-    reason: str
+    reason: ReasonView
     flavors: dict[str, Any] | None
     gpus: float
     createdAt: float

@@ -9,8 +9,8 @@ Two sources are merged into one scrape: the application's :class:`~gpuaas.servic
 Telemetry` registry (admissions, evictions, admission wait, reconcile cycle time, which the
 reconciler records as it works) and gauges that are facts of the database, computed at scrape
 time so that every replica reports the same numbers: queue depth per LocalQueue and ClusterQueue,
-jobs per tenant and state, nodes per state, and GPUs allocated against capacity per flavor and
-per tenant.
+pending jobs per reason code (:class:`gpuaas.engine.reasons.Code`: why they wait), jobs per tenant
+and state, nodes per state, and GPUs allocated against capacity per flavor and per tenant.
 
 GPU amounts are in GPUs, counted the way admission charges them (``gpuaas.io/gpu-milli`` / 1000):
 a whole GPU is 1, a time-sliced replica is 1 (it is advertised as one ``nvidia.com/gpu``), a MIG
@@ -38,6 +38,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpuaas.engine.admission.gpu_size import GPU_MILLI, MILLI, is_gpu_device, mig_milli
+from gpuaas.engine.reasons import Code
 from gpuaas.model.devices import PartitionMode
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import ResourceFlavor
@@ -196,6 +197,7 @@ class DatabaseCollector(Collector):
         }
         names = {tid: name for tid, (name, _) in tenants.items()}
         yield from self._queues(capacity, names)
+        yield self._pending_reasons()
         yield from self._jobs(names)
         yield from self._gpus(capacity, tenants)
         yield self._nodes()
@@ -229,6 +231,25 @@ class DatabaseCollector(Collector):
             "Jobs waiting for admission, per ClusterQueue (summed over its LocalQueues)",
             ["cluster_queue"],
             (([cq], count) for cq, count in sorted(per_cq.items())),
+        )
+
+    def _pending_reasons(self) -> GaugeMetricFamily:
+        """Pending jobs per reason code, every code of the closed set reported (zeros too, so
+        that series never disappear); a row stored before codes existed waits for admission."""
+        counts = {code.value: 0 for code in Code}
+        rows = self.session.execute(
+            select(Job.reason_code, func.count())
+            .where(Job.state == JobState.PENDING.value)
+            .group_by(Job.reason_code)
+        )
+        for code, count in rows:
+            key = code if code in counts else Code.WAITING_FOR_ADMISSION.value
+            counts[key] += int(count)
+        return _gauge(
+            "gpuaas_pending_jobs_by_reason",
+            "Jobs waiting for admission, per reason code (why they wait; see docs/architecture.md)",
+            ["reason"],
+            (([code], count) for code, count in sorted(counts.items())),
         )
 
     def _jobs(self, names: Mapping[int, str]) -> Iterator[GaugeMetricFamily]:
