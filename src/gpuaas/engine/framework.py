@@ -280,6 +280,8 @@ def static_mask(snap: Snapshot, pod: PodRequest) -> np.ndarray | None:
         if plugin.name == "NodeSelector" and not pod.node_selector:
             continue
         mask &= plugin.filter(state, snap, everything)
+    if snap.holes:  # a removed node's slot is never a place to run
+        mask &= snap.live
     result: np.ndarray | None = None if mask.all() else mask
     if result is not None:
         result.flags.writeable = False

@@ -23,7 +23,7 @@ from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
-from gpuaas.model.node import Fleet, Node, Taint, TaintEffect
+from gpuaas.model.node import UNSCHEDULABLE, Fleet, Node
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
@@ -36,8 +36,6 @@ from gpuaas.supply.loaders.inventory import API_VERSION, KIND, inventory_from_do
 from gpuaas.supply.loaders.kubernetes import looks_like_kubernetes
 
 FLEET_VERSION = "fleet.version"
-#: What Kubernetes puts on a cordoned node; the engine then places nothing new there.
-UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
 #: Job states that hold devices on their nodes (gpuaas.service.jobs.JobState values).
 ACTIVE_STATES = ("Admitted", "Running")
 #: Keys merged key by key with the defaults (the node's value wins); others are replaced whole.
