@@ -86,6 +86,11 @@ class _DomainIndex:
     free_nodes: np.ndarray  # int64[D]: nodes whose GPUs are all fully free
     total_gpus: np.ndarray  # int64[D]
     nodes: np.ndarray  # int64[D]
+    ids: dict[str, int] = field(default_factory=dict)  # name -> domain id
+
+    def __post_init__(self) -> None:
+        if not self.ids and self.names:
+            self.ids = {name: d for d, name in enumerate(self.names)}
 
 
 @dataclass(slots=True)
@@ -141,6 +146,8 @@ class Snapshot:
     _capacity_milli: int = -1
     #: Static per-pod-kind node masks (GPU model, selector, taints), shared by copies.
     _static_masks: dict[tuple[object, ...], np.ndarray | None] = field(default_factory=dict)
+    #: Whether static parts may be shared with a copy (then a fleet change copies them first).
+    _shared: bool = False
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -241,7 +248,7 @@ class Snapshot:
         np.add.at(free_nodes, of_node[known], self._node_is_free()[known].astype(np.int64))
         np.add.at(total, of_node[known], self.whole_gpus[known])
         np.add.at(count, of_node[known], 1)
-        return _DomainIndex(list(ids), of_node, free_gpus, free_nodes, total, count)
+        return _DomainIndex(list(ids), of_node, free_gpus, free_nodes, total, count, ids)
 
     def _node_is_free(self) -> np.ndarray:
         return (self.full_free == self.whole_gpus) & (self.whole_gpus > 0)
@@ -514,12 +521,7 @@ class Snapshot:
             return True
         if not np.array_equal(self.replica_free[n], self.replica_total[n]):
             return True
-        instances = (
-            sum(1 for key in self.mig_profile_of if key[0] == n)
-            if self.mig_sum[n] or (self.profile_names)
-            else 0
-        )
-        return int(self.mig_sum[n]) != instances
+        return int(self.mig_sum[n]) != int(self.mig_count[n])
 
     def _require_free(self, node: int, action: str) -> None:
         if not 0 <= node < self.size or not self.live[node]:
@@ -528,7 +530,11 @@ class Snapshot:
             raise OvercommitError(f"cannot {action} node {self.names[node]}: it holds reservations")
 
     def _detach(self) -> None:
-        """Own every part copies share before a fleet change writes it (copy-on-write)."""
+        """Own every part copies share before a fleet change writes it (copy-on-write; free
+        when this snapshot was never copied)."""
+        if not self._shared:
+            return
+        self._shared = False
         self.names = list(self.names)
         self.labels = list(self.labels)
         self.taints = list(self.taints)
@@ -547,6 +553,7 @@ class Snapshot:
                 idx.free_nodes,
                 idx.total_gpus.copy(),
                 idx.nodes.copy(),
+                dict(idx.ids),
             )
             for level, idx in self.domains.items()
         }
@@ -613,7 +620,7 @@ class Snapshot:
     def _map_domains(self, level: Level, names: list[str]) -> list[int]:
         index = self.domains[level]
         ids: list[int] = []
-        known = {name: d for d, name in enumerate(index.names)} if names else {}
+        known = index.ids
         for name in names:
             d = known.get(name)
             if d is None:
@@ -868,6 +875,7 @@ class Snapshot:
 
     def copy(self) -> Snapshot:
         """An independent copy of the mutable state (static parts are shared)."""
+        self._shared = True
         return Snapshot(
             names=self.names,
             cpu_total=self.cpu_total,
@@ -896,6 +904,7 @@ class Snapshot:
                     idx.free_nodes.copy(),
                     idx.total_gpus,
                     idx.nodes,
+                    idx.ids,
                 )
                 for level, idx in self.domains.items()
             },
@@ -914,6 +923,7 @@ class Snapshot:
             _label_index=self._label_index,
             _name_index=self._name_index,
             _static_masks=self._static_masks,
+            _shared=True,
         )
 
 
