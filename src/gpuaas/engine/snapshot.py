@@ -422,16 +422,7 @@ class Snapshot:
             first = self.size
             self._grow_rows(grow)
             slots.extend(range(first, first + grow))
-        models = self._map_names("model", part.model_names)
-        profiles = self._map_names("profile", part.profile_names)
-        if part.gmax > self.gmax:
-            self._grow_gpu_columns(part.gmax)
-        levels = {
-            level: self._map_domains(level, part.domains[level].names) for level in DOMAIN_LEVELS
-        }
-        for j, slot in enumerate(slots):
-            self._write_row(slot, part, j, models, profiles, levels)
-        self._layout_changed()
+        self._write_part(part, slots)
         return np.array(slots, dtype=np.int64)
 
     def remove_node(self, node: int) -> None:
@@ -457,6 +448,11 @@ class Snapshot:
         self._detach()
         self._clear_row(node)
         self.holes.remove(node)
+        self._write_part(part, [node])
+
+    def _write_part(self, part: Snapshot, slots: list[int]) -> None:
+        """Write ``part`` (a snapshot of new nodes) into empty ``slots``, one node each: its
+        models, profiles and domains get this snapshot's ids (new ones appended)."""
         models = self._map_names("model", part.model_names)
         profiles = self._map_names("profile", part.profile_names)
         if part.gmax > self.gmax:
@@ -464,7 +460,8 @@ class Snapshot:
         levels = {
             level: self._map_domains(level, part.domains[level].names) for level in DOMAIN_LEVELS
         }
-        self._write_row(node, part, 0, models, profiles, levels)
+        for j, slot in enumerate(slots):
+            self._write_row(slot, part, j, models, profiles, levels)
         self._layout_changed()
 
     def set_taints(self, node: int, taints: Sequence[Taint]) -> None:
