@@ -132,8 +132,9 @@ class Snapshot:
     #: int64[N]: free MIG instances per node, all profiles (``mig_free.sum(axis=1)``,
     #: maintained), which policies that pack partitioned GPUs rank nodes by.
     mig_sum: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: int64[N]: MIG instances the node has (free or not), static.
-    mig_count: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: int64[N, P]: MIG instances per node and profile, free or not (static): which nodes
+    #: could ever hold a profile, and whether a node holds any reservation.
+    mig_capacity: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.int64))
     #: bool[N]: the slot holds a node (False: a removed node's slot, free for the next add).
     live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     #: Removed nodes' slots, reused by :meth:`add_nodes` lowest first.
@@ -222,7 +223,7 @@ class Snapshot:
         snap._name_index = {name: i for i, name in enumerate(snap.names)}
         snap.version = np.zeros(n, dtype=np.int64)
         snap.live = np.ones(n, dtype=bool)
-        snap.mig_count = mig_free.sum(axis=1)
+        snap.mig_capacity = mig_free.copy()
         snap.max_free = gpu_free.max(axis=1)
         snap.replica_sum = snap.replica_free.sum(axis=1)
         snap.mig_total = mig_free.sum(axis=0)
@@ -518,7 +519,7 @@ class Snapshot:
             return True
         if not np.array_equal(self.replica_free[n], self.replica_total[n]):
             return True
-        return int(self.mig_sum[n]) != int(self.mig_count[n])
+        return not np.array_equal(self.mig_free[n], self.mig_capacity[n])
 
     def _require_free(self, node: int, action: str) -> None:
         if not 0 <= node < self.size or not self.live[node]:
@@ -610,7 +611,9 @@ class Snapshot:
         else:
             grow = len(own) - self.mig_free.shape[1]
             if grow > 0:
-                self.mig_free = np.hstack([self.mig_free, np.zeros((self.size, grow), np.int64)])
+                extra = np.zeros((self.size, grow), np.int64)
+                self.mig_free = np.hstack([self.mig_free, extra])
+                self.mig_capacity = np.hstack([self.mig_capacity, extra])
                 self.mig_total = np.concatenate([self.mig_total, np.zeros(grow, np.int64)])
         return ids
 
@@ -654,7 +657,7 @@ class Snapshot:
         self.gpu_uuids[n] = part.gpu_uuids[j]
         for name in ("cpu_total", "mem_total", "cpu_free", "mem_free", "gpu_count"):
             getattr(self, name)[n] = getattr(part, name)[j]
-        for name in ("full_free", "whole_gpus", "max_free", "replica_sum", "mig_sum", "mig_count"):
+        for name in ("full_free", "whole_gpus", "max_free", "replica_sum", "mig_sum"):
             getattr(self, name)[n] = getattr(part, name)[j]
         self.gpu_free[n, :] = -1
         self.gpu_free[n, :g] = part.gpu_free[j]
@@ -668,9 +671,11 @@ class Snapshot:
             self.model_free_gpus[models[model]] += int(part.full_free[j])
             self.model_free_milli[models[model]] += int(part.full_free[j]) * MILLI
         self.mig_free[n, :] = 0
+        self.mig_capacity[n, :] = 0
         for p, count in enumerate(part.mig_free[j].tolist()):
             if count:
                 self.mig_free[n, profiles[p]] = count
+                self.mig_capacity[n, profiles[p]] = count
                 self.mig_total[profiles[p]] += count
                 self.mig_slots[(n, profiles[p])] = list(part.mig_slots[(j, p)])
         for (jj, gg, k), p in part.mig_profile_of.items():
@@ -827,7 +832,7 @@ class Snapshot:
         holes = np.flatnonzero(~self.live).tolist()
         assert sorted(self.holes) == holes
         assert not self.cpu_total[holes].any() and not self.whole_gpus[holes].any()
-        assert not self.mig_count[holes].any() and not self.replica_total[holes].any()
+        assert not self.mig_capacity[holes].any() and not self.replica_total[holes].any()
         assert set(self._name_index.values()) == set(np.flatnonzero(self.live).tolist())
         assert set(self.tainted.tolist()) == {n for n, t in enumerate(self.taints) if t}
         for index in self.domains.values():
@@ -915,7 +920,7 @@ class Snapshot:
             mig_total=self.mig_total.copy(),
             mig_sum=self.mig_sum.copy(),
             live=self.live,
-            mig_count=self.mig_count,
+            mig_capacity=self.mig_capacity,
             holes=list(self.holes),
             _label_index=self._label_index,
             _name_index=self._name_index,
@@ -942,7 +947,7 @@ _HOLE_FILL: dict[str, int | bool] = {
     "max_free": -1,
     "replica_sum": 0,
     "mig_sum": 0,
-    "mig_count": 0,
+    "mig_capacity": 0,
     "live": False,
 }
 #: Per-node arrays that copies share (the rest each copy owns already).
@@ -953,6 +958,7 @@ _STATIC_ROWS = (
     "replica_total",
     "model_of_node",
     "whole_gpus",
+    "mig_capacity",
     "live",
 )
 

@@ -227,10 +227,7 @@ def _capable_nodes(snap: Snapshot, level: Level, shape: PodShape, model: int) ->
         elif kind == "share":
             ok &= snap.whole_gpus > 0
         elif kind == "mig":
-            has = np.zeros(snap.size, dtype=bool)
-            for n, _, _ in (k for k, v in snap.mig_profile_of.items() if v == p):
-                has[n] = True
-            ok &= has
+            ok &= snap.mig_capacity[:, p] > 0
         elif kind == "replicas":
             ok &= snap.replica_total.sum(axis=1) > 0
         found = cache.capable[key] = np.flatnonzero(ok)
