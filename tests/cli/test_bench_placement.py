@@ -88,3 +88,32 @@ def test_node_sampling_options() -> None:
     )
     assert result.exit_code == 2 and "within 0..100" in result.output
     assert "Traceback" not in result.output
+
+
+def test_node_churn_replaces_nodes_and_reports_their_cost() -> None:
+    result = runner.invoke(
+        app,
+        ["bench", "placement", "--nodes", "120", "--workloads", "800", "--node-churn", "15",
+         "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    moved = data["node_churn"]
+    assert moved["changes"] == 15 and moved["displaced_workloads"] >= 0
+    for key in ("add", "remove", "add_cpu", "remove_cpu"):
+        assert moved[key]["max_ms"] >= moved[key]["mean_ms"] > 0, key
+    assert data["nodes"] == 120 and data["gpus"] == 120 * 8  # replaced, not grown
+    assert data["single_pod"]["decisions"] + data["gang"]["decisions"] == 800
+    table = runner.invoke(
+        app, ["bench", "placement", "--nodes", "60", "--workloads", "200", "--node-churn", "3"]
+    )
+    assert table.exit_code == 0, table.output
+    assert "node churn: 3 nodes replaced" in table.stdout and "remove (cpu)" in table.stdout
+    quiet = json.loads(
+        runner.invoke(
+            app, ["bench", "placement", "--nodes", "60", "--workloads", "100", "--json"]
+        ).stdout
+    )
+    assert quiet["node_churn"]["changes"] == 0
+    bad = runner.invoke(app, ["bench", "placement", "--nodes", "5", "--node-churn", "-1"])
+    assert bad.exit_code == 2 and "must be at least 0" in bad.output

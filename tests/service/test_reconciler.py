@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_world import build_world, devices_given_twice, events, job_spec, jobs
+from job_world import build_world, devices_given_twice, events, job_spec, jobs, node_entries
 from sqlalchemy import delete
 
 from gpuaas.backends.base import BackendEvent, EventKind
@@ -18,7 +18,13 @@ from gpuaas.backends.sim import SimBackend
 from gpuaas.engine.admission.restore import PlacementLost, readmit
 from gpuaas.model.job_state import JobState
 from gpuaas.model.resources import NVIDIA_GPU
-from gpuaas.service.fleet import FLEET_VERSION, bump_version, set_schedulable
+from gpuaas.service.fleet import (
+    FLEET_VERSION,
+    bump_version,
+    delete_node,
+    register_nodes,
+    set_schedulable,
+)
 from gpuaas.service.jobs import cancel_job, submit_job
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.reconciler import Reconciler
@@ -327,6 +333,42 @@ def test_a_job_the_backend_lost_is_requeued_with_that_cause(
         check_consistent(db)
     finally:
         reconciler.stop()
+
+
+def test_fleet_changes_apply_to_the_running_engine_without_a_rebuild(
+    db: Database, world: dict[str, int], reconciler: Reconciler
+) -> None:
+    first = submit(db, world, gang("first", 1, 2, duration=1000))
+    reconciler.step(T0 + 1)
+    reconciler.step(T0 + 2)
+    engine = reconciler.engine
+    assert engine is not None and engine.pool is not None
+    placement = engine.admitted[str(first)].placement
+    with db.session() as s:  # a node joins, a free one is cordoned, then deleted
+        register_nodes(s, [{**node_entries(1)[0], "name": "node-3", "count": 1}], T0 + 3)
+    reconciler.step(T0 + 4)
+    assert reconciler.engine is engine  # applied in place, not rebuilt
+    assert engine.admitted[str(first)].placement is placement  # untouched
+    assert "node-3" in engine.pool.snapshot.names
+    with db.sessions() as s:
+        row = s.get(Job, first)
+        assert row is not None and row.attempts == 0
+        used = {p["node"] for p in row.placement or []}
+    free = next(n for n in ("node-1", "node-2") if n not in used)
+    with db.session() as s:
+        set_schedulable(s, free, T0 + 5, cordoned=True)
+    reconciler.step(T0 + 6)
+    with db.session() as s:
+        delete_node(s, free)
+    second = submit(db, world, gang("second", 2, 2, duration=1000), at=T0 + 6)
+    reconciler.step(T0 + 7)
+    assert reconciler.engine is engine
+    assert free not in engine.pool.snapshot.names
+    with db.sessions() as s:
+        row = s.get(Job, second)
+        assert row is not None and row.state == "Admitted"
+        assert {p["node"] for p in row.placement or []} <= {"node-3", *used}
+    check_consistent(db)
 
 
 def test_max_run_time_fails_a_job_that_runs_too_long(db: Database, world: dict[str, int],

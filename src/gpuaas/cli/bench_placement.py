@@ -12,10 +12,19 @@ A real cloud is never empty nor full: with ``--churn`` (the default) the oldest 
 finish whenever whole-GPU allocation passes ``--high`` and until it falls under ``--low``, so
 the benchmark measures decisions on a busy, fragmented fleet rather than on an empty one or on a
 full one that rejects everything at once. Releases are timed apart and not counted as decisions.
+
+With ``--node-churn N`` the fleet changes too, as an autoscaler replacing nodes would change it:
+N times, evenly spread over the run, a random node leaves (its workloads are released first)
+and a node with the same hardware under a new name joins, each through the snapshot's in-place
+change (:meth:`~gpuaas.engine.snapshot.Snapshot.remove_node`,
+:meth:`~gpuaas.engine.snapshot.Snapshot.add_nodes`). The cost of one removal and of one
+addition is timed on its own; the placement rates of the same run are the throughput while
+nodes come and go (the first decision after a change pays for the policy caches it rebuilds).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import time
@@ -36,6 +45,7 @@ from gpuaas.engine.place import NodeSampling, Unschedulable
 from gpuaas.engine.policies import DEFAULT_POLICY, POLICY_NAMES, TaskMix, make_policy
 from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.errors import GpuaasError
+from gpuaas.model.node import Node
 from gpuaas.model.topology import Level
 from gpuaas.sim.synthetic import (
     FleetSpec,
@@ -99,6 +109,7 @@ def run_placement_bench(
     low: float = 0.8,
     pack_level: Level | None = Level.RACK,
     score_percentage: float | None = 0.0,
+    node_churn: int = 0,
 ) -> dict[str, Any]:
     """Build the synthetic fleet and mix, place every workload, and return the figures.
 
@@ -107,6 +118,8 @@ def run_placement_bench(
     every feasible node."""
     if nodes < 1 or workloads < 1:
         raise GpuaasError("--nodes and --workloads must be at least 1")
+    if node_churn < 0:
+        raise GpuaasError(f"--node-churn {node_churn}: must be at least 0")
     if not 0 < low < high <= 1:
         raise GpuaasError(f"--low {low} and --high {high}: need 0 < low < high <= 1")
     started = time.perf_counter()
@@ -124,13 +137,19 @@ def run_placement_bench(
 
     capacity = int(snap.whole_gpus.sum()) * 1000
     single, gang = _Series(), _Series()
-    running: deque[GangPlacement] = deque()
+    running: deque[int] = deque()  # ids in placement order (finished ones are skipped)
+    live: dict[int, GangPlacement] = {}
+    changes = _NodeChurn(snap, fleet, node_churn, len(mix), seed)
     released = 0
     release_seconds = 0.0
     reasons: dict[str, str] = {}
     clock = time.perf_counter
     cpu_clock = time.process_time
-    for workload in mix:
+    for serial, workload in enumerate(mix):
+        if changes.due(serial):
+            for done in changes.apply(live, policy):
+                live.pop(done, None)
+            release_seconds += changes.last_release
         c0 = cpu_clock()
         t0 = clock()
         result = place_workload(
@@ -149,12 +168,18 @@ def run_placement_bench(
         if isinstance(result, Unschedulable):
             reasons.setdefault(workload.labels.get("kind", "?"), result.reason)
             continue
-        running.append(result)
+        running.append(serial)
+        live[serial] = result
+        changes.placed(serial, result)
         if churn and snap.allocated_milli() > high * capacity:
             t1 = clock()
             while running and snap.allocated_milli() > low * capacity:
-                release(snap, running.popleft(), policy)
-                released += 1
+                oldest = running.popleft()
+                placement = live.pop(oldest, None)
+                if placement is not None:
+                    release(snap, placement, policy)
+                    changes.released(oldest, placement)
+                    released += 1
             release_seconds += clock() - t1
     total = time.perf_counter() - started
     every = single.seconds + gang.seconds
@@ -184,7 +209,93 @@ def run_placement_bench(
         "setup_seconds": round(setup, 2),
         "total_seconds": round(total, 2),
         "example_reasons": reasons,
+        "node_churn": changes.summary(),
     }
+
+
+class _NodeChurn:
+    """``--node-churn``: replace ``count`` random nodes, evenly spread over ``total`` decisions,
+    timing each removal and addition on the snapshot (see the module docstring)."""
+
+    def __init__(self, snap: Snapshot, fleet: list[Node], count: int, total: int, seed: int):
+        self.snap = snap
+        self.fleet = list(fleet)  # by snapshot index: the node in that slot now
+        self.count = count
+        self.every = max(total // (count + 1), 1) if count else 0
+        self.rng = np.random.default_rng(seed + 1)
+        self.on_node: dict[int, set[int]] = {}
+        self.add_seconds: list[float] = []
+        self.remove_seconds: list[float] = []
+        self.add_cpu: list[float] = []  # process CPU time: a busy machine inflates wall time
+        self.remove_cpu: list[float] = []
+        self.displaced = 0
+        self.last_release = 0.0
+        self.release_seconds = 0.0
+
+    def due(self, serial: int) -> bool:
+        return (
+            bool(self.every)
+            and serial > 0
+            and serial % self.every == 0
+            and (len(self.add_seconds) < self.count)
+        )
+
+    def placed(self, serial: int, placement: GangPlacement) -> None:
+        if self.count:
+            for node in set(placement.nodes):
+                self.on_node.setdefault(node, set()).add(serial)
+
+    def released(self, serial: int, placement: GangPlacement) -> None:
+        if self.count:
+            for node in set(placement.nodes):
+                self.on_node.get(node, set()).discard(serial)
+
+    def apply(self, live: dict[int, GangPlacement], policy: object) -> list[int]:
+        """Replace one random node; returns the workloads it displaced (released here)."""
+        snap = self.snap
+        node = int(self.rng.integers(snap.size))
+        gone = sorted(self.on_node.pop(node, set()))
+        t0 = time.perf_counter()
+        for serial in gone:
+            placement = live[serial]
+            release(snap, placement, policy)
+            self.released(serial, placement)
+        self.last_release = time.perf_counter() - t0
+        self.displaced += len(gone)
+        old = self.fleet[node]
+        new = dataclasses.replace(old, name=f"{old.name}-r{len(self.add_seconds) + 1}")
+        c0, t0 = time.process_time(), time.perf_counter()
+        snap.remove_node(node)
+        c1, t1 = time.process_time(), time.perf_counter()
+        (slot,) = snap.add_nodes([new]).tolist()
+        c2, t2 = time.process_time(), time.perf_counter()
+        self.remove_seconds.append(t1 - t0)
+        self.add_seconds.append(t2 - t1)
+        self.remove_cpu.append(c1 - c0)
+        self.add_cpu.append(c2 - c1)
+        self.fleet[slot] = new
+        return gone
+
+    def summary(self) -> dict[str, Any]:
+        def stats(values: list[float]) -> dict[str, float]:
+            if not values:
+                return {"mean_ms": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+            ms = np.array(values) * 1000
+            return {
+                "mean_ms": round(float(ms.mean()), 3),
+                "p50_ms": round(float(np.percentile(ms, 50)), 3),
+                "p99_ms": round(float(np.percentile(ms, 99)), 3),
+                "max_ms": round(float(ms.max()), 3),
+            }
+
+        return {
+            "changes": len(self.add_seconds),
+            "add": stats(self.add_seconds),
+            "remove": stats(self.remove_seconds),
+            "add_cpu": stats(self.add_cpu),
+            "remove_cpu": stats(self.remove_cpu),
+            "displaced_workloads": self.displaced,
+        }
 
 
 def _sampling_name(score_percentage: float | None) -> str:
@@ -220,6 +331,24 @@ def _table(result: dict[str, Any]) -> Table:
     return table
 
 
+def _churn_table(result: dict[str, Any]) -> Table:
+    moved = result["node_churn"]
+    table = Table(
+        title=(
+            f"node churn: {moved['changes']:,} nodes replaced on {result['nodes']:,}, "
+            f"{moved['displaced_workloads']:,} workloads displaced"
+        )
+    )
+    table.add_column("one node")
+    for name in ("mean ms", "p50 ms", "p99 ms", "max ms"):
+        table.add_column(name, justify="right")
+    rows = (("add", "add"), ("remove", "remove"), ("add (cpu)", "add_cpu"))
+    for label, key in (*rows, ("remove (cpu)", "remove_cpu")):
+        row = moved[key]
+        table.add_row(label, *(f"{row[k]:.3f}" for k in ("mean_ms", "p50_ms", "p99_ms", "max_ms")))
+    return table
+
+
 @bench_app.command("placement")
 def bench_placement(
     nodes: int = typer.Option(10_000, "--nodes", help="synthetic fleet size (8-GPU nodes)"),
@@ -245,6 +374,12 @@ def bench_placement(
     ),
     score_all: bool = typer.Option(
         False, "--score-all", help="score every feasible node (turn node sampling off)"
+    ),
+    node_churn: int = typer.Option(
+        0,
+        "--node-churn",
+        help="replace this many random nodes during the run (remove, then add one with the "
+        "same hardware), timing each node removal and addition",
     ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -276,6 +411,7 @@ def bench_placement(
             low,
             pack_level,
             None if score_all else score_percentage,
+            node_churn,
         )
     except GpuaasError as error:
         typer.echo(f"error: {error}", err=True)
@@ -301,3 +437,6 @@ def bench_placement(
         f"({result['release_seconds']} s), GPU allocation at the end "
         f"{result['allocated_gpu_pct_at_end']}%"
     )
+    moved = result["node_churn"]
+    if moved["changes"]:
+        console.print(_churn_table(result))

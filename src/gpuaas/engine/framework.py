@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from gpuaas.engine.fit import fit_mask
 from gpuaas.engine.reasons import Code, Reason
 from gpuaas.engine.snapshot import MILLI, Assignment, Snapshot
 from gpuaas.model.node import TaintEffect
@@ -219,11 +220,17 @@ class TaintFilter:
         return _TAINT
 
 
+def _rule_mask(state: CycleState, snap: Snapshot, nodes: np.ndarray, group: str) -> np.ndarray:
+    """The fit rule's verdict for one group of resources (see :mod:`gpuaas.engine.fit`)."""
+    mask = fit_mask(snap, state.shape, nodes, len(nodes), group)
+    return np.ones(len(nodes), dtype=bool) if mask is None else mask
+
+
 class CpuFilter:
     name = "Cpu"
 
     def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        return snap.cpu_free[nodes] >= state.shape.cpu
+        return _rule_mask(state, snap, nodes, "cpu")
 
     def reason(self, state: CycleState) -> Reason:
         return _CPU
@@ -233,7 +240,7 @@ class MemoryFilter:
     name = "Memory"
 
     def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        return snap.mem_free[nodes] >= state.shape.mem
+        return _rule_mask(state, snap, nodes, "memory")
 
     def reason(self, state: CycleState) -> Reason:
         return _MEMORY
@@ -246,21 +253,7 @@ class GpuFilter:
     name = "Gpu"
 
     def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        shape = state.shape
-        mask = np.ones(len(nodes), dtype=bool)
-        if shape.whole:
-            mask &= snap.full_free[nodes] >= shape.whole
-        if shape.share:
-            mask &= snap.max_free[nodes] >= shape.share
-        for profile, count in shape.mig:
-            p = snap.profile_id(profile)
-            if p < 0:
-                mask[:] = False
-            else:
-                mask &= snap.mig_free[nodes, p] >= count
-        if shape.replicas:
-            mask &= snap.replica_sum[nodes] >= shape.replicas
-        return mask
+        return _rule_mask(state, snap, nodes, "gpu")
 
     def reason(self, state: CycleState) -> Reason:
         shape = state.shape
@@ -296,6 +289,8 @@ def static_mask(snap: Snapshot, pod: PodRequest) -> np.ndarray | None:
         if plugin.name == "NodeSelector" and not pod.node_selector:
             continue
         mask &= plugin.filter(state, snap, everything)
+    if snap.holes:  # a removed node's slot is never a place to run
+        mask &= snap.live
     result: np.ndarray | None = None if mask.all() else mask
     if result is not None:
         result.flags.writeable = False
@@ -308,33 +303,19 @@ def static_mask(snap: Snapshot, pod: PodRequest) -> np.ndarray | None:
 def feasible_nodes(state: CycleState, snap: Snapshot, nodes: np.ndarray | None) -> np.ndarray:
     """Node indices (ascending, from ``nodes`` or the whole fleet when None) that pass every
     default filter: the fused equivalent of the :data:`DEFAULT_FILTERS` chain, with the static
-    filters read from :func:`static_mask` and the GPU forms from the snapshot's maintained
-    per-node indexes (``max_free``, ``replica_sum``): a handful of vector compares, no
-    per-filter bookkeeping. Reasons are only worth computing when nothing is left; see
-    :func:`run_filters`."""
+    filters read from :func:`static_mask` and the consumable resources by the one fit rule
+    (:func:`gpuaas.engine.fit.fit_mask`, on the snapshot's maintained per-node indexes): a
+    handful of vector compares, no per-filter bookkeeping. Reasons are only worth computing
+    when nothing is left; see :func:`run_filters`."""
     shape = state.shape
     sel: slice | np.ndarray = slice(None) if nodes is None else nodes
     static = static_mask(snap, state.pod)
     mask = None if static is None else static[sel]
 
-    def both(part: np.ndarray) -> np.ndarray:
-        return part if mask is None else mask & part
-
-    if shape.cpu:
-        mask = both(snap.cpu_free[sel] >= shape.cpu)
-    if shape.mem:
-        mask = both(snap.mem_free[sel] >= shape.mem)
-    if shape.whole:
-        mask = both(snap.full_free[sel] >= shape.whole)
-    if shape.share:
-        mask = both(snap.max_free[sel] >= shape.share)
-    for profile, count in shape.mig:
-        p = snap.profile_id(profile)
-        if p < 0:
-            return np.zeros(0, dtype=np.int64)
-        mask = both(snap.mig_free[sel, p] >= count)
-    if shape.replicas:
-        mask = both(snap.replica_sum[sel] >= shape.replicas)
+    size = snap.size if nodes is None else len(nodes)
+    fits = fit_mask(snap, shape, sel, size)
+    if fits is not None:
+        mask = fits if mask is None else np.logical_and(fits, mask, out=fits)
     if nodes is None:
         return np.arange(snap.size) if mask is None else np.flatnonzero(mask)
     return nodes if mask is None else nodes[mask]

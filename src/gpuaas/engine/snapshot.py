@@ -19,6 +19,14 @@ GPU forms:
 
 Absent GPU slots (a node with fewer than ``gmax`` GPUs) hold ``-1`` in ``gpu_free`` and ``0``
 in ``replica_free``.
+
+The fleet changes in place (:meth:`Snapshot.add_nodes`, :meth:`Snapshot.remove_node`,
+:meth:`Snapshot.set_taints`, :meth:`Snapshot.replace_node`), in O(the changed node + one copy of
+the per-node arrays), never a rebuild: a node index stays the node's for as long as it is in the
+fleet, so reservations held elsewhere (an engine's placements) stay valid. A removed node leaves
+a *hole*: its slot holds nothing (no capacity, no domain, ``live`` False, never eligible) until
+an added node takes it. Parts that copies share (names, labels, static arrays, caches) are
+replaced, never written, so a copy never sees another snapshot's fleet change.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuaas.model.devices import PartitionMode
-from gpuaas.model.errors import GpuaasError
+from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.node import Node, Taint
 from gpuaas.model.topology import LEVELS, Level
 
@@ -78,6 +86,11 @@ class _DomainIndex:
     free_nodes: np.ndarray  # int64[D]: nodes whose GPUs are all fully free
     total_gpus: np.ndarray  # int64[D]
     nodes: np.ndarray  # int64[D]
+    ids: dict[str, int] = field(default_factory=dict)  # name -> domain id
+
+    def __post_init__(self) -> None:
+        if not self.ids and self.names:
+            self.ids = {name: d for d, name in enumerate(self.names)}
 
 
 @dataclass(slots=True)
@@ -119,13 +132,23 @@ class Snapshot:
     #: int64[N]: free MIG instances per node, all profiles (``mig_free.sum(axis=1)``,
     #: maintained), which policies that pack partitioned GPUs rank nodes by.
     mig_sum: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: Unique per snapshot object (copies get their own), so policy caches never mix snapshots.
+    #: int64[N, P]: MIG instances per node and profile, free or not (static): which nodes
+    #: could ever hold a profile, and whether a node holds any reservation.
+    mig_capacity: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.int64))
+    #: bool[N]: the slot holds a node (False: a removed node's slot, free for the next add).
+    live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: Removed nodes' slots, reused by :meth:`add_nodes` lowest first.
+    holes: list[int] = field(default_factory=list)
+    #: Unique per snapshot object and layout (copies and layout changes get their own), so
+    #: policy caches never mix snapshots.
     uid: int = field(default_factory=lambda: next(_UIDS))
     _label_index: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     _name_index: dict[str, int] = field(default_factory=dict)
     _capacity_milli: int = -1
     #: Static per-pod-kind node masks (GPU model, selector, taints), shared by copies.
     _static_masks: dict[tuple[object, ...], np.ndarray | None] = field(default_factory=dict)
+    #: Whether static parts may be shared with a copy (then a fleet change copies them first).
+    _shared: bool = False
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -199,6 +222,8 @@ class Snapshot:
         )
         snap._name_index = {name: i for i, name in enumerate(snap.names)}
         snap.version = np.zeros(n, dtype=np.int64)
+        snap.live = np.ones(n, dtype=bool)
+        snap.mig_capacity = mig_free.copy()
         snap.max_free = gpu_free.max(axis=1)
         snap.replica_sum = snap.replica_free.sum(axis=1)
         snap.mig_total = mig_free.sum(axis=0)
@@ -224,7 +249,7 @@ class Snapshot:
         np.add.at(free_nodes, of_node[known], self._node_is_free()[known].astype(np.int64))
         np.add.at(total, of_node[known], self.whole_gpus[known])
         np.add.at(count, of_node[known], 1)
-        return _DomainIndex(list(ids), of_node, free_gpus, free_nodes, total, count)
+        return _DomainIndex(list(ids), of_node, free_gpus, free_nodes, total, count, ids)
 
     def _node_is_free(self) -> np.ndarray:
         return (self.full_free == self.whole_gpus) & (self.whole_gpus > 0)
@@ -372,7 +397,416 @@ class Snapshot:
             if node_delta:
                 index.free_nodes[d] += node_delta
 
+    # ------------------------------------------------------------------ fleet changes
+    def add_nodes(self, nodes: Sequence[Node]) -> np.ndarray:
+        """Add ``nodes`` (fully free) to the fleet; returns their node indices (int64), in order.
+
+        Removed nodes' slots are reused lowest first, then the arrays grow by the rest. New GPU
+        models, MIG profiles and topology domains get new ids (existing ids never change), so
+        every index held elsewhere stays valid. Cost: one copy of the per-node arrays plus the
+        new nodes, never a rebuild. A name already in the fleet (or twice in ``nodes``) is an
+        InvalidValue and changes nothing.
+        """
+        if not nodes:
+            return np.zeros(0, dtype=np.int64)
+        seen: set[str] = set()
+        for node in nodes:
+            if node.name in self._name_index or node.name in seen:
+                raise InvalidValue(f"node {node.name}", "name is already in the fleet")
+            seen.add(node.name)
+        part = Snapshot.from_nodes(nodes)
+        self._detach()
+        slots = self.holes[: len(nodes)]
+        self.holes = self.holes[len(slots) :]
+        grow = len(nodes) - len(slots)
+        if grow:
+            first = self.size
+            self._grow_rows(grow)
+            slots.extend(range(first, first + grow))
+        self._write_part(part, slots)
+        return np.array(slots, dtype=np.int64)
+
+    def remove_node(self, node: int) -> None:
+        """Take node ``node`` out of the fleet, leaving a hole (see the module docstring).
+
+        The node must hold no reservation (the caller gives back, or requeues, what runs there
+        first): an OvercommitError otherwise, changing nothing."""
+        self._require_free(node, "remove")
+        self._detach()
+        self._clear_row(node)
+        self._layout_changed()
+
+    def replace_node(self, node: int, new: Node) -> None:
+        """Give slot ``node`` the facts of ``new`` (a repartition: MIG/MPS/time-slice layout,
+        or any other change of capacity, labels or topology); same name or a free one.
+
+        The slot must hold no reservation (the caller releases the pods there first and
+        reserves again those whose devices still exist): an OvercommitError otherwise."""
+        if new.name != self.names[node] and new.name in self._name_index:
+            raise InvalidValue(f"node {new.name}", "name is already in the fleet")
+        self._require_free(node, "repartition")
+        part = Snapshot.from_nodes([new])
+        self._detach()
+        self._clear_row(node)
+        self.holes.remove(node)
+        self._write_part(part, [node])
+
+    def _write_part(self, part: Snapshot, slots: list[int]) -> None:
+        """Write ``part`` (a snapshot of new nodes) into empty ``slots``, one node each: its
+        models, profiles and domains get this snapshot's ids (new ones appended)."""
+        models = self._map_names("model", part.model_names)
+        profiles = self._map_names("profile", part.profile_names)
+        if part.gmax > self.gmax:
+            self._grow_gpu_columns(part.gmax)
+        levels = {
+            level: self._map_domains(level, part.domains[level].names) for level in DOMAIN_LEVELS
+        }
+        for j, slot in enumerate(slots):
+            self._write_row(slot, part, j, models, profiles, levels)
+        self._layout_changed()
+
+    def set_taints(self, node: int, taints: Sequence[Taint]) -> None:
+        """Replace node ``node``'s taints (a cordon adds the unschedulable taint, an uncordon
+        removes it); reservations there stay, only new placements see the change."""
+        if not self.live[node]:
+            raise InvalidValue(f"node {node}", "is not in the fleet")
+        self.taints = list(self.taints)
+        self.taints[node] = tuple(taints)
+        tainted = set(self.tainted.tolist())
+        if taints:
+            tainted.add(node)
+        else:
+            tainted.discard(node)
+        self.tainted = np.array(sorted(tainted), dtype=np.int64)
+        self.version[node] += 1
+        self._layout_changed()
+
+    def devices_kept(self, assignment: Assignment, new: Node) -> bool:
+        """Whether every device ``assignment`` holds on its node still exists, in the same form,
+        in ``new`` (the node's next layout; call before :meth:`replace_node`): the same GPU
+        (uuid) still whole for a share or whole GPU, the same MIG instance index with the same
+        profile, a time-sliced/MPS GPU still with as many replicas. CPU and memory are checked
+        when the assignment is reserved again."""
+        n = assignment.node
+        uuids = self.gpu_uuids[n]
+        gpus = new.gpus
+
+        def same(g: int) -> bool:
+            return g < len(gpus) and g < len(uuids) and gpus[g].uuid == uuids[g]
+
+        for g, _ in assignment.gpu_milli:
+            if not same(g) or gpus[g].partition.mode is not PartitionMode.WHOLE:
+                return False
+        for g, k in assignment.mig:
+            if not same(g) or gpus[g].partition.mode is not PartitionMode.MIG:
+                return False
+            instances = gpus[g].partition.instances
+            old = self.profile_names[self.mig_profile_of[(n, g, k)]]
+            if k >= len(instances) or instances[k].profile != old:
+                return False
+        for g, count in assignment.replicas:
+            if not same(g) or not gpus[g].partition.shared or gpus[g].partition.replicas < count:
+                return False
+        return True
+
+    def holds_reservation(self, node: int) -> bool:
+        """Whether anything is reserved on node ``node`` (cpu, memory or a device)."""
+        n = node
+        if self.cpu_free[n] != self.cpu_total[n] or self.mem_free[n] != self.mem_total[n]:
+            return True
+        row = self.gpu_free[n]
+        if bool(((row >= 0) & (row != MILLI)).any()):
+            return True
+        if not np.array_equal(self.replica_free[n], self.replica_total[n]):
+            return True
+        return not np.array_equal(self.mig_free[n], self.mig_capacity[n])
+
+    def _require_free(self, node: int, action: str) -> None:
+        if not 0 <= node < self.size or not self.live[node]:
+            raise InvalidValue(f"node {node}", "is not in the fleet")
+        if self.holds_reservation(node):
+            raise OvercommitError(f"cannot {action} node {self.names[node]}: it holds reservations")
+
+    def _detach(self) -> None:
+        """Own every part copies share before a fleet change writes it (copy-on-write; free
+        when this snapshot was never copied)."""
+        if not self._shared:
+            return
+        self._shared = False
+        self.names = list(self.names)
+        self.labels = list(self.labels)
+        self.taints = list(self.taints)
+        self.gpu_uuids = list(self.gpu_uuids)
+        self.model_names = list(self.model_names)
+        self.profile_names = list(self.profile_names)
+        self._name_index = dict(self._name_index)
+        self.mig_profile_of = dict(self.mig_profile_of)
+        for name in _STATIC_ROWS:
+            setattr(self, name, getattr(self, name).copy())
+        self.domains = {
+            level: _DomainIndex(
+                list(idx.names),
+                idx.of_node.copy(),
+                idx.free_gpus,
+                idx.free_nodes,
+                idx.total_gpus.copy(),
+                idx.nodes.copy(),
+                dict(idx.ids),
+            )
+            for level, idx in self.domains.items()
+        }
+
+    def _layout_changed(self) -> None:
+        """Static facts changed: caches keyed by layout start afresh (new uid, new names list
+        for topology's per-layout cache, new mask caches)."""
+        self.uid = next(_UIDS)
+        self.names = list(self.names)  # topology's per-layout caches key on this list
+        self._label_index = {}
+        self._static_masks = {}
+        self._capacity_milli = -1
+
+    def _grow_rows(self, count: int) -> None:
+        """Append ``count`` empty rows to every per-node array (:meth:`add_nodes` fills them
+        at once, so they are never listed as holes)."""
+
+        def grown(array: np.ndarray, fill: int | bool) -> np.ndarray:
+            extra = np.full((count, *array.shape[1:]), fill, dtype=array.dtype)
+            return np.concatenate([array, extra])
+
+        for name, fill in _HOLE_FILL.items():
+            setattr(self, name, grown(getattr(self, name), fill))
+        for idx in self.domains.values():
+            idx.of_node = grown(idx.of_node, -1)
+        self.names.extend([""] * count)
+        self.labels.extend({} for _ in range(count))
+        self.taints.extend(() for _ in range(count))
+        self.gpu_uuids.extend([] for _ in range(count))
+
+    def _grow_gpu_columns(self, gmax: int) -> None:
+        extra = gmax - self.gmax
+        n = self.size
+        self.gpu_free = np.hstack([self.gpu_free, np.full((n, extra), -1, dtype=np.int64)])
+        self.replica_total = np.hstack([self.replica_total, np.zeros((n, extra), np.int64)])
+        self.replica_free = np.hstack([self.replica_free, np.zeros((n, extra), np.int64)])
+
+    def _map_names(self, kind: str, names: list[str]) -> list[int]:
+        """Ids in this snapshot of a part's model or profile names, adding the unknown ones."""
+        own = self.model_names if kind == "model" else self.profile_names
+        ids: list[int] = []
+        for name in names:
+            try:
+                ids.append(own.index(name))
+            except ValueError:
+                own.append(name)
+                ids.append(len(own) - 1)
+        if kind == "model":
+            grow = len(own) - len(self.model_free_gpus)
+            if grow > 0:
+                self.model_free_gpus = np.concatenate(
+                    [self.model_free_gpus, np.zeros(grow, np.int64)]
+                )
+                self.model_free_milli = np.concatenate(
+                    [self.model_free_milli, np.zeros(grow, np.int64)]
+                )
+        else:
+            grow = len(own) - self.mig_free.shape[1]
+            if grow > 0:
+                extra = np.zeros((self.size, grow), np.int64)
+                self.mig_free = np.hstack([self.mig_free, extra])
+                self.mig_capacity = np.hstack([self.mig_capacity, extra])
+                self.mig_total = np.concatenate([self.mig_total, np.zeros(grow, np.int64)])
+        return ids
+
+    def _map_domains(self, level: Level, names: list[str]) -> list[int]:
+        index = self.domains[level]
+        ids: list[int] = []
+        known = index.ids
+        for name in names:
+            d = known.get(name)
+            if d is None:
+                d = len(index.names)
+                index.names.append(name)
+                known[name] = d
+            ids.append(d)
+        grow = len(index.names) - len(index.free_gpus)
+        if grow > 0:
+            zeros = np.zeros(grow, dtype=np.int64)
+            index.free_gpus = np.concatenate([index.free_gpus, zeros])
+            index.free_nodes = np.concatenate([index.free_nodes, zeros])
+            index.total_gpus = np.concatenate([index.total_gpus, zeros])
+            index.nodes = np.concatenate([index.nodes, zeros])
+        return ids
+
+    def _write_row(
+        self,
+        n: int,
+        part: Snapshot,
+        j: int,
+        models: list[int],
+        profiles: list[int],
+        levels: dict[Level, list[int]],
+    ) -> None:
+        """Fill hole ``n`` with row ``j`` of ``part`` (a snapshot of the new nodes, fully
+        free), its model/profile/domain ids mapped to this snapshot's, and add it to every
+        aggregate index."""
+        g = part.gmax
+        self.names[n] = part.names[j]
+        self._name_index[part.names[j]] = n
+        self.labels[n] = part.labels[j]
+        self.taints[n] = part.taints[j]
+        self.gpu_uuids[n] = part.gpu_uuids[j]
+        for name in ("cpu_total", "mem_total", "cpu_free", "mem_free", "gpu_count"):
+            getattr(self, name)[n] = getattr(part, name)[j]
+        for name in ("full_free", "whole_gpus", "max_free", "replica_sum", "mig_sum"):
+            getattr(self, name)[n] = getattr(part, name)[j]
+        self.gpu_free[n, :] = -1
+        self.gpu_free[n, :g] = part.gpu_free[j]
+        self.replica_total[n, :] = 0
+        self.replica_total[n, :g] = part.replica_total[j]
+        self.replica_free[n, :] = 0
+        self.replica_free[n, :g] = part.replica_free[j]
+        model = int(part.model_of_node[j])
+        self.model_of_node[n] = models[model] if model >= 0 else -1
+        if model >= 0:
+            self.model_free_gpus[models[model]] += int(part.full_free[j])
+            self.model_free_milli[models[model]] += int(part.full_free[j]) * MILLI
+        self.mig_free[n, :] = 0
+        self.mig_capacity[n, :] = 0
+        for p, count in enumerate(part.mig_free[j].tolist()):
+            if count:
+                self.mig_free[n, profiles[p]] = count
+                self.mig_capacity[n, profiles[p]] = count
+                self.mig_total[profiles[p]] += count
+                self.mig_slots[(n, profiles[p])] = list(part.mig_slots[(j, p)])
+        for (jj, gg, k), p in part.mig_profile_of.items():
+            if jj == j:
+                self.mig_profile_of[(n, gg, k)] = profiles[p]
+        self.live[n] = True
+        self.version[n] += 1
+        if self.taints[n]:
+            self.tainted = np.union1d(self.tainted, [n]).astype(np.int64)
+        free_node = int(self.node_is_free(n))
+        for level, index in self.domains.items():
+            d_part = int(part.domains[level].of_node[j])
+            d = levels[level][d_part] if d_part >= 0 else -1
+            index.of_node[n] = d
+            if d >= 0:
+                index.free_gpus[d] += int(self.full_free[n])
+                index.free_nodes[d] += free_node
+                index.total_gpus[d] += int(self.whole_gpus[n])
+                index.nodes[d] += 1
+
+    def _clear_row(self, n: int) -> None:
+        """Make slot ``n`` (fully free) a hole: out of every aggregate index, nothing left."""
+        model = int(self.model_of_node[n])
+        if model >= 0:
+            self.model_free_gpus[model] -= int(self.full_free[n])
+            self.model_free_milli[model] -= int(self.full_free[n]) * MILLI
+        free_node = int(self.node_is_free(n))
+        for index in self.domains.values():
+            d = int(index.of_node[n])
+            if d >= 0:
+                index.free_gpus[d] -= int(self.full_free[n])
+                index.free_nodes[d] -= free_node
+                index.total_gpus[d] -= int(self.whole_gpus[n])
+                index.nodes[d] -= 1
+                index.of_node[n] = -1
+        for p, count in enumerate(self.mig_free[n].tolist()):
+            if count:
+                self.mig_total[p] -= count
+                for g, k in self.mig_slots.pop((n, p), []):
+                    self.mig_profile_of.pop((n, g, k), None)
+        self._name_index.pop(self.names[n], None)
+        self.names[n] = ""
+        self.labels[n] = {}
+        self.taints[n] = ()
+        self.gpu_uuids[n] = []
+        if n in self.tainted:
+            self.tainted = self.tainted[self.tainted != n]
+        for name, fill in _HOLE_FILL.items():
+            if name != "version":  # versions only move forward (policy caches compare them)
+                getattr(self, name)[n] = fill
+        self.version[n] += 1
+        self.live[n] = False
+        self.holes.append(n)
+        self.holes.sort()
+
     # ------------------------------------------------------------------ comparison (tests)
+    def canonical(self) -> dict[str, object]:
+        """The fleet's state keyed by names, not slots (for tests: a snapshot changed in place
+        equals one built from scratch for the same fleet and reservations, whatever the slot
+        order). Per live node every row; per GPU model, MIG profile and non-empty domain the
+        aggregates."""
+        rows: dict[str, object] = {}
+        for n in np.flatnonzero(self.live).tolist():
+            g = int(self.gpu_count[n])
+            model = int(self.model_of_node[n])
+            rows[self.names[n]] = (
+                int(self.cpu_total[n]),
+                int(self.mem_total[n]),
+                int(self.cpu_free[n]),
+                int(self.mem_free[n]),
+                tuple(self.gpu_free[n, :g].tolist()),
+                tuple(self.replica_total[n, :g].tolist()),
+                tuple(self.replica_free[n, :g].tolist()),
+                self.model_names[model] if model >= 0 else "",
+                int(self.full_free[n]),
+                int(self.whole_gpus[n]),
+                int(self.max_free[n]),
+                int(self.replica_sum[n]),
+                int(self.mig_sum[n]),
+                tuple(
+                    sorted(
+                        (self.profile_names[p], c)
+                        for p, c in enumerate(self.mig_free[n].tolist())
+                        if c
+                    )
+                ),
+                tuple(
+                    sorted(
+                        (self.profile_names[p], tuple(slots))
+                        for (m, p), slots in self.mig_slots.items()
+                        if m == n and slots
+                    )
+                ),
+                tuple(sorted(self.labels[n].items())),
+                self.taints[n],
+                tuple(self.gpu_uuids[n]),
+                tuple(
+                    (level.value, index.names[index.of_node[n]] if index.of_node[n] >= 0 else "")
+                    for level, index in self.domains.items()
+                ),
+            )
+        models = {
+            name: (int(self.model_free_gpus[m]), int(self.model_free_milli[m]))
+            for m, name in enumerate(self.model_names)
+            if (self.model_of_node == m).any()
+        }
+        profiles = {
+            name: int(self.mig_total[p])
+            for p, name in enumerate(self.profile_names)
+            if int(self.mig_free[:, p].sum()) or any(v == p for v in self.mig_profile_of.values())
+        }
+        domains = {
+            (level.value, name): (
+                int(index.free_gpus[d]),
+                int(index.free_nodes[d]),
+                int(index.total_gpus[d]),
+                int(index.nodes[d]),
+            )
+            for level, index in self.domains.items()
+            for d, name in enumerate(index.names)
+            if index.nodes[d]
+        }
+        tainted = sorted(self.names[n] for n in self.tainted.tolist())
+        return {
+            "nodes": rows,
+            "models": models,
+            "profiles": profiles,
+            "domains": domains,
+            "tainted": tainted,
+        }
+
     def check_indexes(self) -> None:
         """Raise AssertionError when an incrementally kept index differs from a recomputation
         from the base arrays (for tests; O(fleet))."""
@@ -395,9 +829,21 @@ class Snapshot:
         for (n, p), slots in self.mig_slots.items():
             assert len(slots) == self.mig_free[n, p]
         free_node = self._node_is_free().astype(np.int64)
+        holes = np.flatnonzero(~self.live).tolist()
+        assert sorted(self.holes) == holes
+        assert not self.cpu_total[holes].any() and not self.whole_gpus[holes].any()
+        assert not self.mig_capacity[holes].any() and not self.replica_total[holes].any()
+        assert set(self._name_index.values()) == set(np.flatnonzero(self.live).tolist())
+        assert set(self.tainted.tolist()) == {n for n, t in enumerate(self.taints) if t}
         for index in self.domains.values():
             known = index.of_node >= 0
             d = len(index.names)
+            assert not known[holes].any()
+            assert np.array_equal(
+                index.total_gpus,
+                np.bincount(index.of_node[known], self.whole_gpus[known], d).astype(np.int64),
+            )
+            assert np.array_equal(index.nodes, np.bincount(index.of_node[known], None, d))
             assert np.array_equal(
                 index.free_gpus,
                 np.bincount(index.of_node[known], self.full_free[known], d).astype(np.int64),
@@ -431,6 +877,7 @@ class Snapshot:
 
     def copy(self) -> Snapshot:
         """An independent copy of the mutable state (static parts are shared)."""
+        self._shared = True
         return Snapshot(
             names=self.names,
             cpu_total=self.cpu_total,
@@ -459,6 +906,7 @@ class Snapshot:
                     idx.free_nodes.copy(),
                     idx.total_gpus,
                     idx.nodes,
+                    idx.ids,
                 )
                 for level, idx in self.domains.items()
             },
@@ -471,10 +919,48 @@ class Snapshot:
             replica_sum=self.replica_sum.copy(),
             mig_total=self.mig_total.copy(),
             mig_sum=self.mig_sum.copy(),
+            live=self.live,
+            mig_capacity=self.mig_capacity,
+            holes=list(self.holes),
             _label_index=self._label_index,
             _name_index=self._name_index,
             _static_masks=self._static_masks,
+            _shared=True,
         )
+
+
+#: Per-node arrays and what a hole holds in them (see :meth:`Snapshot._grow_rows`).
+_HOLE_FILL: dict[str, int | bool] = {
+    "cpu_total": 0,
+    "mem_total": 0,
+    "cpu_free": 0,
+    "mem_free": 0,
+    "gpu_count": 0,
+    "gpu_free": -1,
+    "replica_total": 0,
+    "replica_free": 0,
+    "model_of_node": -1,
+    "full_free": 0,
+    "whole_gpus": 0,
+    "mig_free": 0,
+    "version": 0,
+    "max_free": -1,
+    "replica_sum": 0,
+    "mig_sum": 0,
+    "mig_capacity": 0,
+    "live": False,
+}
+#: Per-node arrays that copies share (the rest each copy owns already).
+_STATIC_ROWS = (
+    "cpu_total",
+    "mem_total",
+    "gpu_count",
+    "replica_total",
+    "model_of_node",
+    "whole_gpus",
+    "mig_capacity",
+    "live",
+)
 
 
 def node_labels(node: Node) -> dict[str, str]:

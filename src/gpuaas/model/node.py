@@ -22,6 +22,10 @@ class Taint:
     effect: TaintEffect = TaintEffect.NO_SCHEDULE
 
 
+#: What Kubernetes puts on a cordoned node; the engine then places nothing new there.
+UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     """Kubernetes toleration: ``operator`` is ``Equal`` or ``Exists``; empty effect matches all."""

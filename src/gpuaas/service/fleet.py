@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.job_state import ACTIVE
-from gpuaas.model.node import Fleet, Node, Taint, TaintEffect
+from gpuaas.model.node import UNSCHEDULABLE, Fleet, Node
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
@@ -37,8 +37,6 @@ from gpuaas.supply.loaders.inventory import API_VERSION, KIND, inventory_from_do
 from gpuaas.supply.loaders.kubernetes import looks_like_kubernetes
 
 FLEET_VERSION = "fleet.version"
-#: What Kubernetes puts on a cordoned node; the engine then places nothing new there.
-UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
 #: Keys merged key by key with the defaults (the node's value wins); others are replaced whole.
 _MERGED_KEYS = ("labels", "topology", "resources")
 _TOPOLOGY_FIELDS = {

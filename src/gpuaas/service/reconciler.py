@@ -6,10 +6,13 @@ but does not reconcile). The leader keeps an in-memory
 :class:`~gpuaas.engine.admission.AdmissionEngine` and, every ``reconcile_interval`` seconds,
 runs one :meth:`Reconciler.step`:
 
-1. sync the database into the engine: on the first step, and whenever ``governance.version`` or
-   ``fleet.version`` moved, rebuild the engine, re-admitting every admitted or running job on
-   exactly the devices it holds (jobs on draining nodes, or whose devices are gone, are requeued);
-   otherwise pick up new pending jobs and cancellations;
+1. sync the database into the engine: on the first step, and whenever ``governance.version``
+   moved, rebuild the engine, re-admitting every admitted or running job on exactly the devices
+   it holds (jobs on draining nodes, or whose devices are gone, are requeued); when only
+   ``fleet.version`` moved, apply the fleet's diff (added, removed, cordoned, drained,
+   repartitioned nodes) to the running engine in place: only the jobs that lost their devices
+   are requeued, every other job keeps its reservation; then pick up new pending jobs and
+   cancellations;
 2. run admission; write admissions (ClusterQueue, flavors, per-pod devices) and evictions
    (Preempted, then Pending again with one more attempt), each with its event;
 3. hand admitted jobs to the backend, poll it, and write Running / Succeeded / Failed; a job
@@ -47,7 +50,7 @@ from sqlalchemy.orm import Session
 
 from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
 from gpuaas.backends.sim import SimBackend
-from gpuaas.engine.admission import AdmissionEngine
+from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record
 from gpuaas.engine.admission.state import AdmittedWorkload
@@ -360,10 +363,10 @@ class Reconciler:
     def _step(self, now: float) -> None:
         with self.db.sessions() as session:
             versions = (_meta(session, GOVERNANCE_VERSION), _meta(session, FLEET_VERSION))
-            if self.engine is None or versions != self._versions:
+            if self.engine is None or self._versions is None or versions[0] != self._versions[0]:
                 writes = self._rebuild(session, versions, now)
             else:
-                writes = self._sync(session, now)
+                writes = self._sync(session, now, versions)
         assert self.engine is not None
         scheduler = self.scheduler(self.engine)
         # what finished since the last step frees quota for this step's admission
@@ -464,8 +467,36 @@ class Reconciler:
             if tracked.state in ACTIVE and job_id not in following:
                 self.backend.launch(self._backend_job(tracked))
 
-    def _sync(self, session: Session, now: float) -> list[Write]:
-        """New pending jobs, pending jobs cancelled by the API, and cancel requests."""
+    def _apply_fleet(self, session: Session, now: float) -> list[Write]:
+        """Apply the stored fleet's diff to the running engine in place (see
+        :func:`gpuaas.engine.admission.fleet_diff`); returns requeue writes for the jobs that
+        lost their devices (a removed or drained node, a repartition that took their devices)."""
+        assert self.engine is not None and self.engine.pool is not None
+        engine = self.engine
+        nodes = load_nodes(session)
+        draining = frozenset(
+            session.scalars(select(NodeRow.name).where(NodeRow.draining.is_(True)))
+        )
+        before = [node for node in engine.pool.nodes if node is not None]
+        displaced = engine.nodes_changed(fleet_diff(before, nodes, draining))
+        writes: list[Write] = []
+        for moved in displaced:
+            tracked = self.jobs.get(int(moved.workload))
+            if tracked is None:
+                continue
+            writes.append(
+                self._requeue_write(
+                    tracked.id, tracked.state, tracked.cluster_queue, now, moved.reason
+                )
+            )
+            tracked.requeued(now, moved.reason)
+        return writes
+
+    def _sync(
+        self, session: Session, now: float, versions: tuple[str, str] | None = None
+    ) -> list[Write]:
+        """Fleet changes (when ``versions`` says the fleet moved), new pending jobs, pending
+        jobs cancelled by the API, and cancel requests."""
         assert self.engine is not None
         engine = self.engine
         writes: list[Write] = []
@@ -502,6 +533,11 @@ class Reconciler:
             else:
                 self.scheduler(engine).finish(str(job_id))
             writes.append(self._cancel_write(job_id, (tracked.state,), now))
+        if versions is not None and self._versions is not None and versions != self._versions:
+            # after the sweep: a job requeued here is Pending in memory before it is in the
+            # database, and the sweep would take it for one cancelled while pending
+            writes.extend(self._apply_fleet(session, now))
+            self._versions = versions
         return writes
 
     def _sweep(self, session: Session, engine: AdmissionEngine, now: float) -> list[int]:

@@ -1,6 +1,15 @@
 """Admission in Kueue's semantics: quota tree, flavor assignment, preemption, fair sharing."""
 
 from gpuaas.engine.admission.cycle import AdmissionEngine, Assignment
+from gpuaas.engine.admission.fleet_changes import (
+    AddNode,
+    CordonNode,
+    Displaced,
+    FleetChange,
+    RemoveNode,
+    RepartitionNode,
+    fleet_diff,
+)
 from gpuaas.engine.admission.gpu_size import GPU_MILLI, gpu_milli, mig_milli
 from gpuaas.engine.admission.nodes import (
     NodeCapacity,
@@ -20,17 +29,24 @@ from gpuaas.engine.admission.state import (
 
 __all__ = [
     "GPU_MILLI",
+    "AddNode",
     "AdmissionConfig",
     "AdmissionEngine",
     "AdmittedWorkload",
     "Assignment",
+    "CordonNode",
+    "Displaced",
     "Eviction",
+    "FleetChange",
     "Mode",
     "NodeCapacity",
     "NodePlacement",
     "NodePool",
     "QuotaTree",
+    "RemoveNode",
+    "RepartitionNode",
     "ResourceTransformation",
+    "fleet_diff",
     "gpu_milli",
     "mig_milli",
     "node_from_capacity",

@@ -13,11 +13,20 @@ nothing. The engine is pure: time is an input and nothing here does I/O.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from gpuaas.engine.admission.fleet_changes import (
+    AddNode,
+    CordonNode,
+    Displaced,
+    FleetChange,
+    RemoveNode,
+    RepartitionNode,
+)
 from gpuaas.engine.admission.gpu_size import GPU_MILLI, MILLI, gpu_milli, is_gpu_device, mig_milli
 from gpuaas.engine.admission.nodes import (
     DEFAULT_ADMISSION_POLICY,
@@ -30,6 +39,8 @@ from gpuaas.engine.admission.nodes import (
 from gpuaas.engine.admission.preemption import Preemptor
 from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
+from gpuaas.engine.framework import reserve_hooks
+from gpuaas.engine.gang import PodPlacement
 from gpuaas.engine.reasons import (
     NO_PREEMPTION_POSSIBLE,
     PREEMPTION_WOULD_NOT_FIT,
@@ -40,7 +51,9 @@ from gpuaas.engine.reasons import (
     combine,
     evicted,
     node_failed,
+    reason,
 )
+from gpuaas.engine.snapshot import OvercommitError
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -57,12 +70,21 @@ from gpuaas.model.governance import (
     ResourceFlavor,
     WithinClusterQueue,
 )
-from gpuaas.model.node import Node
+from gpuaas.model.node import UNSCHEDULABLE, Node
 from gpuaas.model.resources import NVIDIA_GPU
 
 _VICTIM_ORDER = attrgetter("victim_order")
 _UNUSED = Code.UNUSED_QUOTA_SHORT  # fields as in reasons.unused_quota_short
 _CAPACITY = Code.QUOTA_CAPACITY_EXCEEDED  # fields as in reasons.quota_capacity_exceeded
+
+
+def _without_node(placement: NodePlacement, node: int) -> NodePlacement:
+    """``placement`` without its pods and extended resources on ``node``."""
+    gang = dataclasses.replace(
+        placement.gang, pods=tuple(p for p in placement.gang.pods if p.placement.node != node)
+    )
+    extended = tuple(e for e in placement.extended if e[0] != node)
+    return NodePlacement(gang, extended, placement.nodes)
 
 
 def _queue_order(wl: AdmissionWorkload) -> tuple[int, float, str]:
@@ -187,6 +209,9 @@ class AdmissionEngine:
         self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode, int]] = {}
         self._known: set[str] = set()
         self._flavor_sets: dict[tuple[object, ...], dict[str, dict[str, str]]] = {}
+
+        #: node index -> admitted workloads with a pod there (what a fleet change displaces)
+        self._on_node: dict[int, set[str]] = {}
         self._user_admitted: dict[tuple[str, str], int] = {}
         self._group_of: dict[str, dict[str, int]] = {}
         self._label_keys: dict[str, list[set[str]]] = {}
@@ -493,8 +518,8 @@ class AdmissionEngine:
         if self.pool is not None and not self._fits_nodes_after(wl, cq, targets):
             self.why[wl.name] = a.reason().plus(PREEMPTION_WOULD_NOT_FIT)
             return False
-        for victim, reason in targets:
-            self.evict(victim.name, reason, wl.name)
+        for victim, cause in targets:
+            self.evict(victim.name, cause, wl.name)
         fresh = self.assign(wl, cq)
         if fresh.mode == Mode.FIT:
             self._admit_placed(wl, cq, fresh)  # on failure it records why
@@ -564,6 +589,7 @@ class AdmissionEngine:
         self._sequence += 1
         aw = AdmittedWorkload(wl, cq, flavors, usage, at, self._sequence, placement)
         self.admitted[wl.name] = aw
+        self._index(aw, add=True)
         self.by_cq[cq][wl.name] = aw
         bisect.insort(self.ordered[cq], aw, key=_VICTIM_ORDER)
         self.tree.add_usage(self.tree.cqs[cq], usage)
@@ -576,6 +602,7 @@ class AdmissionEngine:
     def _take_back(self, name: str) -> AdmittedWorkload:
         """Remove ``name`` from the admitted set: its quota and its nodes are free again."""
         aw = self.admitted.pop(name)
+        self._index(aw, add=False)
         del self.by_cq[aw.cluster_queue][name]
         ordered = self.ordered[aw.cluster_queue]
         del ordered[bisect.bisect_left(ordered, aw.victim_order, key=_VICTIM_ORDER)]
@@ -606,12 +633,161 @@ class AdmissionEngine:
         self.why[name] = node_failed(reason) if isinstance(reason, str) else reason
         self._bump(aw.cluster_queue)
 
-    def nodes_changed(self) -> None:
-        """The pool's nodes changed outside admission (a node went away or came back): every
-        decision that depended on the nodes is taken again at the next :meth:`run`."""
+    def nodes_changed(self, changes: Sequence[FleetChange] = ()) -> list[Displaced]:
+        """The fleet changed: apply ``changes`` in place and take every decision that depended
+        on the nodes again at the next :meth:`run`.
+
+        Each change (:mod:`gpuaas.engine.admission.fleet_changes`: :class:`AddNode`,
+        :class:`RemoveNode`, :class:`CordonNode`, :class:`RepartitionNode`) costs the changed
+        node and the workloads with pods there, never a rebuild: the snapshot changes in place
+        and no other admitted workload is touched. Workloads that lose a device (on a removed
+        or drained node, or on a device a repartition took away) are requeued here and
+        returned, so the caller can stop their pods and record why. Without ``changes`` (a
+        node's capacity came back outside the engine) only the decisions are taken again. An
+        unknown node is an InvalidValue; changes before it stay applied.
+        """
+        displaced: list[Displaced] = []
+        if changes and self.pool is None:
+            raise InvalidValue("nodes", "this engine was built without nodes")
+        for change in changes:
+            displaced.extend(self._apply_change(change))
         self._version += 1
         if self.pool is not None:
             self.pool.freed()
+        return displaced
+
+    def _apply_change(self, change: FleetChange) -> list[Displaced]:
+        pool = self.pool
+        assert pool is not None
+        if isinstance(change, AddNode):
+            pool.add_nodes([change.node])
+            return []
+        name = change.node.name if isinstance(change, RepartitionNode) else change.name
+        try:
+            i = pool.snapshot.index_of(name)
+        except KeyError:
+            raise InvalidValue(f"node {name}", "is not in the fleet") from None
+        held = self._on(i)
+        if isinstance(change, CordonNode):
+            node = pool.nodes[i]
+            assert node is not None
+            taints = [t for t in node.taints if t != UNSCHEDULABLE]
+            pool.set_taints(i, [*taints, UNSCHEDULABLE] if change.cordoned else taints)
+            return (
+                self._displace(i, held, reason(Code.NODE_DRAINED, nodes=[name]))
+                if change.drain
+                else []
+            )
+        if isinstance(change, RemoveNode):
+            out = self._displace(
+                i, held, reason(Code.NODE_REMOVED, detail=f"node {name} is no longer in the fleet")
+            )
+            pool.remove_node(i)
+            return out
+        new = change.node.to_node() if isinstance(change.node, NodeCapacity) else change.node
+        snap = pool.snapshot
+        lost = [
+            w
+            for w in held
+            if not all(snap.devices_kept(p.assignment, new) for p in self._pods_on(w, i))
+        ]
+        why = reason(
+            Code.DEVICE_LOST, detail=f"node {name} was repartitioned and its devices are gone"
+        )
+        out = self._displace(i, lost, why)
+        keep = [w for w in held if w not in lost]
+        hooks = reserve_hooks(pool.policy)
+        for w in keep:  # give back their pods on this node, to take them again on the new one
+            for p in reversed(self._pods_on(w, i)):
+                snap.unreserve(p.assignment)
+                if hooks is not None:
+                    hooks.on_unreserve(snap, p.pod, p.assignment)
+        pool.replace_node(i, new)
+        late = [w for w in keep if not self._reserve_on(w, i)]
+        too_small = reason(
+            Code.DEVICE_LOST,
+            detail=f"node {name} was repartitioned and no longer has room for its pods",
+        )
+        return out + self._displace(i, late, too_small, reserved_there=False)
+
+    def _on(self, node: int) -> list[str]:
+        """Admitted workloads with a pod on ``node``, in order of admission."""
+        names = self._on_node.get(node, ())
+        return sorted(names, key=lambda w: self.admitted[w].sequence)
+
+    def _pods_on(self, name: str, node: int) -> list[PodPlacement]:
+        placement = self.admitted[name].placement
+        assert placement is not None
+        return [p for p in placement.gang.pods if p.placement.node == node]
+
+    def _reserve_on(self, name: str, node: int) -> bool:
+        """Reserve ``name``'s pods and extended resources on ``node`` again (after a
+        repartition); False, with nothing of it reserved there, when they no longer fit."""
+        pool = self.pool
+        assert pool is not None
+        placement = self.admitted[name].placement
+        assert placement is not None
+        hooks = reserve_hooks(pool.policy)
+        done: list[PodPlacement] = []
+        extended = [(r, amount) for n, r, amount in placement.extended if n == node]
+        free = pool.extra_free[node]
+        need: dict[str, int] = {}
+        for r, amount in extended:
+            need[r] = need.get(r, 0) + amount
+        ok = all(free.get(r, 0) >= amount for r, amount in need.items())
+        for p in self._pods_on(name, node) if ok else ():
+            try:
+                pool.snapshot.reserve(node, p.assignment)
+            except OvercommitError:
+                ok = False
+                break
+            if hooks is not None:
+                hooks.on_reserve(pool.snapshot, p.pod, p.assignment)
+            done.append(p)
+        if not ok:
+            for p in reversed(done):
+                pool.snapshot.unreserve(p.assignment)
+                if hooks is not None:
+                    hooks.on_unreserve(pool.snapshot, p.pod, p.assignment)
+            return False
+        for r, amount in extended:
+            free[r] -= amount
+        return True
+
+    def _displace(
+        self, node: int, names: list[str], why: Reason, reserved_there: bool = True
+    ) -> list[Displaced]:
+        """Requeue ``names`` because of ``node``, giving back everything they hold; without
+        ``reserved_there`` their pods on ``node`` hold nothing any more (a repartition took
+        them back and :meth:`_reserve_on` could not take them again), so only the rest is."""
+        out: list[Displaced] = []
+        pool = self.pool
+        assert pool is not None
+        node_name = pool.snapshot.names[node]
+        for name in names:
+            aw = self.admitted[name]
+            placement = aw.placement
+            if placement is not None and not reserved_there:
+                self._index(aw, add=False)
+                aw.placement = _without_node(placement, node)
+                self._index(aw, add=True)
+            self.requeue(name, why)
+            out.append(Displaced(name, node_name, why))
+        return out
+
+    def _index(self, aw: AdmittedWorkload, add: bool) -> None:
+        """Keep :attr:`_on_node` (node index -> admitted workloads with a pod there)."""
+        if aw.placement is None:
+            return
+        for node in {p.placement.node for p in aw.placement.gang.pods}:
+            if add:
+                self._on_node.setdefault(node, set()).add(aw.workload.name)
+            else:
+                names = self._on_node.get(node)
+                if names is not None:
+                    names.discard(aw.workload.name)
+                    if not names:
+                        del self._on_node[node]
 
     def evict(self, name: str, reason: EvictionReason, preemptor: str = "") -> None:
         """Take quota back from ``name`` and queue it again with its original creation time."""

@@ -22,6 +22,7 @@ placed (conservative: a gang that fits only with another arrangement is refused)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -204,16 +205,20 @@ class NodePool:
         flavors: Mapping[str, ResourceFlavor],
         policy: str = DEFAULT_ADMISSION_POLICY,
     ) -> None:
-        self.nodes = [n.to_node() if isinstance(n, NodeCapacity) else n for n in nodes]
+        #: Nodes by snapshot index; None for a removed node's slot (see :meth:`remove_node`).
+        self.nodes: list[Node | None] = [
+            n.to_node() if isinstance(n, NodeCapacity) else n for n in nodes
+        ]
         seen: set[str] = set()
         for node in self.nodes:
+            assert node is not None
             if node.name in seen:
                 raise InvalidValue(f"node {node.name}", "name is used twice")
             seen.add(node.name)
         self.flavors = flavors
         self.snapshot = Snapshot.from_nodes(self.nodes)
         self.policy = make_policy(policy)
-        self.extra_free: list[dict[str, int]] = [dict(n.extra) for n in self.nodes]
+        self.extra_free: list[dict[str, int]] = [dict(n.extra) for n in self.nodes if n]
         # a workload shape that did not fit still does not until something is released
         self._released = 0
         self._no_fit: dict[tuple[object, ...], tuple[int, Reason, str | None]] = {}
@@ -280,7 +285,7 @@ class NodePool:
             gpus = [
                 gpu
                 for node in self.nodes
-                if all(node.labels.get(k) == v for k, v in labels)
+                if node is not None and all(node.labels.get(k) == v for k, v in labels)
                 for gpu in node.gpus
             ]
             known = bool(gpus) and all(gpu.partition.shared for gpu in gpus)
@@ -353,6 +358,51 @@ class NodePool:
                 return
             release(self.snapshot, alone, self.policy)
 
+    # --- fleet changes (see gpuaas.engine.admission.fleet_changes) -----------------------
+
+    def add_nodes(self, nodes: Sequence[Node | NodeCapacity]) -> list[int]:
+        """Add fully free nodes in place (:meth:`Snapshot.add_nodes`); returns their indices.
+        A name already in the pool is an InvalidValue and changes nothing."""
+        added = [n.to_node() if isinstance(n, NodeCapacity) else n for n in nodes]
+        slots = self.snapshot.add_nodes(added).tolist()
+        for slot, node in zip(slots, added, strict=True):
+            if slot == len(self.nodes):
+                self.nodes.append(node)
+                self.extra_free.append(dict(node.extra))
+            else:
+                self.nodes[slot] = node
+                self.extra_free[slot] = dict(node.extra)
+        self._fleet_changed()
+        return slots
+
+    def remove_node(self, index: int) -> None:
+        """Take node ``index`` out (it must hold no reservation: release its workloads first)."""
+        self.snapshot.remove_node(index)
+        self.nodes[index] = None
+        self.extra_free[index] = {}
+        self._fleet_changed()
+
+    def replace_node(self, index: int, node: Node | NodeCapacity) -> None:
+        """Give node ``index`` new facts (it must hold no reservation at this moment)."""
+        new = node.to_node() if isinstance(node, NodeCapacity) else node
+        self.snapshot.replace_node(index, new)
+        self.nodes[index] = new
+        self.extra_free[index] = dict(new.extra)
+        self._fleet_changed()
+
+    def set_taints(self, index: int, taints: Sequence[Taint]) -> None:
+        """Replace node ``index``'s taints (cordon/uncordon); reservations there stay."""
+        node = self.nodes[index]
+        if node is None:
+            raise InvalidValue(f"node {index}", "is not in the fleet")
+        self.nodes[index] = dataclasses.replace(node, taints=list(taints))
+        self.snapshot.set_taints(index, taints)
+        self._fleet_changed()
+
+    def _fleet_changed(self) -> None:
+        self._sliced.clear()
+        self.freed()
+
     def freed(self) -> None:
         """Capacity came back outside :meth:`release` (a node returned): shapes that did not
         fit may fit now."""
@@ -376,6 +426,7 @@ class NodePool:
         i = self.snapshot.index_of(name)
         snap = self.snapshot
         node = self.nodes[i]
+        assert node is not None  # index_of knows only nodes in the fleet
         out: ResourceList = {
             CPU: int(snap.cpu_total[i] - snap.cpu_free[i]),
             MEMORY: int(snap.mem_total[i] - snap.mem_free[i]),
