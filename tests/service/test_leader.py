@@ -32,13 +32,14 @@ def test_the_child_leads_admits_and_stops(tmp_path: Path) -> None:
     child = ReconcilerProcess(settings)
     child.start()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         state = JobState.PENDING.value
         while time.monotonic() < deadline and state == JobState.PENDING.value:
             time.sleep(0.1)
             with db.sessions() as s:
                 state = s.get(Job, job_id).state  # type: ignore[union-attr]
-        assert state in (JobState.ADMITTED.value, JobState.RUNNING.value)
+        # admitted by the child (it may even have finished by the time a loaded machine looks)
+        assert state in (JobState.ADMITTED, JobState.RUNNING, JobState.SUCCEEDED)
         assert child.is_leader
     finally:
         child.stop()
@@ -48,7 +49,7 @@ def test_the_child_leads_admits_and_stops(tmp_path: Path) -> None:
     second = ReconcilerProcess(settings)
     second.start()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not second.is_leader:
             time.sleep(0.1)
         assert second.is_leader
