@@ -94,8 +94,9 @@ class Scheduler(Protocol):
         """``name`` completed: its devices (and quota) are free; it does not queue again."""
 
     def requeue(self, name: str, cause: Reason | str) -> None:
-        """``name`` lost its nodes outside scheduling (``cause``: a node failed, was drained or
-        scaled away): free what it held and queue it again."""
+        """``name`` lost its nodes outside scheduling (``cause``, a sentence for a failed node):
+        free what it held and queue it again. A fleet change's displaced workloads are requeued
+        by :meth:`nodes_changed` itself."""
 
     def declare(self, name: str, limit: float) -> None:
         """The queued ``name`` now declares ``limit`` seconds of run time (after an eviction,
