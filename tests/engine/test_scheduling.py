@@ -308,6 +308,23 @@ def test_fleet_strategy_repartition_keeps_kept_devices_and_displaces_lost_ones()
     s.snapshot.check_indexes()
 
 
+def test_fleet_strategy_repartition_displaces_what_no_longer_has_room() -> None:
+    s = fleet_scheduler(2)
+    node = fleet(2)[0]
+    big = Workload("big", (PodSet("main", 2, PodRequest(gpus=8, cpu_milli=100_000)),))
+    s.submit(Request("big", big), 0)  # one pod on each node
+    assert [a.name for a in s.cycle(1).admitted] == ["big"]
+    # the same GPUs, too little cpu for big's pod: big loses both pods, on both nodes
+    displaced = s.nodes_changed([RepartitionNode(dataclasses.replace(node, cpu_milli=50_000))])
+    assert [(d.workload, d.node, d.reason.code) for d in displaced] == [
+        ("big", node.name, Code.DEVICE_LOST)
+    ]
+    assert "no longer has room" in s.waiting["big"].render()
+    snap = s.snapshot  # nothing of big is left anywhere
+    assert snap.allocated_milli() == 0 and (snap.cpu_free == snap.cpu_total).all()
+    s.snapshot.check_indexes()
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(

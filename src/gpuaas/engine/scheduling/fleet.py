@@ -61,7 +61,6 @@ from gpuaas.engine.gang import (
     place_workload,
     release,
     reserve,
-    reserve_hooks,
 )
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.policies.base import Policy
@@ -272,10 +271,25 @@ class FleetScheduler:
         """Running workloads with a pod on ``node``, in order of submission."""
         return sorted(self.on_node.get(node, ()))
 
-    def _pods_on(self, i: int, node: int) -> list[PodPlacement]:
+    def _part(self, i: int, node: int, on: bool = True) -> GangPlacement:
+        """Workload ``i``'s pods on ``node`` (``on``) or elsewhere, as a placement of their own
+        (to give back or take again through :func:`release` and :func:`reserve`)."""
         placed = self.placement[i]
         assert placed is not None
-        return [p for p in placed.pods if p.placement.node == node]
+        pods = tuple(p for p in placed.pods if (p.placement.node == node) is on)
+        return GangPlacement(placed.workload, pods)
+
+    def _take_again(self, part: GangPlacement) -> bool:
+        """Reserve ``part`` again, all of it or (False) nothing."""
+        done: list[PodPlacement] = []
+        for p in part.pods:
+            try:
+                reserve(self.snapshot, GangPlacement(part.workload, (p,)), self.policy)
+            except OvercommitError:
+                release(self.snapshot, GangPlacement(part.workload, tuple(done)), self.policy)
+                return False
+            done.append(p)
+        return True
 
     def _displace(
         self, node: int, workloads: list[int], why: Reason, released: bool = False
@@ -284,16 +298,9 @@ class FleetScheduler:
         already hold nothing (a repartition took them), so only the rest is given back."""
         out = []
         node_name = self.snapshot.names[node]
-        hooks = reserve_hooks(self.policy)
         for i in workloads:
-            placed = self.placement[i]
-            assert placed is not None
             if released:
-                for p in reversed(placed.pods):
-                    if p.placement.node != node:
-                        self.snapshot.unreserve(p.assignment)
-                        if hooks is not None:
-                            hooks.on_unreserve(self.snapshot, p.pod, p.assignment)
+                release(self.snapshot, self._part(i, node, on=False), self.policy)
             self._stop(i, release_devices=not released)
             self._enqueue(i)
             name = self.requests[i].name
@@ -311,37 +318,20 @@ class FleetScheduler:
         kept = [
             i
             for i in held
-            if all(snap.devices_kept(p.assignment, new) for p in self._pods_on(i, node))
+            if all(snap.devices_kept(p.assignment, new) for p in self._part(i, node))
         ]
         gone = reason(
             Code.DEVICE_LOST, detail=f"node {name} was repartitioned and its devices are gone"
         )
         out = self._displace(node, [i for i in held if i not in kept], gone)
-        hooks = reserve_hooks(self.policy)
-        for i in kept:  # give back their pods on this node, to take them again on the new one
-            for p in reversed(self._pods_on(i, node)):
-                snap.unreserve(p.assignment)
-                if hooks is not None:
-                    hooks.on_unreserve(snap, p.pod, p.assignment)
+        parts = [self._part(i, node) for i in kept]
+        for part in parts:  # give back their pods on this node, to take them again on the new one
+            release(snap, part, self.policy)
         was_down = node in self.holds
         if was_down:
             self.holds.release(node)
         snap.replace_node(node, new)
-        late = []
-        for i in kept:
-            done = []
-            try:
-                for p in self._pods_on(i, node):
-                    snap.reserve(node, p.assignment)
-                    if hooks is not None:
-                        hooks.on_reserve(snap, p.pod, p.assignment)
-                    done.append(p)
-            except OvercommitError:
-                for p in reversed(done):
-                    snap.unreserve(p.assignment)
-                    if hooks is not None:
-                        hooks.on_unreserve(snap, p.pod, p.assignment)
-                late.append(i)
+        late = [i for i, part in zip(kept, parts, strict=True) if not self._take_again(part)]
         if was_down:
             self.holds.hold(node)
         self.freed = True
