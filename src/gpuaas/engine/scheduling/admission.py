@@ -156,10 +156,11 @@ class AdmissionScheduler:
         down: Iterable[str] = (),
         up: Iterable[str] = (),
     ) -> list[Displaced]:
-        displaced = self.engine.nodes_changed(changes) if changes else []
-        if changes:
-            self.dirty = True
         down, up = list(down), list(up)
+        displaced: list[Displaced] = []
+        if changes or not (down or up):  # no change at all: only take the decisions again
+            displaced = self.engine.nodes_changed(changes)
+            self.dirty = True
         if down or up:
             snap = self.snapshot
             assert self.holds is not None

@@ -117,7 +117,8 @@ class Scheduler(Protocol):
         and returned, so the driver can stop them and record why; no other workload is touched.
         Then nodes ``down`` (failed, still in the fleet, their workloads already requeued by the
         driver) are held so nothing lands on them, and nodes ``up`` (repaired) are free again.
-        An unknown node is an InvalidValue."""
+        Called with nothing, the next cycle takes every decision again (capacity changed
+        outside the strategy). An unknown node is an InvalidValue."""
 
     def cycle(self, now: float) -> Decisions:
         """Decide at ``now``."""

@@ -224,6 +224,8 @@ class FleetScheduler:
         up: Iterable[str] = (),
     ) -> list[Displaced]:
         displaced: list[Displaced] = []
+        if not changes and not down and not up:
+            self.freed = True  # capacity changed outside: look at the whole queue again
         for change in changes:
             displaced.extend(self._apply_change(change))
         for name in down:
