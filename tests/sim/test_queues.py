@@ -201,4 +201,5 @@ def test_failures_and_scale_events_under_queues_lose_no_job(
     assert engine.admitted == {} and not any(engine.pending.values())
     assert sim.scheduler.holds is not None
     held = sim.scheduler.holds.milli
-    assert int(sim.snap.gpu_free.sum()) == sim.snap.whole_gpus.sum() * 1000 - held
+    assert sim.snap.allocated_milli() == held  # only the failed nodes' holds remain
+    sim.snap.check_indexes()

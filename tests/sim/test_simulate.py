@@ -235,8 +235,12 @@ def test_scaled_up_nodes_come_in_racks_of_their_own() -> None:
 
     base = fleet(2)
     sim = Simulator(base, [job("a", 0, 1, 10)], SimConfig(scale=(ScaleEvent(5, +3),)))
+    assert len(sim.nodes) == 2 and sim.snap.size == 2  # nothing built before it arrives
+    r = sim.run()
     added = sim.nodes[2:]
     assert [n.name for n in added] == ["scale-00000", "scale-00001", "scale-00002"]
+    assert [sim.snap.index_of(n.name) for n in added] == [2, 3, 4]  # real nodes, in the fleet
+    assert r.series_cap[-1] == 5 * 8 and r.fleet_gpus == 16
     originals = {n.topology.rack for n in base}
     for k, node in enumerate(added):
         template = base[k % 2]

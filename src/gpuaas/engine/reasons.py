@@ -42,6 +42,9 @@ class Code(StrEnum):
     WAITING_FOR_QUOTA = "WaitingForQuota"
     STRICT_FIFO_BLOCKED = "StrictFIFOBlocked"
     USER_LIMIT = "UserLimit"
+    # waiting under a fleet queue policy (the simulator's fifo and backfill)
+    FIFO_BLOCKED = "FIFOBlocked"
+    WOULD_DELAY_HEAD = "WouldDelayHead"
     # quota
     RESOURCE_NOT_COVERED = "ResourceNotCovered"
     QUOTA_CAPACITY_EXCEEDED = "QuotaCapacityExceeded"
@@ -72,6 +75,8 @@ class Code(StrEnum):
     IN_COHORT_RECLAMATION = "InCohortReclamation"
     IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
     IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+    # eviction by the fleet strategy: a higher-priority workload needed its devices
+    PRIORITY_PREEMPTION = "PriorityPreemption"
     # requeue: the workload lost its nodes outside admission
     NODE_DRAINED = "NodeDrained"
     NODE_REMOVED = "NodeRemoved"
@@ -330,6 +335,8 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
         f"user {f['user']} already has {f['limit']} admitted workloads in LocalQueue "
         f"{f['queue']} (limit {f['limit']})"
     ),
+    Code.FIFO_BLOCKED: lambda f: "waiting behind the head of the queue (FIFO)",
+    Code.WOULD_DELAY_HEAD: lambda f: "would delay the reserved head of the queue (backfill)",
     Code.RESOURCE_NOT_COVERED: lambda f: (
         f"resource {f['resource']} unavailable in ClusterQueue {f['cluster_queue']}"
     ),
@@ -381,6 +388,7 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.IN_COHORT_RECLAMATION: lambda f: _evicted(f, "InCohortReclamation"),
     Code.IN_COHORT_FAIR_SHARING: lambda f: _evicted(f, "InCohortFairSharing"),
     Code.IN_COHORT_RECLAIM_WHILE_BORROWING: lambda f: _evicted(f, "InCohortReclaimWhileBorrowing"),
+    Code.PRIORITY_PREEMPTION: lambda f: f"preempted by {f['preemptor']}",
     Code.NODE_DRAINED: lambda f: f"node {', '.join(f['nodes'])} is draining",
     Code.NODE_REMOVED: _lost,
     Code.DEVICE_LOST: _lost,
@@ -408,6 +416,8 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.WAITING_FOR_QUOTA: (),
     Code.STRICT_FIFO_BLOCKED: ("head", "cluster_queue"),
     Code.USER_LIMIT: ("user", "queue", "limit"),
+    Code.FIFO_BLOCKED: (),
+    Code.WOULD_DELAY_HEAD: (),
     Code.RESOURCE_NOT_COVERED: ("resource", "cluster_queue"),
     Code.QUOTA_CAPACITY_EXCEEDED: ("cluster_queue", "flavor", "resource", "requested", "capacity"),
     Code.UNUSED_QUOTA_SHORT: ("flavor", "resource", "needed", "cohort", "lend"),
@@ -434,6 +444,7 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.IN_COHORT_RECLAMATION: ("preemptor",),
     Code.IN_COHORT_FAIR_SHARING: ("preemptor",),
     Code.IN_COHORT_RECLAIM_WHILE_BORROWING: ("preemptor",),
+    Code.PRIORITY_PREEMPTION: ("preemptor",),
     Code.NODE_DRAINED: ("nodes",),
     Code.NODE_REMOVED: ("detail",),
     Code.DEVICE_LOST: ("detail",),
@@ -457,6 +468,8 @@ WAITING_FOR_ADMISSION = Reason(Code.WAITING_FOR_ADMISSION)
 WAITING_FOR_QUOTA = Reason(Code.WAITING_FOR_QUOTA)
 NO_PREEMPTION_POSSIBLE = Reason(Code.NO_PREEMPTION_POSSIBLE)
 PREEMPTION_WOULD_NOT_FIT = Reason(Code.PREEMPTION_WOULD_NOT_FIT)
+FIFO_BLOCKED = Reason(Code.FIFO_BLOCKED)
+WOULD_DELAY_HEAD = Reason(Code.WOULD_DELAY_HEAD)
 CANCELLED = Reason(Code.CANCELLED)
 SPEC_UNREADABLE = Reason(Code.SPEC_UNREADABLE)
 

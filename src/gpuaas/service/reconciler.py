@@ -478,7 +478,7 @@ class Reconciler:
             session.scalars(select(NodeRow.name).where(NodeRow.draining.is_(True)))
         )
         before = [node for node in engine.pool.nodes if node is not None]
-        displaced = engine.nodes_changed(fleet_diff(before, nodes, draining))
+        displaced = self.scheduler(engine).nodes_changed(fleet_diff(before, nodes, draining))
         writes: list[Write] = []
         for moved in displaced:
             tracked = self.jobs.get(int(moved.workload))

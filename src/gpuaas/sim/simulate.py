@@ -9,8 +9,13 @@ evicted jobs queue again (keeping their last checkpoint). The strategy is the ad
 under a Kueue configuration (``gov``), else the fleet strategy of ``SimConfig.queue_policy``
 (:class:`~gpuaas.engine.scheduling.fleet.QueuePolicy`: ``default``, ``fifo``, ``backfill``).
 
-Nodes that fail or are scaled away are held in the strategy's snapshot while they are gone;
-scale-up nodes are built up front and held until they arrive.
+The fleet changes through the strategy (:meth:`~gpuaas.engine.scheduling.Scheduler.nodes_changed`):
+a scale-up adds real nodes (copies of the fleet's nodes, :func:`scale_copy`), a scale-down drains
+and removes the most recently added ones still up (their jobs are displaced and queue again). A
+failed node stays in the fleet, *down* (held by the strategy) until its repair. Nodes are known to
+the simulator by their *rank*: the fleet's nodes in order, then the scale-up copies in the order
+they are first added; a scale-up adds the lowest ranks not in the fleet, up to the peak the scale
+events reach.
 
 Accounting (checked by the tests): for every run of a job, allocated GPU-seconds = kept work
 (served) + work thrown away by an eviction (lost to restart); the allocated total equals the
@@ -28,10 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuaas.engine.admission import AdmissionConfig
+from gpuaas.engine.admission.fleet_changes import AddNode, CordonNode, Displaced, RemoveNode
 from gpuaas.engine.framework import PodShape
 from gpuaas.engine.gang import GangPlacement
 from gpuaas.engine.policies import TaskMix, make_policy
 from gpuaas.engine.policies.base import Policy
+from gpuaas.engine.reasons import node_failed
 from gpuaas.engine.scheduling import Request
 from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.engine.scheduling.fleet import FleetScheduler, QueuePolicy
@@ -122,30 +129,27 @@ class SimResult:
     wall_seconds: float = 0.0
 
 
-def _extra_nodes(nodes: Sequence[Node], count: int) -> list[Node]:
-    """``count`` copies of the fleet's nodes (cycling) under new names, for scale-up. Each
+def scale_copy(nodes: Sequence[Node], k: int) -> Node:
+    """The ``k``-th scale-up node: a copy of the fleet's nodes (cycling) under a new name. Each
     round of copies gets racks, blocks and NVLink domains of its own (named after the
     template's, in the same zone): new servers arrive in new racks, they do not squeeze into
     full ones."""
-    out = []
-    for k in range(count):
-        base = nodes[k % len(nodes)]
-        name = f"scale-{k:05d}"
-        suffix = f"-scale{k // len(nodes) + 1}"
-        t = base.topology
-        topology = dataclasses.replace(
-            t,
-            block=t.block + suffix if t.block else "",
-            rack=t.rack + suffix if t.rack else "",
-            nvlink_domain=t.nvlink_domain + suffix if t.nvlink_domain else "",
-        )
-        labels = dict(base.labels)
-        for level in (Level.BLOCK, Level.RACK, Level.NVLINK):
-            labels.pop(level.value, None)
-        labels.update(topology.labels())
-        labels[Level.HOSTNAME.value] = name
-        out.append(dataclasses.replace(base, name=name, labels=labels, topology=topology))
-    return out
+    base = nodes[k % len(nodes)]
+    name = f"scale-{k:05d}"
+    suffix = f"-scale{k // len(nodes) + 1}"
+    t = base.topology
+    topology = dataclasses.replace(
+        t,
+        block=t.block + suffix if t.block else "",
+        rack=t.rack + suffix if t.rack else "",
+        nvlink_domain=t.nvlink_domain + suffix if t.nvlink_domain else "",
+    )
+    labels = dict(base.labels)
+    for level in (Level.BLOCK, Level.RACK, Level.NVLINK):
+        labels.pop(level.value, None)
+    labels.update(topology.labels())
+    labels[Level.HOSTNAME.value] = name
+    return dataclasses.replace(base, name=name, labels=labels, topology=topology)
 
 
 def _max_scale_up(events: Sequence[ScaleEvent]) -> int:
@@ -182,10 +186,12 @@ class Simulator:
         names = [j.name for j in self.jobs]
         if len(set(names)) != len(names):
             raise InvalidValue("trace", "job names must be unique")
-        extra = _max_scale_up(self.config.scale)
         self.base_count = len(nodes)
-        self.nodes = list(nodes) + _extra_nodes(nodes, extra)
+        #: ranks a scale-up may bring in: the fleet's nodes and the copies up to the peak
+        self.max_rank = len(nodes) + _max_scale_up(self.config.scale)
+        self.nodes = list(nodes)  # by rank; grows as scale-up copies are first added
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.template = list(nodes)
         shapes = [PodShape.of(ps.pod) for j in self.jobs for ps in j.workload.pod_sets]
         mix = TaskMix.from_shapes(shapes) if shapes else None
         self.policy: Policy = make_policy(self.config.policy, mix=mix, seed=self.config.seed)
@@ -225,33 +231,40 @@ class Simulator:
         self.on_node: dict[int, set[int]] = {}
         self.running: set[int] = set()
         self.queued = 0
-        self.down: set[int] = set()  # failed nodes
-        self.gone: set[int] = set()  # failed or scaled-away nodes, held in the strategy
-        self.absent: list[int] = list(range(len(nodes), len(self.nodes)))
+        self.down: set[int] = set()  # failed nodes (by rank), held in the strategy
+        self.present: set[int] = set(range(len(nodes)))  # ranks in the fleet, up or down
         self.capacity_adding = 0  # pending repair / scale-up events
         self.events = EventQueue()
         self.clock = Clock(self.jobs[0].submit if self.jobs else 0.0)
         self.preemptions = 0
         self.node_failures = 0
-        self._gone(self.absent)
-        self.fleet_gpus = int(self.snap.whole_gpus[: self.base_count].sum())
+        self.fleet_gpus = int(self.snap.whole_gpus.sum())
         self.cap_milli = self.fleet_gpus * 1000
+        per_node = self.snap.whole_gpus
+        #: the most GPUs the fleet ever has (all ranks up to the peak in)
+        self.max_gpus = self.fleet_gpus + sum(
+            int(per_node[k % len(nodes)]) for k in range(self.max_rank - len(nodes))
+        )
         self.last_t = self.clock.now
         self.alloc_integral = 0.0
         self.cap_integral = 0.0
         self.series: tuple[list[float], ...] = ([], [], [], [], [], [])
 
     # ------------------------------------------------------------------ fleet
-    def _gone(self, nodes: Sequence[int]) -> None:
-        self.gone.update(nodes)
-        self.scheduler.nodes_changed(gone=[self.nodes[n].name for n in nodes])
+    def _slot(self, r: int) -> int:
+        """The snapshot index of the node of rank ``r`` (in the fleet)."""
+        return self.snap.index_of(self.nodes[r].name)
 
-    def _back(self, n: int) -> None:
-        self.gone.discard(n)
-        self.scheduler.nodes_changed(back=[self.nodes[n].name])
+    def _node_gpus_milli(self, r: int) -> int:
+        return int(self.snap.whole_gpus[self._slot(r)]) * 1000
 
-    def _node_gpus_milli(self, n: int) -> int:
-        return int(self.snap.whole_gpus[n]) * 1000
+    def _node(self, r: int) -> Node:
+        """The node of rank ``r``, built when a scale-up first adds it."""
+        while r >= len(self.nodes):
+            copy = scale_copy(self.template, len(self.nodes) - self.base_count)
+            self.node_index[copy.name] = len(self.nodes)
+            self.nodes.append(copy)
+        return self.nodes[r]
 
     # ------------------------------------------------------------------ job life
     def _limit(self, i: int) -> float:
@@ -316,8 +329,8 @@ class Simulator:
         self.scheduler.declare(self.jobs[i].name, self._limit(i))
 
     def _lose(self, i: int, t: float, cause: str) -> None:
-        """Job ``i`` lost a node it ran on (failure, scale-down): it is requeued."""
-        self.scheduler.requeue(self.jobs[i].name, cause)
+        """Job ``i`` lost a node it ran on (it failed): it is requeued."""
+        self.scheduler.requeue(self.jobs[i].name, node_failed(cause))
         self._evicted(i, t)
 
     def _schedule(self, t: float) -> None:
@@ -333,11 +346,12 @@ class Simulator:
 
     # ------------------------------------------------------------------ events
     def _fail_node(self, n: int, t: float, down_for: float) -> None:
-        if n in self.down or n in self.gone:
+        if n in self.down or n not in self.present:
             return
-        for i in sorted(self.on_node.get(n, ())):
-            self._lose(i, t, f"node {self.nodes[n].name} failed")
-        self._gone([n])
+        name = self.nodes[n].name
+        for i in sorted(self.on_node.get(self._slot(n), ())):
+            self._lose(i, t, f"node {name} failed")
+        self.scheduler.nodes_changed(down=[name])
         self.down.add(n)
         self.cap_milli -= self._node_gpus_milli(n)
         self.node_failures += 1
@@ -349,7 +363,7 @@ class Simulator:
         if n not in self.down:
             return
         self.down.discard(n)
-        self._back(n)
+        self.scheduler.nodes_changed(up=[self.nodes[n].name])
         self.cap_milli += self._node_gpus_milli(n)
         if self.config.mtbf > 0:
             self.events.push(
@@ -357,21 +371,35 @@ class Simulator:
             )
 
     def _scale(self, delta: int, t: float) -> None:
+        """Add ``delta`` nodes (the lowest ranks not in the fleet), or drain and remove
+        ``-delta`` (the highest ranks up), through the strategy."""
         if delta > 0:
             self.capacity_adding -= 1
-            for _ in range(min(delta, len(self.absent))):
-                n = self.absent.pop(0)
-                self._back(n)
-                self.cap_milli += self._node_gpus_milli(n)
+            absent = (r for r in range(self.max_rank) if r not in self.present)
+            added = [r for r, _ in zip(absent, range(delta), strict=False)]
+            if not added:
+                return
+            self.scheduler.nodes_changed([AddNode(self._node(r)) for r in added])
+            self.present.update(added)
+            self.cap_milli += sum(self._node_gpus_milli(r) for r in added)
             return
-        present = [n for n in range(len(self.nodes)) if n not in self.gone]
-        for n in sorted(present, reverse=True)[:-delta]:
-            for i in sorted(self.on_node.get(n, ())):
-                self._lose(i, t, f"node {self.nodes[n].name} scaled away")
-            self._gone([n])
-            self.cap_milli -= self._node_gpus_milli(n)
-            self.absent.append(n)
-        self.absent.sort()
+        up = sorted((r for r in self.present if r not in self.down), reverse=True)
+        leaving = up[:-delta]
+        changes: list[CordonNode | RemoveNode] = []
+        for r in leaving:
+            name = self.nodes[r].name
+            changes += [CordonNode(name, drain=True), RemoveNode(name)]
+            self.cap_milli -= self._node_gpus_milli(r)
+        self._displaced(self.scheduler.nodes_changed(changes), t)
+        self.present.difference_update(leaving)
+
+    def _displaced(self, displaced: Sequence[Displaced], t: float) -> None:
+        """Jobs the strategy requeued because a fleet change took their devices stop and queue
+        again (keeping their last checkpoint)."""
+        for moved in displaced:
+            i = self.index[moved.workload]
+            if self.status[i] == RUNNING:
+                self._evicted(i, t)
 
     def _handle(self, ev: Event, t: float) -> None:
         kind = ev.kind
@@ -387,7 +415,7 @@ class Simulator:
                 n, down_for = payload
             else:
                 n, down_for = int(payload), float(self.rng.exponential(self.config.mttr))  # type: ignore[call-overload]
-            if n in self.gone and n not in self.down:  # absent node: try again later
+            if n not in self.present:  # not in the fleet (scaled away or not added): later
                 if self.config.mtbf > 0 and not isinstance(payload, tuple):
                     self.events.push(
                         Event(t + float(self.rng.exponential(self.config.mtbf)), EventKind.FAIL, n)
@@ -437,6 +465,8 @@ class Simulator:
         wall = time.perf_counter()
         cfg = self.config
         for f in cfg.failures:
+            if f.node not in self.node_index and self.max_rank > self.base_count:
+                self._node(self.max_rank - 1)  # a failure may name a scale-up node
             if f.node not in self.node_index:
                 raise InvalidValue("failures", f"unknown node {f.node!r}")
             self.events.push(Event(f.at, EventKind.FAIL, (self.node_index[f.node], f.down_for)))
@@ -445,9 +475,9 @@ class Simulator:
             self.events.push(Event(s.at, kind, s.delta))
             if s.delta > 0:
                 self.capacity_adding += 1
-        if cfg.mtbf > 0:
+        if cfg.mtbf > 0:  # a failure clock for every rank that may ever be in the fleet
             start = self.clock.now
-            for n in range(len(self.nodes)):
+            for n in range(self.max_rank):
                 self.events.push(
                     Event(start + float(self.rng.exponential(cfg.mtbf)), EventKind.FAIL, n)
                 )
@@ -455,7 +485,7 @@ class Simulator:
         if first_event is not None and first_event < self.clock.now:  # e.g. a failure before
             self.clock.now = self.last_t = first_event  # the first arrival
         jobs, n_jobs, nxt = self.jobs, len(self.jobs), 0
-        total_capacity = int(self.snap.whole_gpus.sum()) * 1000
+        total_capacity = self.max_gpus * 1000
         batches = 0
         while True:
             t_arr = jobs[nxt].submit if nxt < n_jobs else math.inf
@@ -502,7 +532,7 @@ class Simulator:
                 self.wait[i] += end - self.queued_since[i]
                 why = waiting.get(self.jobs[i].name)
                 if why is not None:
-                    self.reasons[i] = str(why)
+                    self.reasons[i] = why.render()
                 self.reasons.setdefault(i, "never tried: capacity never freed after it arrived")
             elif self.status[i] == RUNNING:
                 left = self.remaining[i] - (end - self.run_start[i])

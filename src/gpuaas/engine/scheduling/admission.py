@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine, NodePlacement
+from gpuaas.engine.admission.fleet_changes import Displaced, FleetChange
 from gpuaas.engine.policies.base import Policy
 from gpuaas.engine.reasons import Reason
 from gpuaas.engine.scheduling.decisions import Admitted, Decisions, Evicted, Request
@@ -76,6 +77,13 @@ def admission_workload(request: Request, queue: str) -> AdmissionWorkload:
     )
 
 
+def _index(snap: Snapshot, name: str) -> int:
+    try:
+        return snap.index_of(name)
+    except KeyError:
+        raise InvalidValue(f"node {name}", "is not in the fleet") from None
+
+
 class AdmissionScheduler:
     """A :class:`~gpuaas.engine.scheduling.Scheduler` by the admission engine ``engine``."""
 
@@ -84,7 +92,7 @@ class AdmissionScheduler:
         self.lazy = lazy
         self.holds = NodeHolds(engine.pool.snapshot) if engine.pool is not None else None
         self.dirty = True
-        self.waiting: Mapping[str, object] = MappingProxyType(engine.reasons)
+        self.waiting: Mapping[str, Reason] = MappingProxyType(engine.why)
 
     @classmethod
     def on_fleet(
@@ -142,16 +150,27 @@ class AdmissionScheduler:
     def withdraw(self, name: str) -> bool:
         return self.engine.withdraw(name)
 
-    def nodes_changed(self, gone: Iterable[str] = (), back: Iterable[str] = ()) -> None:
-        snap = self.snapshot
-        assert self.holds is not None
-        for name in gone:
-            self.holds.hold(snap.index_of(name))
-            self.engine.nodes_changed()
-        for name in back:
-            self.holds.release(snap.index_of(name))
-            self.engine.nodes_changed()
+    def nodes_changed(
+        self,
+        changes: Sequence[FleetChange] = (),
+        down: Iterable[str] = (),
+        up: Iterable[str] = (),
+    ) -> list[Displaced]:
+        down, up = list(down), list(up)
+        displaced: list[Displaced] = []
+        if changes or not (down or up):  # no change at all: only take the decisions again
+            displaced = self.engine.nodes_changed(changes)
             self.dirty = True
+        if down or up:
+            snap = self.snapshot
+            assert self.holds is not None
+            for name in down:
+                self.holds.hold(_index(snap, name))
+            for name in up:
+                self.holds.release(_index(snap, name))
+            self.engine.nodes_changed()
+            self.dirty = self.dirty or bool(up)
+        return displaced
 
     # ------------------------------------------------------------------ the cycle
     def cycle(self, now: float) -> Decisions:

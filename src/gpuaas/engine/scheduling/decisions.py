@@ -6,16 +6,18 @@ then asks for a :meth:`~Scheduler.cycle` at a time it passes in. Nothing is deci
 cycles: a submission only queues, a finish only frees. The decisions of a cycle are in the order
 they were taken (the order a driver must apply them in: an admission may follow the eviction of
 its victims), and ``waiting`` says why each pending workload is still pending (a workload without
-an entry has not been tried yet). Reasons are whatever objects the strategy's engine produces.
+an entry has not been tried yet). Reasons are :class:`~gpuaas.engine.reasons.Reason` objects
+under both strategies; a driver renders them where it shows text.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gpuaas.engine.admission.fleet_changes import Displaced, FleetChange
 from gpuaas.engine.admission.state import AdmittedWorkload
 from gpuaas.engine.gang import GangPlacement
 from gpuaas.engine.reasons import Reason
@@ -76,7 +78,7 @@ class Decisions:
     at: float
     admitted: tuple[Admitted, ...] = ()
     evicted: tuple[Evicted, ...] = ()
-    waiting: Mapping[str, object] = field(default_factory=dict)
+    waiting: Mapping[str, Reason] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.evicted)
@@ -92,8 +94,9 @@ class Scheduler(Protocol):
         """``name`` completed: its devices (and quota) are free; it does not queue again."""
 
     def requeue(self, name: str, cause: Reason | str) -> None:
-        """``name`` lost its nodes outside scheduling (``cause``: a node failed, was drained or
-        scaled away): free what it held and queue it again."""
+        """``name`` lost its nodes outside scheduling (``cause``, a sentence for a failed node):
+        free what it held and queue it again. A fleet change's displaced workloads are requeued
+        by :meth:`nodes_changed` itself."""
 
     def declare(self, name: str, limit: float) -> None:
         """The queued ``name`` now declares ``limit`` seconds of run time (after an eviction,
@@ -102,9 +105,20 @@ class Scheduler(Protocol):
     def withdraw(self, name: str) -> bool:
         """Forget the pending ``name`` (cancelled); False when it is not pending."""
 
-    def nodes_changed(self, gone: Iterable[str] = (), back: Iterable[str] = ()) -> None:
-        """Nodes ``gone`` (failed or scaled away, their workloads already requeued) are held so
-        nothing lands on them; nodes ``back`` are free again."""
+    def nodes_changed(
+        self,
+        changes: Sequence[FleetChange] = (),
+        down: Iterable[str] = (),
+        up: Iterable[str] = (),
+    ) -> list[Displaced]:
+        """The fleet changed: apply ``changes`` in place (the typed changes of
+        :mod:`gpuaas.engine.admission.fleet_changes`: a node added, removed, cordoned or
+        drained, repartitioned); the workloads that lose a device are requeued by the strategy
+        and returned, so the driver can stop them and record why; no other workload is touched.
+        Then nodes ``down`` (failed, still in the fleet, their workloads already requeued by the
+        driver) are held so nothing lands on them, and nodes ``up`` (repaired) are free again.
+        Called with nothing, the next cycle takes every decision again (capacity changed
+        outside the strategy). An unknown node is an InvalidValue."""
 
     def cycle(self, now: float) -> Decisions:
         """Decide at ``now``."""

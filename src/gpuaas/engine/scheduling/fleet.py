@@ -21,6 +21,18 @@ one of the same shape that is no larger already failed since capacity was last f
 pods: if g GPUs fit nowhere, g' >= g do not either). Every placement and every put-back goes
 through :func:`~gpuaas.engine.gang.place_workload`, :func:`~gpuaas.engine.gang.release` and
 :func:`~gpuaas.engine.gang.reserve` on the strategy's snapshot.
+
+Why a workload waits is a :class:`~gpuaas.engine.reasons.Reason`: a placement failure's code
+and sentence, ``InsufficientGpu`` ("no free GPU") when nothing is free, ``FIFOBlocked`` behind a
+blocked head, ``WouldDelayHead`` under backfill, ``PriorityPreemption`` after an eviction, the
+requeue's cause after a lost node.
+
+The fleet changes in place (:meth:`FleetScheduler.nodes_changed`, the typed changes of
+:mod:`gpuaas.engine.admission.fleet_changes`) as it does under admission: a node added is free
+at once, a removed or drained node's workloads are requeued and reported as
+:class:`~gpuaas.engine.admission.Displaced`, a repartition keeps the workloads whose devices
+still exist in the same form. A failed node is not a change of the fleet: it is *down*, held
+(:class:`~gpuaas.engine.scheduling.holds.NodeHolds`) until it is *up* again.
 """
 
 from __future__ import annotations
@@ -34,20 +46,48 @@ from types import MappingProxyType
 
 import numpy as np
 
-from gpuaas.engine.gang import GangPlacement, place_workload, release, reserve
+from gpuaas.engine.admission.fleet_changes import (
+    AddNode,
+    CordonNode,
+    Displaced,
+    FleetChange,
+    RemoveNode,
+    RepartitionNode,
+)
+from gpuaas.engine.admission.nodes import NodeCapacity
+from gpuaas.engine.gang import (
+    GangPlacement,
+    PodPlacement,
+    place_workload,
+    release,
+    reserve,
+)
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.policies.base import Policy
-from gpuaas.engine.reasons import Reason
+from gpuaas.engine.reasons import (
+    FIFO_BLOCKED,
+    WOULD_DELAY_HEAD,
+    Code,
+    Reason,
+    node_failed,
+    placement_failed,
+    reason,
+)
 from gpuaas.engine.scheduling.decisions import Admitted, Decisions, Evicted, Request
 from gpuaas.engine.scheduling.holds import NodeHolds
-from gpuaas.engine.snapshot import Snapshot
+from gpuaas.engine.snapshot import OvercommitError, Snapshot
 from gpuaas.model.errors import InvalidValue
-from gpuaas.model.node import Node
+from gpuaas.model.node import UNSCHEDULABLE, Node
 from gpuaas.model.workload import TopologyMode, Workload
 
 QUEUED, RUNNING, GONE = 1, 2, 3
 #: the eviction reason of a priority preemption
-PRIORITY_PREEMPTION = "PriorityPreemption"
+PRIORITY_PREEMPTION = Code.PRIORITY_PREEMPTION.value
+#: why a workload waits when no GPU is free at all (not even tried)
+NO_FREE_GPU = placement_failed(Code.INSUFFICIENT_GPU, "no free GPU")
+SAME_SHAPE_FAILED = "does not fit; a job of the same shape and no larger did not"
+#: a placement failure known from a workload of the same shape and no larger, with its reason
+Failed = tuple[int, int, Reason]
 
 
 class QueuePolicy(StrEnum):
@@ -104,8 +144,10 @@ class FleetScheduler:
         self.state: list[int] = []
         self.placement: list[GangPlacement | None] = []
         self.run_start: list[float] = []
-        self.reasons: dict[str, object] = {}
+        self.reasons: dict[str, Reason] = {}
         self.running: set[int] = set()
+        #: node index -> running workloads with a pod there
+        self.on_node: dict[int, set[int]] = {}
         self.running_prio: dict[int, int] = {}
         self.tenant_milli: dict[str, int] = {}
         self.weight: dict[str, float] = {}
@@ -118,9 +160,9 @@ class FleetScheduler:
         self.extra = 0
         self.shadow_free: np.ndarray | None = None
         self.head_shape: tuple[object, int, int] = ((), 0, 0)
-        self.failed_shapes: dict[object, list[tuple[int, int, str]]] = {}
+        self.failed_shapes: dict[object, list[Failed]] = {}
         #: shapes that would delay the reserved head (same dominance rule), until the next reset
-        self.bf_failed: dict[object, list[tuple[int, int, str]]] = {}
+        self.bf_failed: dict[object, list[Failed]] = {}
         self._admitted: list[Admitted] = []
         self._evicted: list[Evicted] = []
         self.waiting = MappingProxyType(self.reasons)
@@ -161,7 +203,7 @@ class FleetScheduler:
             raise InvalidValue(f"workload {name}", "is not running, so it cannot be requeued")
         self._stop(i)
         self._enqueue(i)
-        self.reasons[name] = cause if isinstance(cause, str) else cause.render()
+        self.reasons[name] = node_failed(cause) if isinstance(cause, str) else cause
 
     def declare(self, name: str, limit: float) -> None:
         self.limit[self.index[name]] = limit
@@ -175,12 +217,131 @@ class FleetScheduler:
         self.reasons.pop(name, None)
         return True
 
-    def nodes_changed(self, gone: Iterable[str] = (), back: Iterable[str] = ()) -> None:
-        for name in gone:
-            self.holds.hold(self.snapshot.index_of(name))
-        for name in back:
-            self.holds.release(self.snapshot.index_of(name))
+    def nodes_changed(
+        self,
+        changes: Sequence[FleetChange] = (),
+        down: Iterable[str] = (),
+        up: Iterable[str] = (),
+    ) -> list[Displaced]:
+        displaced: list[Displaced] = []
+        if not changes and not down and not up:
+            self.freed = True  # capacity changed outside: look at the whole queue again
+        for change in changes:
+            displaced.extend(self._apply_change(change))
+        for name in down:
+            self.holds.hold(self._node(name))
+        for name in up:
+            self.holds.release(self._node(name))
             self.freed = True
+        return displaced
+
+    # ------------------------------------------------------------------ fleet changes
+    def _node(self, name: str) -> int:
+        try:
+            return self.snapshot.index_of(name)
+        except KeyError:
+            raise InvalidValue(f"node {name}", "is not in the fleet") from None
+
+    def _apply_change(self, change: FleetChange) -> list[Displaced]:
+        """One change in place (see the module docstring); what it displaced."""
+        snap = self.snapshot
+        if isinstance(change, AddNode):
+            node = change.node
+            snap.add_nodes([node.to_node() if isinstance(node, NodeCapacity) else node])
+            self.freed = True
+            return []
+        name = change.node.name if isinstance(change, RepartitionNode) else change.name
+        n = self._node(name)
+        if isinstance(change, CordonNode):
+            taints = [t for t in snap.taints[n] if t != UNSCHEDULABLE]
+            snap.set_taints(n, [*taints, UNSCHEDULABLE] if change.cordoned else taints)
+            self.freed = self.freed or not change.cordoned
+            if not change.drain:
+                return []
+            return self._displace(n, self._on(n), reason(Code.NODE_DRAINED, nodes=[name]))
+        if isinstance(change, RemoveNode):
+            why = reason(Code.NODE_REMOVED, detail=f"node {name} is no longer in the fleet")
+            out = self._displace(n, self._on(n), why)
+            if n in self.holds:
+                self.holds.release(n)
+            snap.remove_node(n)
+            return out
+        new = change.node.to_node() if isinstance(change.node, NodeCapacity) else change.node
+        return self._repartition(n, new)
+
+    def _on(self, node: int) -> list[int]:
+        """Running workloads with a pod on ``node``, in order of submission."""
+        return sorted(self.on_node.get(node, ()))
+
+    def _part(self, i: int, node: int, on: bool = True) -> GangPlacement:
+        """Workload ``i``'s pods on ``node`` (``on``) or elsewhere, as a placement of their own
+        (to give back or take again through :func:`release` and :func:`reserve`)."""
+        placed = self.placement[i]
+        assert placed is not None
+        pods = tuple(p for p in placed.pods if (p.placement.node == node) is on)
+        return GangPlacement(placed.workload, pods)
+
+    def _take_again(self, part: GangPlacement) -> bool:
+        """Reserve ``part`` again, all of it or (False) nothing."""
+        done: list[PodPlacement] = []
+        for p in part.pods:
+            try:
+                reserve(self.snapshot, GangPlacement(part.workload, (p,)), self.policy)
+            except OvercommitError:
+                release(self.snapshot, GangPlacement(part.workload, tuple(done)), self.policy)
+                return False
+            done.append(p)
+        return True
+
+    def _displace(
+        self, node: int, workloads: list[int], why: Reason, released: bool = False
+    ) -> list[Displaced]:
+        """Requeue ``workloads`` because of ``node``; with ``released`` their pods on ``node``
+        already hold nothing (a repartition took them), so only the rest is given back."""
+        out = []
+        node_name = self.snapshot.names[node]
+        for i in workloads:
+            if released:
+                release(self.snapshot, self._part(i, node, on=False), self.policy)
+            self._stop(i, release_devices=not released)
+            self._enqueue(i)
+            name = self.requests[i].name
+            self.reasons[name] = why
+            out.append(Displaced(name, node_name, why))
+        return out
+
+    def _repartition(self, node: int, new: Node) -> list[Displaced]:
+        """Node ``node`` takes the facts of ``new``: a workload keeps its pods there when every
+        device it holds still exists in the same form (and the cpu and memory are still there);
+        the others are displaced."""
+        snap = self.snapshot
+        name = snap.names[node]
+        held = self._on(node)
+        kept = [
+            i
+            for i in held
+            if all(snap.devices_kept(p.assignment, new) for p in self._part(i, node))
+        ]
+        gone = reason(
+            Code.DEVICE_LOST, detail=f"node {name} was repartitioned and its devices are gone"
+        )
+        out = self._displace(node, [i for i in held if i not in kept], gone)
+        parts = [self._part(i, node) for i in kept]
+        for part in parts:  # give back their pods on this node, to take them again on the new one
+            release(snap, part, self.policy)
+        was_down = node in self.holds
+        if was_down:
+            self.holds.release(node)
+        snap.replace_node(node, new)
+        late = [i for i, part in zip(kept, parts, strict=True) if not self._take_again(part)]
+        if was_down:
+            self.holds.hold(node)
+        self.freed = True
+        too_small = reason(
+            Code.DEVICE_LOST,
+            detail=f"node {name} was repartitioned and no longer has room for its pods",
+        )
+        return out + self._displace(node, late, too_small, released=True)
 
     # ------------------------------------------------------------------ queue
     def _key(self, i: int) -> tuple[float, ...]:
@@ -248,6 +409,8 @@ class FleetScheduler:
         self.placement[i] = placed
         self.run_start[i] = t
         self.running.add(i)
+        for node in placed.nodes:
+            self.on_node.setdefault(node, set()).add(i)
         self.tenant_milli[self.requests[i].queue] += self.milli[i]
         p = self.prio[i]
         self.running_prio[p] = self.running_prio.get(p, 0) + 1
@@ -259,6 +422,12 @@ class FleetScheduler:
         assert placed is not None
         if release_devices:
             release(self.snapshot, placed, self.policy)
+        for node in placed.nodes:
+            on = self.on_node.get(node)
+            if on is not None:
+                on.discard(i)
+                if not on:
+                    del self.on_node[node]
         self.placement[i] = None
         self.running.discard(i)
         self.tenant_milli[self.requests[i].queue] -= self.milli[i]
@@ -270,31 +439,32 @@ class FleetScheduler:
 
     # ------------------------------------------------------------------ the cycle
     def _known_to_fail(
-        self, i: int, cache: dict[object, list[tuple[int, int, str]]] | None = None
-    ) -> str | None:
-        """The reason a workload of the same shape and no larger failed (since the last reset)."""
+        self, i: int, cache: dict[object, list[Failed]] | None = None
+    ) -> Reason | None:
+        """Why a workload of the same shape and no larger failed (since the last reset), as
+        this one is told."""
         key, g, c = self.shape[i]
         failed = (self.failed_shapes if cache is None else cache).get(key)
         if not failed:
             return None
-        for fg, fc, reason in failed:
+        for fg, fc, why in failed:
             if (g == 0 and c == 0) or (fg <= g and fc <= c):
-                return reason
+                return why
         return None
 
     def _try(self, i: int) -> GangPlacement | None:
         name = self.requests[i].name
         known = self._known_to_fail(i)
         if known is not None:
-            self.reasons[name] = (
-                f"does not fit; a job of the same shape and no larger did not: {known}"
-            )
+            self.reasons[name] = known
             return None
         result = place_workload(self.snapshot, self.requests[i].workload, self.policy, rng=self.rng)
         if isinstance(result, Unschedulable):
             key, g, c = self.shape[i]
-            self.failed_shapes.setdefault(key, []).append((g, c, result.reason))
-            self.reasons[name] = result.reason
+            cause = result.cause()
+            same = cause.with_fields(detail=f"{SAME_SHAPE_FAILED}: {result.reason}")
+            self.failed_shapes.setdefault(key, []).append((g, c, same))
+            self.reasons[name] = cause
             return None
         return result
 
@@ -391,7 +561,7 @@ class FleetScheduler:
                     self._stop(v, release_devices=False)
                     self._enqueue(v)
                     name = self.requests[v].name
-                    self.reasons[name] = f"preempted by {preemptor}"
+                    self.reasons[name] = reason(Code.PRIORITY_PREEMPTION, preemptor=preemptor)
                     self._evicted.append(Evicted(name, PRIORITY_PREEMPTION, preemptor))
                 self._start(i, result, t)
                 self.failed_shapes.clear()
@@ -431,7 +601,7 @@ class FleetScheduler:
                 continue
             name = self.requests[i].name
             if self.milli[i] and self._free_milli() <= 0 and not self._can_preempt(i):
-                reasons.setdefault(name, "no free GPU")
+                reasons.setdefault(name, NO_FREE_GPU)
                 if qp is QueuePolicy.FIFO:
                     self.blocked = True
                     break
@@ -439,22 +609,22 @@ class FleetScheduler:
             ends_before = False
             if self.blocked:
                 if qp is QueuePolicy.FIFO:
-                    reasons.setdefault(name, "waiting behind the head of the queue (FIFO)")
+                    reasons.setdefault(name, FIFO_BLOCKED)
                     break
                 ends_before = t + self.limit[i] <= self.shadow
                 if not ends_before and (
                     (self.shadow_free is None and self.milli[i] > self.extra)
                     or self._known_to_fail(i, self.bf_failed) is not None
                 ):
-                    reasons[name] = "would delay the reserved head of the queue (backfill)"
+                    reasons[name] = WOULD_DELAY_HEAD
                     continue
             placed = self._try(i)
             if placed is not None:
                 if self.blocked and not ends_before and not self._backfill_ok(i, placed):
                     release(self.snapshot, placed, self.policy)
                     key, g, c = self.shape[i]
-                    self.bf_failed.setdefault(key, []).append((g, c, "it would delay the head"))
-                    reasons[name] = "would delay the reserved head of the queue (backfill)"
+                    self.bf_failed.setdefault(key, []).append((g, c, WOULD_DELAY_HEAD))
+                    reasons[name] = WOULD_DELAY_HEAD
                     continue
                 self._start(i, placed, t)
                 continue

@@ -1,10 +1,11 @@
-"""Nodes held out of a snapshot while they are gone (failed, scaled away).
+"""Nodes held out of a snapshot while they are down (failed, to be repaired).
 
-A node that is gone keeps its row in the snapshot; its whole free capacity is reserved by a
-hold, so placement never picks it, and given back when the node returns. The node's workloads
-must have been released first (a hold takes what is free, not what others hold). This is how a
-fleet of a fixed size models failures and scale events; the reservation is an ordinary
-:meth:`~gpuaas.engine.snapshot.Snapshot.reserve`, so every index stays exact.
+A node that is down is still part of the fleet: it keeps its row in the snapshot and its whole
+free capacity is reserved by a hold, so placement never picks it, and given back when the node
+is up again. The node's workloads must have been released first (a hold takes what is free, not
+what others hold). The reservation is an ordinary
+:meth:`~gpuaas.engine.snapshot.Snapshot.reserve`, so every index stays exact. A node that joins
+or leaves the fleet is a fleet change instead (:mod:`gpuaas.engine.admission.fleet_changes`).
 """
 
 from __future__ import annotations
