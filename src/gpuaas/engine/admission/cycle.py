@@ -26,6 +26,9 @@ from gpuaas.engine.admission.fleet_changes import (
     FleetChange,
     RemoveNode,
     RepartitionNode,
+    devices_gone,
+    keeps_devices,
+    no_room_after_repartition,
 )
 from gpuaas.engine.admission.gpu_size import GPU_MILLI, MILLI, gpu_milli, is_gpu_device, mig_milli
 from gpuaas.engine.admission.nodes import (
@@ -686,16 +689,8 @@ class AdmissionEngine:
             return out
         new = change.node.to_node() if isinstance(change.node, NodeCapacity) else change.node
         snap = pool.snapshot
-        lost = [
-            w
-            for w in held
-            if not all(snap.devices_kept(p.assignment, new) for p in self._pods_on(w, i))
-        ]
-        why = reason(
-            Code.DEVICE_LOST, detail=f"node {name} was repartitioned and its devices are gone"
-        )
-        out = self._displace(i, lost, why)
-        keep = [w for w in held if w not in lost]
+        keep, lost = keeps_devices(snap, new, held, lambda w: self._pods_on(w, i))
+        out = self._displace(i, lost, devices_gone(name))
         hooks = reserve_hooks(pool.policy)
         for w in keep:  # give back their pods on this node, to take them again on the new one
             for p in reversed(self._pods_on(w, i)):
@@ -704,11 +699,7 @@ class AdmissionEngine:
                     hooks.on_unreserve(snap, p.pod, p.assignment)
         pool.replace_node(i, new)
         late = [w for w in keep if not self._reserve_on(w, i)]
-        too_small = reason(
-            Code.DEVICE_LOST,
-            detail=f"node {name} was repartitioned and no longer has room for its pods",
-        )
-        return out + self._displace(i, late, too_small, reserved_there=False)
+        return out + self._displace(i, late, no_room_after_repartition(name), reserved_there=False)
 
     def _on(self, node: int) -> list[str]:
         """Admitted workloads with a pod on ``node``, in order of admission."""

@@ -22,12 +22,17 @@ devices. :func:`fleet_diff` turns two lists of nodes (before, after) into these 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from gpuaas.engine.admission.nodes import NodeCapacity
-from gpuaas.engine.reasons import Reason
+from gpuaas.engine.gang import PodPlacement
+from gpuaas.engine.reasons import Code, Reason, reason
+from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.node import UNSCHEDULABLE, Node
+
+W = TypeVar("W")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,37 @@ class RepartitionNode:
 
 
 FleetChange = AddNode | RemoveNode | CordonNode | RepartitionNode
+
+
+def keeps_devices(
+    snap: Snapshot, new: Node, held: Iterable[W], pods_on: Callable[[W], Sequence[PodPlacement]]
+) -> tuple[list[W], list[W]]:
+    """The repartition rule, for every strategy: of the workloads ``held`` on a node about to
+    take the facts of ``new``, (those that keep their pods there, those that lose a device). A
+    workload keeps its pods when every device each of them holds still exists in the same form
+    (:meth:`Snapshot.devices_kept`); whether they still *fit* once reserved again is the
+    caller's second step (:func:`no_room_after_repartition`)."""
+    kept: list[W] = []
+    lost: list[W] = []
+    for w in held:
+        ok = all(snap.devices_kept(p.assignment, new) for p in pods_on(w))
+        (kept if ok else lost).append(w)
+    return kept, lost
+
+
+def devices_gone(node: str) -> Reason:
+    """Why a workload left ``node`` when a repartition took its devices."""
+    return reason(
+        Code.DEVICE_LOST, detail=f"node {node} was repartitioned and its devices are gone"
+    )
+
+
+def no_room_after_repartition(node: str) -> Reason:
+    """Why a workload whose devices survived a repartition of ``node`` still left it."""
+    return reason(
+        Code.DEVICE_LOST,
+        detail=f"node {node} was repartitioned and no longer has room for its pods",
+    )
 
 
 @dataclass(frozen=True, slots=True)

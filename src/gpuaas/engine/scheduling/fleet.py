@@ -53,6 +53,9 @@ from gpuaas.engine.admission.fleet_changes import (
     FleetChange,
     RemoveNode,
     RepartitionNode,
+    devices_gone,
+    keeps_devices,
+    no_room_after_repartition,
 )
 from gpuaas.engine.admission.nodes import NodeCapacity
 from gpuaas.engine.gang import (
@@ -316,16 +319,8 @@ class FleetScheduler:
         the others are displaced."""
         snap = self.snapshot
         name = snap.names[node]
-        held = self._on(node)
-        kept = [
-            i
-            for i in held
-            if all(snap.devices_kept(p.assignment, new) for p in self._part(i, node))
-        ]
-        gone = reason(
-            Code.DEVICE_LOST, detail=f"node {name} was repartitioned and its devices are gone"
-        )
-        out = self._displace(node, [i for i in held if i not in kept], gone)
+        kept, lost = keeps_devices(snap, new, self._on(node), lambda i: self._part(i, node).pods)
+        out = self._displace(node, lost, devices_gone(name))
         parts = [self._part(i, node) for i in kept]
         for part in parts:  # give back their pods on this node, to take them again on the new one
             release(snap, part, self.policy)
@@ -337,11 +332,7 @@ class FleetScheduler:
         if was_down:
             self.holds.hold(node)
         self.freed = True
-        too_small = reason(
-            Code.DEVICE_LOST,
-            detail=f"node {name} was repartitioned and no longer has room for its pods",
-        )
-        return out + self._displace(node, late, too_small, released=True)
+        return out + self._displace(node, late, no_room_after_repartition(name), released=True)
 
     # ------------------------------------------------------------------ queue
     def _key(self, i: int) -> tuple[float, ...]:
