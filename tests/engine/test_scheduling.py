@@ -18,7 +18,7 @@ from gpuaas.engine.admission.fleet_changes import (
     RepartitionNode,
 )
 from gpuaas.engine.policies import make_policy
-from gpuaas.engine.reasons import Code, Reason
+from gpuaas.engine.reasons import Code, Reason, node_failed
 from gpuaas.engine.scheduling import NodeHolds, Request
 from gpuaas.engine.scheduling.admission import AdmissionScheduler, admission_workload, queue_for
 from gpuaas.engine.scheduling.fleet import PRIORITY_PREEMPTION, FleetScheduler, QueuePolicy
@@ -107,7 +107,7 @@ def test_requeue_and_withdraw() -> None:
     s = fleet_scheduler(1)
     s.submit(request("a", 8, created=0), 0)
     s.cycle(0)
-    s.requeue("a", "node gone")
+    s.requeue("a", node_failed("node gone"))
     assert s.waiting["a"].code is Code.NODE_FAILED and s.waiting["a"].render() == "node gone"
     assert s.withdraw("a") and not s.withdraw("a")
     assert not s.cycle(1).admitted
@@ -154,7 +154,7 @@ def test_the_snapshot_holds_exactly_what_is_admitted_and_held(
             s.submit(request(f"w{k}", gpus, priority=prio, created=t, limit=10.0), t)
         elif op in ("finish", "requeue") and running:
             name = sorted(running)[n % len(running)]
-            s.finish(name) if op == "finish" else s.requeue(name, "lost")
+            s.finish(name) if op == "finish" else s.requeue(name, node_failed("lost"))
             del running[name]
         elif op == "withdraw":
             pending = sorted(set(s.index) - set(running))
@@ -166,7 +166,7 @@ def test_the_snapshot_holds_exactly_what_is_admitted_and_held(
                   {p.placement.node_name for p in s.placement[s.index[w]]}]  # fmt: skip
             if node not in gone:
                 for w in on:
-                    s.requeue(w, f"node {node} failed")
+                    s.requeue(w, node_failed(f"node {node} failed"))
                     del running[w]
                 s.nodes_changed(down=[node])
                 gone.add(node)
@@ -370,7 +370,7 @@ def test_fleet_changes_keep_the_snapshot_exact_and_touch_only_displaced_jobs(
             node = up[n % len(up)]
             for w, placed in before.items():
                 if node in {s.snapshot.names[x] for x in placed.nodes}:  # type: ignore[union-attr]
-                    s.requeue(w, f"node {node} failed")
+                    s.requeue(w, node_failed(f"node {node} failed"))
             s.nodes_changed(down=[node])
             down.add(node)
         elif op == "up" and down:

@@ -53,7 +53,6 @@ from gpuaas.engine.reasons import (
     Reason,
     combine,
     evicted,
-    node_failed,
     reason,
 )
 from gpuaas.engine.snapshot import OvercommitError
@@ -624,16 +623,16 @@ class AdmissionEngine:
         self.why.pop(name, None)
         self._bump(aw.cluster_queue)
 
-    def requeue(self, name: str, reason: Reason | str) -> None:
+    def requeue(self, name: str, reason: Reason) -> None:
         """``name`` lost its nodes outside admission (a node failed or left): give back its
         quota and devices and queue it again with its original creation time. Not a preemption,
         so it is not listed in :attr:`evictions`. ``reason`` is one of
-        :data:`~gpuaas.engine.reasons.REQUEUE_CODES`; a bare sentence is a failed node's."""
+        :data:`~gpuaas.engine.reasons.REQUEUE_CODES`."""
         if name not in self.admitted:
             raise InvalidValue(f"workload {name}", "is not admitted, so it cannot be requeued")
         aw = self._take_back(name)
         self._enqueue(aw.cluster_queue, aw.workload)
-        self.why[name] = node_failed(reason) if isinstance(reason, str) else reason
+        self.why[name] = reason
         self._bump(aw.cluster_queue)
 
     def nodes_changed(self, changes: Sequence[FleetChange] = ()) -> list[Displaced]:

@@ -140,7 +140,7 @@ class AdmissionScheduler:
         self.engine.finish(name)
         self.dirty = True
 
-    def requeue(self, name: str, cause: Reason | str) -> None:
+    def requeue(self, name: str, cause: Reason) -> None:
         self.engine.requeue(name, cause)
         self.dirty = True
 

@@ -93,7 +93,7 @@ class Scheduler(Protocol):
     def finish(self, name: str) -> None:
         """``name`` completed: its devices (and quota) are free; it does not queue again."""
 
-    def requeue(self, name: str, cause: Reason | str) -> None:
+    def requeue(self, name: str, cause: Reason) -> None:
         """``name`` lost its nodes outside scheduling (``cause``, a sentence for a failed node):
         free what it held and queue it again. A fleet change's displaced workloads are requeued
         by :meth:`nodes_changed` itself."""

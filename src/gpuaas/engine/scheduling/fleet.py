@@ -72,7 +72,6 @@ from gpuaas.engine.reasons import (
     WOULD_DELAY_HEAD,
     Code,
     Reason,
-    node_failed,
     placement_failed,
     reason,
 )
@@ -200,13 +199,13 @@ class FleetScheduler:
         self._stop(i)
         self.state[i] = GONE
 
-    def requeue(self, name: str, cause: Reason | str) -> None:
+    def requeue(self, name: str, cause: Reason) -> None:
         i = self.index[name]
         if self.state[i] != RUNNING:
             raise InvalidValue(f"workload {name}", "is not running, so it cannot be requeued")
         self._stop(i)
         self._enqueue(i)
-        self.reasons[name] = node_failed(cause) if isinstance(cause, str) else cause
+        self.reasons[name] = cause
 
     def declare(self, name: str, limit: float) -> None:
         self.limit[self.index[name]] = limit
