@@ -46,7 +46,7 @@ def test_sampled_durations_are_deterministic_and_bounded() -> None:
 
 def test_a_resumed_job_keeps_its_original_start() -> None:
     backend = SimBackend(speed=2)
-    backend.launch(BackendJob(7, "resumed", {"duration": 100}, (), started_at=1000.0))
+    backend.launch(BackendJob(7, "resumed", {"duration": 100}, started_at=1000.0))
     assert backend.poll(1020.0) == []  # no second "started": it was running before the restart
     assert kinds(backend.poll(1050.0)) == [(7, "succeeded", 1050.0)]
 

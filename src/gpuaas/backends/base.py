@@ -1,46 +1,76 @@
 """What the reconciler needs of a backend: launch, cancel, and report what happened.
 
-The reconciler owns the job states in the database; a backend only runs what it is given and
-reports back through :meth:`Backend.poll`. After a restart the reconciler launches every
-admitted or running job again with the time it started (``started_at``), so a backend resumes
-following it rather than starting it twice.
+Who owns what: the reconciler owns the job states in the database and decides; a backend only
+runs what it is given (a :class:`BackendJob`, its pods typed as
+:class:`~gpuaas.model.placement.PodPlacement`) and reports back through :meth:`Backend.poll`.
+A backend keeps whatever it needs to find its jobs again (pids, Slurm job ids) in its own state
+directory, so after a control-plane restart the reconciler launches every admitted or running job
+again with the time it started (``started_at``) and the backend resumes following it rather than
+starting it twice: ``(job id, attempt)`` names one run, and a backend never runs the same pair
+twice.
+
+Calls may be slow or fail (a Slurm controller is a network away): the service calls a backend
+beside the admission step, never inside it. A backend that cannot reach what it drives raises
+:class:`BackendUnavailable` from any call; the service shows it as a reason and a metric and
+retries. A job the backend will never run (a command that cannot start, a container where no
+runtime is configured, a partition that refuses it) is reported as :attr:`EventKind.REJECTED`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
+
+from gpuaas.model.errors import GpuaasError
+from gpuaas.model.placement import PodPlacement
+
+#: Seconds between SIGTERM (or Slurm's cancel) and SIGKILL when a job is stopped.
+DEFAULT_GRACE = 10.0
 
 
 class EventKind(StrEnum):
     STARTED = "started"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    LOST = "lost"  # the backend no longer runs the job (its machine went away): run it again
+    LOST = "lost"  # the backend no longer runs the job (its machine or process vanished)
+    REJECTED = "rejected"  # the backend will never run it as given (bad command, refused)
+
+
+class BackendUnavailable(GpuaasError):
+    """The backend cannot reach what it drives right now (retry later)."""
 
 
 @dataclass(frozen=True, slots=True)
 class BackendJob:
-    """An admitted job handed to a backend: what to run and on which nodes.
+    """An admitted job handed to a backend: what to run and where.
 
-    ``started_at`` is set when the job was already running (resumed after a restart).
+    ``spec`` is the job as the user submitted it (``command`` / ``script`` / ``container``,
+    ``env``, ``maxRunTime``, ``duration``); ``pods`` the placement; ``attempt`` counts
+    admissions (a requeued job runs again as a new attempt); ``started_at`` is set when the
+    job was already running (resumed after a restart).
     """
 
     id: int
     name: str
     spec: Mapping[str, Any]
-    placement: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    pods: tuple[PodPlacement, ...] = ()
     started_at: float | None = None
+    attempt: int = 0
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class BackendEvent:
+    """``reason``: the backend's own words (the tail of stderr, Slurm's reason);
+    ``exit_code``: the job's exit code where it has one (a failure, or 0 on success)."""
+
     job_id: int
     kind: EventKind
     at: float
     reason: str = ""
+    exit_code: int | None = None
 
 
 class Backend(Protocol):
@@ -53,8 +83,9 @@ class Backend(Protocol):
         """Start ``job`` (or, with ``started_at``, keep following it)."""
         ...
 
-    def cancel(self, job_id: int) -> None:
-        """Stop ``job_id`` if it runs; unknown ids are ignored."""
+    def cancel(self, job_id: int, grace: float = DEFAULT_GRACE) -> None:
+        """Stop ``job_id`` if it runs (terminate, wait ``grace`` seconds, kill); unknown ids
+        are ignored. Returns without waiting for the grace period to end."""
         ...
 
     def poll(self, now: float) -> list[BackendEvent]:

@@ -13,7 +13,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from gpuaas.backends.base import BackendEvent, BackendJob, EventKind
+from gpuaas.backends.base import DEFAULT_GRACE, BackendEvent, BackendJob, EventKind
 
 #: Sampled durations (seconds of job time): log-uniform between a minute and two hours.
 SAMPLED_MIN = 60.0
@@ -61,7 +61,7 @@ class SimBackend:
             run.ends_at = job.started_at + job_duration(job) / self.time_scale
         self._runs[job.id] = run
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, grace: float = DEFAULT_GRACE) -> None:
         self._runs.pop(job_id, None)
 
     def running(self) -> set[int]:

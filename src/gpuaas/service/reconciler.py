@@ -52,7 +52,7 @@ from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
 from gpuaas.backends.sim import SimBackend
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
-from gpuaas.engine.admission.restore import PlacementLost, readmit, record
+from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
 from gpuaas.engine.admission.state import AdmittedWorkload
 from gpuaas.engine.reasons import (
     CANCELLED,
@@ -67,6 +67,7 @@ from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
+from gpuaas.model.node import Node
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
@@ -192,6 +193,7 @@ class Tracked:
     cluster_queue: str | None = None
     started_at: float | None = None
     placement: list[dict[str, Any]] | None = None
+    attempt: int = 0
 
     def requeued(self, at: float, cause: Reason) -> None:
         """The job is pending again from ``at`` after losing its place for ``cause``."""
@@ -200,6 +202,7 @@ class Tracked:
         self.cluster_queue = None
         self.started_at = None
         self.placement = None
+        self.attempt += 1
         self.reason = _requeued(cause)
 
     @property
@@ -567,7 +570,7 @@ class Reconciler:
         since = job.updated_at if job.attempts else job.created_at
         return Tracked(
             job.id, tenant, job.local_queue, workload, dict(job.spec), JobState(job.state),
-            since, reason=_stored(job),
+            since, reason=_stored(job), attempt=job.attempts or 0,
         )  # fmt: skip
 
     def _add_pending(
@@ -778,9 +781,20 @@ class Reconciler:
             tracked.id,
             tracked.spec.get("name", str(tracked.id)),
             tracked.spec,
-            tuple(tracked.placement or ()),
+            typed_pods(tracked.placement or (), self._node),
             tracked.started_at,
+            tracked.attempt,
+            tracked.tenant,
         )
+
+    def _node(self, name: str) -> Node | None:
+        """The node called ``name`` in the running engine (None when it left the fleet)."""
+        assert self.engine is not None and self.engine.pool is not None
+        pool = self.engine.pool
+        try:
+            return pool.nodes[pool.snapshot.index_of(name)]
+        except (KeyError, IndexError):
+            return None
 
     def _backend_events(self, events: list[BackendEvent], writes: list[Write]) -> None:
         """Starts, completions and losses the backend reports, as writes; completions free

@@ -18,7 +18,7 @@ Recorded form, one entry per pod::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpuaas.engine.admission.cycle import AdmissionEngine
@@ -29,6 +29,10 @@ from gpuaas.engine.reasons import Code
 from gpuaas.engine.snapshot import Assignment, OvercommitError
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
+from gpuaas.model.node import Node
+from gpuaas.model.placement import DeviceKind, DeviceRef
+from gpuaas.model.placement import PodPlacement as TypedPod
+from gpuaas.supply.devices import gpu_device_name, mig_device_name, mig_uuid, shared_device_name
 
 
 class PlacementLost(GpuaasError):
@@ -171,3 +175,63 @@ def readmit(
         if placement is not None and engine.pool is not None:
             engine.pool.release(wl, placement)
         raise
+
+
+def typed_pods(
+    recorded: Sequence[Mapping[str, Any]], node_of: Callable[[str], Node | None]
+) -> tuple[TypedPod, ...]:
+    """The pods of a recorded placement as backends read them (see
+    :mod:`gpuaas.model.placement`), in rank order: pod sets as recorded, pods by index.
+
+    Devices take the supply plane's names and UUIDs from the node as it is now; a GPU slot in
+    the record is the position in ``node.gpus``, not the GPU's index. A replica's identity
+    (``gpu-3-ts-1``) is the one recorded under ``replicaIds`` (``[[slot, replica], ...]``)
+    where the admission named it, else replicas are numbered from 0 on their GPU.
+    """
+    out: list[TypedPod] = []
+    for rank, raw in enumerate(recorded):
+        name = str(raw.get("node"))
+        node = node_of(name)
+        if node is None:
+            raise PlacementLost(f"placement[{rank}]: node {name} is not in the fleet",
+                                Code.NODE_REMOVED)  # fmt: skip
+        where = f"placement[{rank}].assignment"
+        a = raw.get("assignment") or {}
+        devices: list[DeviceRef] = []
+        try:
+            for g, milli in _pairs(a.get("gpus", []), f"{where}.gpus"):
+                gpu = node.gpus[g]
+                kind = DeviceKind.GPU if milli >= 1000 else DeviceKind.SHARE
+                devices.append(DeviceRef(gpu_device_name(gpu.index), gpu.uuid, gpu.index, kind,
+                                         milli))  # fmt: skip
+            for g, k in _pairs(a.get("mig", []), f"{where}.mig"):
+                gpu = node.gpus[g]
+                inst = gpu.partition.instances[k]
+                devices.append(
+                    DeviceRef(mig_device_name(gpu.index, inst), mig_uuid(gpu.uuid, inst),
+                              gpu.index, DeviceKind.MIG, 0)
+                )  # fmt: skip
+            named = _pairs(a.get("replicaIds", []), f"{where}.replicaIds")
+            if not named:
+                named = tuple(
+                    (g, r) for g, count in _pairs(a.get("replicas", []), f"{where}.replicas")
+                    for r in range(count)
+                )  # fmt: skip
+            for g, r in named:
+                gpu = node.gpus[g]
+                devices.append(DeviceRef(shared_device_name(gpu.index, r), gpu.uuid, gpu.index,
+                                         DeviceKind.REPLICA, 0))  # fmt: skip
+        except IndexError:
+            raise PlacementLost(f"{where}: node {name} no longer has these devices") from None
+        out.append(
+            TypedPod(
+                pod_set=str(raw.get("podSet")),
+                index=int(raw.get("index", 0)),
+                rank=rank,
+                node=name,
+                cpu_milli=int(a.get("cpu", 0)),
+                memory_bytes=int(a.get("memory", 0)),
+                devices=tuple(devices),
+            )
+        )
+    return tuple(out)
