@@ -66,6 +66,15 @@ def serve(
         float,
         typer.Option("--speed", help="Simulated jobs run this many times faster than declared."),
     ] = 1.0,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            envvar="GPUAAS_BACKEND",
+            help="What runs jobs on nodes that name no backend (label gpuaas.io/backend): "
+            "sim (simulated fleet), local (processes on this host), slurm.",
+        ),
+    ] = None,
     no_reconcile: Annotated[
         bool, typer.Option("--no-reconcile", help="Serve the API only; run no admission.")
     ] = False,
@@ -89,9 +98,17 @@ def serve(
         raise typer.BadParameter(f"--speed must be positive, got {speed}")
     if fleet is not None:
         _check_fleet_or_exit(fleet)
+    if backend is not None:
+        from gpuaas.service.backends import check_backend_name
+
+        try:
+            check_backend_name(backend, "--backend")
+        except GpuaasError as exc:
+            raise typer.BadParameter(str(exc)) from None
     settings = _settings(
         db, data_dir, fleet=fleet, demo=demo, host=host, port=port, speed=speed,
         reconcile=not no_reconcile, reconciler_process=True, metrics_token=metrics_token or None,
+        **({"backend": backend} if backend is not None else {}),
     )  # fmt: skip
     from gpuaas.service.leader import prepare_metrics_dir
 

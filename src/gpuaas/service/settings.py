@@ -17,7 +17,8 @@ class Settings:
     at first start; ``catalogue``: a GPU catalogue file that adds the provider's own models
     (default ``GPUAAS_CATALOGUE``); ``demo``: the demo
     fleet, tenants and a background stream of jobs. ``speed``: simulated jobs run this many times
-    faster than their declared duration. ``reconcile_interval``: seconds between reconciler
+    faster than their declared duration. ``backend``: the backend that runs jobs on nodes that
+    name none (``sim``, ``local``, ``slurm``). ``reconcile_interval``: seconds between reconciler
     passes. ``max_body_bytes``: larger request bodies get 413. ``metrics_token``: when set,
     ``/metrics`` answers only a scraper that presents it as a bearer token (tenant and queue
     names are in the series); unset, anyone who reaches the port may scrape.
@@ -32,6 +33,8 @@ class Settings:
         )
     )
     demo: bool = False
+    #: the backend of nodes that name none (see :mod:`gpuaas.service.backends`)
+    backend: str = field(default_factory=lambda: os.environ.get("GPUAAS_BACKEND") or "sim")
     host: str = "127.0.0.1"
     port: int = 8080
     speed: float = 1.0
