@@ -62,6 +62,7 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "preemptor": names,
     "detail": st.text(max_size=40),
     "backend": names,
+    "exit_code": st.integers(-64, 255),
     "cause": st.sampled_from(sorted(c.value for c in REQUEUE_CODES)),
     "flavors": st.lists(names, max_size=3),
 }

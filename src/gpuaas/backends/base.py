@@ -74,10 +74,14 @@ class BackendEvent:
 
 
 class Backend(Protocol):
-    """``time_scale``: job seconds per wall second (a simulated fleet runs faster)."""
+    """``time_scale``: job seconds per wall second (a simulated fleet runs faster);
+    ``blocking``: whether calls may wait on I/O (processes, a network). The service calls a
+    blocking backend from a thread of its own, with the wall clock, and a non-blocking one (the
+    simulated fleet) inline, with the reconciler's clock."""
 
     name: str
     time_scale: float
+    blocking: bool
 
     def launch(self, job: BackendJob) -> None:
         """Start ``job`` (or, with ``started_at``, keep following it)."""

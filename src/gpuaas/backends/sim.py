@@ -48,6 +48,8 @@ class SimBackend:
     """Jobs run for their duration / ``speed`` wall seconds from their start."""
 
     name = "sim"
+    #: in memory and on the caller's clock: called inline, within the reconciler's step
+    blocking = False
 
     def __init__(self, speed: float = 1.0) -> None:
         if speed <= 0:

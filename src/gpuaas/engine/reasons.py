@@ -89,6 +89,9 @@ class Code(StrEnum):
     STARTED = "Started"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    EXITED_WITH_ERROR = "ExitedWithError"
+    BACKEND_REJECTED = "BackendRejected"
+    BACKEND_UNAVAILABLE = "BackendUnavailable"
     MAX_RUN_TIME_EXCEEDED = "MaxRunTimeExceeded"
     CANCELLED = "Cancelled"
     SPEC_UNREADABLE = "SpecUnreadable"
@@ -403,6 +406,14 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.STARTED: lambda f: f"started on the {f['backend']} backend",
     Code.SUCCEEDED: lambda f: str(f.get("detail") or "succeeded"),
     Code.FAILED: lambda f: str(f.get("detail") or "failed"),
+    Code.EXITED_WITH_ERROR: lambda f: (
+        f"exited with code {f['exit_code']} on the {f['backend']} backend"
+        + (f": {f['detail']}" if f.get("detail") else "")
+    ),
+    Code.BACKEND_REJECTED: lambda f: f"the {f['backend']} backend cannot run it: {f['detail']}",
+    Code.BACKEND_UNAVAILABLE: lambda f: (
+        f"admitted; waiting for the {f['backend']} backend, which cannot be reached: {f['detail']}"
+    ),
     Code.MAX_RUN_TIME_EXCEEDED: lambda f: f"exceeded its maxRunTime of {f['limit']:g}s",
     Code.CANCELLED: lambda f: "cancelled by the user",
     Code.SPEC_UNREADABLE: lambda f: "its spec is unreadable",
@@ -455,6 +466,9 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.STARTED: ("backend",),
     Code.SUCCEEDED: ("detail",),
     Code.FAILED: ("detail",),
+    Code.EXITED_WITH_ERROR: ("backend", "exit_code", "detail"),
+    Code.BACKEND_REJECTED: ("backend", "detail"),
+    Code.BACKEND_UNAVAILABLE: ("backend", "detail"),
     Code.MAX_RUN_TIME_EXCEEDED: ("limit",),
     Code.CANCELLED: (),
     Code.SPEC_UNREADABLE: (),

@@ -49,7 +49,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
-from gpuaas.backends.sim import SimBackend
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
@@ -68,6 +67,8 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.service.backend_driver import BackendDriver
+from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
@@ -194,6 +195,7 @@ class Tracked:
     started_at: float | None = None
     placement: list[dict[str, Any]] | None = None
     attempt: int = 0
+    note: Reason | None = None  # a reason written on the admitted job (backend unreachable)
 
     def requeued(self, at: float, cause: Reason) -> None:
         """The job is pending again from ``at`` after losing its place for ``cause``."""
@@ -203,6 +205,7 @@ class Tracked:
         self.started_at = None
         self.placement = None
         self.attempt += 1
+        self.note = None
         self.reason = _requeued(cause)
 
     @property
@@ -276,7 +279,16 @@ class Finish:
     reason: Reason
 
 
-Write: TypeAlias = Fail | Cancel | Requeue | Start | Finish
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A new reason on an admitted job that stays where it is (its backend cannot be reached)."""
+
+    job_id: int
+    state: JobState
+    reason: Reason
+
+
+Write: TypeAlias = Fail | Cancel | Requeue | Start | Finish | Note
 
 
 def _held_milli(wl: AdmissionWorkload) -> int:
@@ -288,7 +300,9 @@ def _flavor_names(flavors: dict[str, dict[str, str]]) -> list[str]:
 
 
 class Reconciler:
-    """See the module docstring. ``backend`` defaults to the simulated fleet."""
+    """See the module docstring. ``backend``, when given, is the default backend (the one of
+    nodes that name none); otherwise ``settings.backend`` is, built on first use. ``backends``
+    are further backends already built (others are built from the settings on first use)."""
 
     def __init__(
         self,
@@ -296,11 +310,17 @@ class Reconciler:
         settings: Settings,
         telemetry: Telemetry | None = None,
         backend: Backend | None = None,
+        backends: Iterable[Backend] = (),
     ) -> None:
         self.db = db
         self.settings = settings
         self.telemetry = telemetry or Telemetry()
-        self.backend: Backend = backend or SimBackend(settings.speed)
+        built = [*([backend] if backend is not None else []), *backends]
+        self.backends = Backends(settings, built)
+        if backend is not None:
+            self.backends.default = backend.name
+        self._drivers: dict[str, BackendDriver] = {}
+        self._runs_on: dict[int, str] = {}  # job id -> the backend it was launched on
         self.engine: AdmissionEngine | None = None
         self._scheduler: AdmissionScheduler | None = None
         self.jobs: dict[int, Tracked] = {}
@@ -327,11 +347,28 @@ class Reconciler:
         self._thread = threading.Thread(target=self._loop, name="gpuaas-reconciler", daemon=True)
         self._thread.start()
 
+    @property
+    def backend(self) -> Backend:
+        """The default backend (nodes that name none run their jobs there)."""
+        return self.backends.get(self.backends.default)
+
+    def driver(self, name: str) -> BackendDriver:
+        """The driver of backend ``name`` (built with the backend on first use)."""
+        driver = self._drivers.get(name)
+        if driver is None:
+            driver = BackendDriver(self.backends.get(name), self.telemetry,
+                                   poll_interval=self.settings.reconcile_interval)  # fmt: skip
+            self._drivers[name] = driver
+        return driver
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        for driver in self._drivers.values():
+            driver.stop()
+        self._drivers = {}
         self._leadership.release()
         self.engine = None
 
@@ -373,7 +410,9 @@ class Reconciler:
         assert self.engine is not None
         scheduler = self.scheduler(self.engine)
         # what finished since the last step frees quota for this step's admission
-        self._backend_events(self.backend.poll(now), writes)
+        for driver in list(self._drivers.values()):
+            self._backend_events(driver, driver.events(now), writes)
+        self._note_unavailable(writes)
         self._enforce_max_run_time(now, writes)
         decisions = scheduler.cycle(now)
         stops: list[int] = []
@@ -391,9 +430,10 @@ class Reconciler:
         if self.engine is not None:
             self._write_reasons(now)
         for job_id in stops:
-            self.backend.cancel(job_id)
-        for job in launches:
-            self.backend.launch(job)  # it starts at the backend's next poll
+            self._stop_on_backend(job_id)
+        for name, job in launches:
+            self._runs_on[job.id] = name
+            self.driver(name).launch(job)  # it starts at the backend's next poll
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine
@@ -458,17 +498,29 @@ class Reconciler:
             self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]
         self.engine = engine
         self._versions = versions
-        self._resume_backend()
+        self._resume_backend(writes, now)
         return writes
 
-    def _resume_backend(self) -> None:
-        """Make the backend follow exactly the admitted and running jobs (after a restart too)."""
-        following = self.backend.running()
-        for job_id in following - {i for i, t in self.jobs.items() if t.state in ACTIVE}:
-            self.backend.cancel(job_id)
-        for job_id, tracked in self.jobs.items():
-            if tracked.state in ACTIVE and job_id not in following:
-                self.backend.launch(self._backend_job(tracked))
+    def _resume_backend(self, writes: list[Write], now: float) -> None:
+        """Make the backends follow exactly the admitted and running jobs (after a restart too:
+        a backend finds its running jobs again from their start time and attempt)."""
+        active: dict[str, list[Tracked]] = {}
+        for tracked in self.jobs.values():
+            if tracked.state in ACTIVE:
+                name = self._backend_name(tracked)
+                if name is None:
+                    self._reject_spanning(tracked, now, writes)
+                else:
+                    active.setdefault(name, []).append(tracked)
+        for name in set(active) | set(self._drivers) | {self.backends.default}:
+            driver = self.driver(name)
+            jobs = active.get(name, [])
+            driver.adopt(t.id for t in jobs)
+            following = driver.following()
+            for tracked in jobs:
+                self._runs_on[tracked.id] = name
+                if tracked.id not in following:
+                    driver.launch(self._backend_job(tracked))
 
     def _apply_fleet(self, session: Session, now: float) -> list[Write]:
         """Apply the stored fleet's diff to the running engine in place (see
@@ -641,6 +693,14 @@ class Reconciler:
                     session, job_id, (JobState.ADMITTED,), JobState.RUNNING, at,
                     reason(Code.STARTED, backend=backend), started_at=at,
                 )  # fmt: skip
+            case Note(job_id, state, why):
+                stored = stored_reason(why)
+                session.execute(
+                    update(Job)
+                    .where(Job.id == job_id, Job.state == state.value)
+                    .values(reason=why.render(), reason_code=stored["reason_code"],
+                            reason_fields=stored["reason_fields"])
+                )  # fmt: skip
             case Finish(job_id, source, state, at, why):
                 transition(session, job_id, (source,), state, at, why, finished_at=at)
 
@@ -684,10 +744,12 @@ class Reconciler:
 
     def _write_admissions(
         self, session: Session, now: float, decisions: Decisions
-    ) -> list[BackendJob]:
+    ) -> list[tuple[str, BackendJob]]:
+        """Store the admissions; returns what to launch, on which backend."""
         assert self.engine is not None
         scheduler = self.scheduler(self.engine)
-        launches: list[BackendJob] = []
+        launches: list[tuple[str, BackendJob]] = []
+        deferred: list[Write] = []
         for admitted in decisions.admitted:
             aw = admitted.admission
             assert aw is not None
@@ -712,7 +774,13 @@ class Reconciler:
             self.telemetry.admission_wait.labels(aw.cluster_queue).observe(
                 max(0.0, now - tracked.queued_since)
             )
-            launches.append(self._backend_job(tracked))
+            name = self._backend_name(tracked)
+            if name is None:
+                self._reject_spanning(tracked, now, deferred)
+            else:
+                launches.append((name, self._backend_job(tracked)))
+        for write in deferred:
+            self._apply(session, write, [])
         return launches
 
     @staticmethod
@@ -796,31 +864,78 @@ class Reconciler:
         except (KeyError, IndexError):
             return None
 
-    def _backend_events(self, events: list[BackendEvent], writes: list[Write]) -> None:
-        """Starts, completions and losses the backend reports, as writes; completions free
-        quota, a job the backend lost is queued again."""
+    def _backend_name(self, tracked: Tracked) -> str | None:
+        """The backend of the nodes ``tracked`` is placed on (None: they belong to several)."""
+        default = self.backends.default
+        names = set()
+        for pod in tracked.placement or ():
+            node = self._node(str(pod.get("node")))
+            names.add(backend_of_node(node, default) if node is not None else default)
+        if len(names) > 1:
+            return None
+        return names.pop() if names else default
+
+    def _reject_spanning(self, tracked: Tracked, now: float, writes: list[Write]) -> None:
+        """A job placed on nodes of several backends cannot run: Failed, quota given back."""
+        default = self.backends.default
+        on: dict[str, str] = {}
+        for name in sorted({str(p.get("node")) for p in tracked.placement or ()}):
+            node = self._node(name)
+            on[name] = backend_of_node(node, default) if node is not None else default
+        detail = "its pods landed on nodes of different backends: " + ", ".join(
+            f"{name} ({backend})" for name, backend in on.items()
+        )
+        why = reason(Code.BACKEND_REJECTED, backend="+".join(sorted(set(on.values()))),
+                     detail=detail)  # fmt: skip
+        self._finish(tracked, JobState.FAILED, now, why, writes)
+
+    def _stop_on_backend(self, job_id: int) -> None:
+        name = self._runs_on.pop(job_id, None)
+        if name is not None:
+            self.driver(name).cancel(job_id)
+
+    def _note_unavailable(self, writes: list[Write]) -> None:
+        """Admitted jobs whose backend cannot be reached say so (until they start)."""
+        down = {name: d.error for name, d in self._drivers.items() if d.error is not None}
+        if not down:
+            return
+        for job_id, name in self._runs_on.items():
+            tracked = self.jobs.get(job_id)
+            if name not in down or tracked is None or tracked.state is not JobState.ADMITTED:
+                continue
+            why = reason(Code.BACKEND_UNAVAILABLE, backend=name, detail=down[name])
+            if tracked.note is None or not why.same(tracked.note):
+                tracked.note = why
+                writes.append(Note(job_id, JobState.ADMITTED, why))
+
+    def _backend_events(
+        self, driver: BackendDriver, events: list[BackendEvent], writes: list[Write]
+    ) -> None:
+        """Starts, completions, rejections and losses a backend reports, as writes; completions
+        free quota, a job the backend lost is queued again."""
         for event in events:
             tracked = self.jobs.get(event.job_id)
             if tracked is None or tracked.state not in ACTIVE:
                 continue
+            if self._runs_on.get(event.job_id, driver.name) != driver.name:
+                continue  # a late report from a backend the job no longer runs on
             if event.kind is EventKind.STARTED:
                 if tracked.state is JobState.ADMITTED:
-                    writes.append(self._start_write(tracked.id, event.at))
+                    writes.append(Start(tracked.id, event.at, driver.name))
                     tracked.state = JobState.RUNNING
                     tracked.started_at = event.at
                 continue
+            self._runs_on.pop(event.job_id, None)
             if event.kind is EventKind.LOST:
-                lost = reason(Code.BACKEND_LOST, backend=self.backend.name, detail=event.reason)
+                lost = reason(Code.BACKEND_LOST, backend=driver.name, detail=event.reason)
                 self._lose(tracked, event.at, lost, writes)
                 continue
-            state = JobState.SUCCEEDED if event.kind is EventKind.SUCCEEDED else JobState.FAILED
-            code = Code.SUCCEEDED if state is JobState.SUCCEEDED else Code.FAILED
-            why = reason(code, detail=event.reason)
+            state, why = _outcome(driver.name, event)
             at = event.at
             limit = tracked.max_run_time
             started = tracked.started_at
-            if limit is not None and started is not None:
-                deadline = started + limit / self.backend.time_scale
+            if limit is not None and started is not None and event.kind is not EventKind.REJECTED:
+                deadline = started + limit / driver.backend.time_scale
                 if at > deadline:
                     state, at, why = JobState.FAILED, deadline, _over_time(limit)
             self._finish(tracked, state, at, why, writes)
@@ -835,9 +950,6 @@ class Reconciler:
         )
         tracked.requeued(at, why)
 
-    def _start_write(self, job_id: int, at: float) -> Start:
-        return Start(job_id, at, self.backend.name)
-
     def _finish(
         self, tracked: Tracked, state: JobState, at: float, why: Reason, writes: list[Write]
     ) -> None:
@@ -848,15 +960,30 @@ class Reconciler:
 
     def _enforce_max_run_time(self, now: float, writes: list[Write]) -> None:
         """Stop and fail running jobs past their ``maxRunTime`` (in job time)."""
-        scale = self.backend.time_scale
         for tracked in list(self.jobs.values()):
             limit = tracked.max_run_time
             if tracked.state is not JobState.RUNNING or limit is None:
                 continue
             assert tracked.started_at is not None
+            name = self._runs_on.get(tracked.id, self.backends.default)
+            scale = self.driver(name).backend.time_scale
             if (now - tracked.started_at) * scale >= limit:
-                self.backend.cancel(tracked.id)
+                self._stop_on_backend(tracked.id)
                 self._finish(tracked, JobState.FAILED, now, _over_time(limit), writes)
+
+
+def _outcome(backend: str, event: BackendEvent) -> tuple[JobState, Reason]:
+    """The end state and reason of a finished, failed or rejected job."""
+    if event.kind is EventKind.SUCCEEDED:
+        return JobState.SUCCEEDED, reason(Code.SUCCEEDED, detail=event.reason)
+    if event.kind is EventKind.REJECTED:
+        detail = event.reason or "refused"
+        return JobState.FAILED, reason(Code.BACKEND_REJECTED, backend=backend, detail=detail)
+    if event.exit_code is not None and event.exit_code != 0:
+        why = reason(Code.EXITED_WITH_ERROR, backend=backend, exit_code=event.exit_code,
+                     detail=event.reason)  # fmt: skip
+        return JobState.FAILED, why
+    return JobState.FAILED, reason(Code.FAILED, detail=event.reason)
 
 
 def _over_time(limit: float) -> Reason:

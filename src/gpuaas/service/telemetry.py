@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.multiprocess import MultiProcessCollector
 
 #: Admission wait buckets in seconds: from an idle cluster to a day in the queue.
@@ -44,6 +44,27 @@ class Telemetry:
             "gpuaas_reconcile_cycle_seconds",
             "Wall time of one reconciler pass",
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
+            registry=self.registry,
+        )
+
+        self.backend_up = Gauge(
+            "gpuaas_backend_up",
+            "1 while the backend answers its calls, 0 while it cannot be reached",
+            ["backend"],
+            registry=self.registry,
+            multiprocess_mode="liveall",
+        )
+        self.backend_calls = Counter(
+            "gpuaas_backend_calls",
+            "Calls to a backend (launch, cancel, poll, adopt) by outcome (ok, unavailable, error)",
+            ["backend", "call", "outcome"],
+            registry=self.registry,
+        )
+        self.backend_call_seconds = Histogram(
+            "gpuaas_backend_call_seconds",
+            "Wall time of one call to a backend",
+            ["backend", "call"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
             registry=self.registry,
         )
 
