@@ -350,31 +350,30 @@ def default_assignment(
     """Devices for the pod on ``node``: a share goes to ``share_gpu`` or else the fullest GPU that
     fits (best fit); whole GPUs take the lowest-index fully free GPUs; MIG instances the lowest
     free slots of each profile; replicas come from the GPUs with the fewest free replicas first
-    (packing time-sliced GPUs)."""
+    (packing time-sliced GPUs).
+
+    No device names here: a backend names devices from the recorded slots in the supply
+    plane's one naming (:func:`gpuaas.engine.admission.restore.typed_pods`); only DRA claims
+    add the names of the devices they claimed."""
     # Rows of at most a few dozen GPUs: plain Python lists beat numpy's per-call overhead.
     shape = state.shape
     gpu_milli: list[tuple[int, int]] = []
-    devices: list[str] = []
-    uuids = snap.gpu_uuids[node]
     if shape.share:
         if share_gpu is None:
             row = snap.gpu_free[node].tolist()
             share_gpu = min((f, g) for g, f in enumerate(row) if f >= shape.share)[1]
         gpu_milli.append((share_gpu, shape.share))
-        devices.append(uuids[share_gpu])
     elif shape.whole:
         row = snap.gpu_free[node].tolist()
         full = [g for g, f in enumerate(row) if f == MILLI][: shape.whole]
         for g in full:
             gpu_milli.append((g, MILLI))
-            devices.append(uuids[g])
     mig: list[tuple[int, int]] = []
     for profile, count in shape.mig:
         p = snap.profile_id(profile)
         slots = snap.mig_slots.get((node, p), [])
         for g, k in slots[::-1][:count]:
             mig.append((g, k))
-            devices.append(f"{uuids[g]}/mig-{k}")
     replicas: list[tuple[int, int]] = []
     need = shape.replicas
     if need:
@@ -385,7 +384,6 @@ def default_assignment(
                 break
             take = min(need, free[g])
             replicas.append((g, take))
-            devices.append(f"{uuids[g]}/replica")
             need -= take
     return Assignment(
         node=node,
@@ -394,5 +392,4 @@ def default_assignment(
         gpu_milli=tuple(gpu_milli),
         mig=tuple(mig),
         replicas=tuple(replicas),
-        devices=tuple(devices),
     )

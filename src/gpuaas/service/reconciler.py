@@ -72,6 +72,7 @@ from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
+from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
@@ -321,6 +322,7 @@ class Reconciler:
             self.backends.default = backend.name
         self._drivers: dict[str, BackendDriver] = {}
         self._runs_on: dict[int, str] = {}  # job id -> the backend it was launched on
+        self._replicas = ReplicaBook()
         self.engine: AdmissionEngine | None = None
         self._scheduler: AdmissionScheduler | None = None
         self.jobs: dict[int, Tracked] = {}
@@ -452,6 +454,7 @@ class Reconciler:
         draining = set(session.scalars(select(NodeRow.name).where(NodeRow.draining.is_(True))))
         engine = AdmissionEngine(gov, config, nodes)
         self.jobs = {}
+        self._replicas = ReplicaBook()
         self._tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
         writes: list[Write] = []
         active = session.scalars(
@@ -489,6 +492,8 @@ class Reconciler:
                 tracked.started_at = job.started_at
                 tracked.placement = job.placement
             self.jobs[job.id] = tracked
+            if tracked.placement:
+                self._replicas.name(job.id, tracked.attempt, tracked.placement, self._alive)
         self._seen_id = session.scalar(select(func.max(Job.id))) or 0
         self._swept_at = now
         pending = session.execute(
@@ -759,6 +764,7 @@ class Reconciler:
             if tracked is None or tracked.state is not JobState.PENDING:
                 continue
             placement = record(aw.placement) if aw.placement is not None else []
+            self._replicas.name(job_id, tracked.attempt, placement, self._alive)
             if not transition(
                 session, job_id, (JobState.PENDING,), JobState.ADMITTED, now,
                 self._admission_reason(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
@@ -854,6 +860,11 @@ class Reconciler:
             tracked.attempt,
             tracked.tenant,
         )
+
+    def _alive(self, job_id: int, attempt: int) -> bool:
+        """Whether ``job_id`` still holds the devices it was given at ``attempt``."""
+        tracked = self.jobs.get(job_id)
+        return tracked is not None and tracked.state in ACTIVE and tracked.attempt == attempt
 
     def _node(self, name: str) -> Node | None:
         """The node called ``name`` in the running engine (None when it left the fleet)."""
