@@ -209,3 +209,9 @@ def test_workloads_show_why_jobs_wait_and_where_they_run(world: Api, tmp_path: A
     assert items[big["id"]]["reason"]["fields"]["cluster_queue"] == "cq"
     job = alice.get(f"/v1/tenants/acme/jobs/{big['id']}").json()
     assert sorted(job["nodes"]) == ["node-1", "node-2"]
+    # each pod with the devices it was given, named as the node publishes them
+    assert [p["rank"] for p in job["pods"]] == [0, 1]
+    assert sorted(p["node"] for p in job["pods"]) == ["node-1", "node-2"]
+    for pod in job["pods"]:
+        assert [d["name"] for d in pod["devices"]] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+        assert len({d["uuid"] for d in pod["devices"]}) == 4

@@ -51,6 +51,8 @@ from gpuaas.service.models.jobs import (
     JobEventView,
     JobSpec,
     JobView,
+    PodDeviceView,
+    PodView,
     ReasonCause,
     ReasonView,
     WorkloadView,
@@ -470,6 +472,26 @@ def _nodes(job: Job) -> list[str]:
     return seen
 
 
+def _pods(job: Job) -> list[PodView]:
+    """The pods as admitted, with the devices named at admission (``given``: ``[[name,
+    uuid], ...]`` per pod, written by the reconciler; rows admitted before it show none)."""
+    out: list[PodView] = []
+    for rank, pod in enumerate(job.placement or []):
+        if not isinstance(pod, Mapping):
+            continue
+        given = pod.get("given") or []
+        out.append(
+            PodView(
+                podSet=str(pod.get("podSet")),
+                index=int(pod.get("index", 0)),
+                rank=rank,
+                node=str(pod.get("node")),
+                devices=[PodDeviceView(name=str(n), uuid=str(u)) for n, u in given],
+            )
+        )
+    return out
+
+
 def job_view(job: Job, tenant: str, user: str) -> JobView:
     return JobView(
         id=job.id,
@@ -485,6 +507,7 @@ def job_view(job: Job, tenant: str, user: str) -> JobView:
         clusterQueue=job.cluster_queue,
         flavors=job.flavors,
         nodes=_nodes(job),
+        pods=_pods(job),
         gpus=job.gpus / 1000,
         attempts=job.attempts,
         cancelRequested=job.cancel_requested,

@@ -765,6 +765,8 @@ class Reconciler:
                 continue
             placement = record(aw.placement) if aw.placement is not None else []
             self._replicas.name(job_id, tracked.attempt, placement, self._alive)
+            for pod, typed in zip(placement, typed_pods(placement, self._node), strict=True):
+                pod["given"] = [[d.name, d.uuid] for d in typed.devices]
             if not transition(
                 session, job_id, (JobState.PENDING,), JobState.ADMITTED, now,
                 self._admission_reason(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,

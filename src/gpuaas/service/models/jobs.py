@@ -179,6 +179,25 @@ class JobEventView(BaseModel):
     reason: str
 
 
+class PodDeviceView(BaseModel):
+    """A device a pod was given: its name on the node (``gpu-3``, ``gpu-3-mig-1g10gb-4``,
+    ``gpu-3-ts-1``) and the UUID the pod's ``CUDA_VISIBLE_DEVICES`` carries."""
+
+    name: str
+    uuid: str
+
+
+class PodView(BaseModel):
+    """One pod of an admitted job: where it runs and on which devices; ``rank`` counts pods
+    over all pod sets (the rank a distributed job's process takes)."""
+
+    podSet: str
+    index: int
+    rank: int
+    node: str
+    devices: list[PodDeviceView]
+
+
 class JobView(BaseModel):
     """A job as the API shows it: its spec, state and, once admitted, where it runs."""
 
@@ -195,6 +214,7 @@ class JobView(BaseModel):
     clusterQueue: str | None
     flavors: dict[str, Any] | None
     nodes: list[str]
+    pods: list[PodView] = []
     gpus: float  # GPUs held while admitted (a MIG instance or share counts its size)
     attempts: int
     cancelRequested: bool
