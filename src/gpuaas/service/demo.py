@@ -30,7 +30,11 @@ to ``<data dir>/demo-tokens.json`` (mode 0600, like the demo's admin token) as
 :class:`JobStream` then submits a realistic mix of jobs (training gangs on an NVLink domain, MPI
 ranks across a rack, MIG inference replicas, time-sliced notebooks, CPU preprocessing) every
 ``settings.demo_job_interval`` seconds through :func:`gpuaas.service.jobs.submit_job`, as the
-tenants' users. Every job declares a ``duration`` so the simulated backend finishes it. A queue
+tenants' users. Every job declares a ``duration`` so the simulated backend finishes it. When the
+server runs jobs as local processes (``--backend local``: this host has no GPU cluster to run
+``torchrun`` or ``mpirun`` on), each job is submitted as a short script instead, which prints what
+it stands for, the rank and the devices it was given, and sleeps for its duration (divided by
+``--speed``): real processes with real exit codes and logs, honest about being stand-ins. A queue
 with many jobs already waiting gets none until some are admitted, so a demo left running (or
 running without a reconciler) does not grow its queues without bound.
 """
@@ -614,6 +618,24 @@ TEMPLATES: tuple[JobTemplate, ...] = (
 )
 
 
+def stand_in(document: Mapping[str, Any], speed: float) -> dict[str, Any]:
+    """``document`` as a script a host without GPUs can run (see the module docstring)."""
+    out = {k: v for k, v in document.items() if k not in ("container", "command", "script")}
+    if "container" in document:
+        c = document["container"]
+        what = f"{c['image']}: {' '.join([*c.get('command', []), *c.get('args', [])])}"
+    else:
+        script = str(document.get("script") or "").strip().splitlines()
+        what = " ".join(document.get("command") or script[-1:] or ["a script"])
+    seconds = max(1, round(float(document.get("duration", 60)) / speed))
+    out["script"] = (
+        f"echo 'demo stand-in for {what.replace(chr(39), '')}'\n"
+        'echo "rank ${RANK:-0} of ${WORLD_SIZE:-1} on devices ${CUDA_VISIBLE_DEVICES:-none}"\n'
+        f"exec sleep {seconds}\n"
+    )
+    return out
+
+
 class JobStream:
     """Submits the demo's jobs: :meth:`submit_next` one at a time (tests drive it), or a daemon
     thread every ``settings.demo_job_interval`` seconds after :meth:`start` until :meth:`stop`."""
@@ -621,6 +643,8 @@ class JobStream:
     def __init__(self, db: Database, settings: Settings, seed: int | None = None) -> None:
         self.db = db
         self.interval = settings.demo_job_interval
+        self.stand_ins = settings.backend == "local"
+        self.speed = settings.speed
         self.random = random.Random(seed)
         self.position = 0
         self._stop = threading.Event()
@@ -647,9 +671,10 @@ class JobStream:
             if (pending or 0) >= MAX_PENDING_PER_QUEUE:
                 return None
             low, high = template.durations
-            spec = JobSpec.model_validate(
-                {**template.spec, "duration": round(self.random.uniform(low, high))}
-            )
+            document = {**template.spec, "duration": round(self.random.uniform(low, high))}
+            if self.stand_ins:
+                document = stand_in(document, self.speed)
+            spec = JobSpec.model_validate(document)
             job, _ = submit_job(session, tenant, user, spec, now)
             return job
 
