@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import tracemalloc
+
 import pytest
 from job_world import TOKENS, build_world, job_spec
 from sqlalchemy import update
