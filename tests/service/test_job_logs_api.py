@@ -7,14 +7,19 @@ from __future__ import annotations
 import threading
 import time
 import tracemalloc
+from pathlib import Path
+from typing import Any
 
 import pytest
 from job_world import TOKENS, build_world, job_spec
 from sqlalchemy import update
+from test_identity_revocation import served
 
 from conftest import Api
 from gpuaas.backends.logs import LogLayout
+from gpuaas.client import Client
 from gpuaas.service import logs as service_logs
+from gpuaas.service.routers import jobs as jobs_router
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, Tenant
 
@@ -302,3 +307,58 @@ def test_follow_of_a_fixed_attempt_stays_there(world: Api) -> None:
     text, _ = logs(world, job, follow="true", stream="stdout", attempt=0)
     thread.join()
     assert text == "run 0\n"
+
+
+def test_over_a_real_socket_lines_arrive_before_the_job_ends_and_a_gone_client_ends_the_follow(
+    sqlite_url: str, tmp_path: Path, settings_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under uvicorn, through the SDK: each line comes while the job still runs (a chunked
+    stream, not a buffered answer) and the stream ends when the job does; a client that closes
+    its stream stops the server's polling."""
+    db = Database(sqlite_url)
+    build_world(db)
+    db.dispose()
+    polls: dict[int, int] = {}
+    real = jobs_router._job_over
+
+    def counted(database: Database, job_id: int) -> bool:
+        polls[job_id] = polls.get(job_id, 0) + 1
+        return real(database, job_id)
+
+    monkeypatch.setattr(jobs_router, "_job_over", counted)
+    settings = settings_for(sqlite_url, tmp_path)
+    layout = LogLayout(settings.logs_dir)
+    with served(settings) as url, Client(url, TOKENS["alice"]) as alice:
+        job = alice.submit_job("acme", job_spec("streamed"))["id"]
+        out = layout.stdout(job, 0, 0)
+        out.parent.mkdir(parents=True)
+        out.write_bytes(b"one\n")
+
+        def finish_job() -> None:
+            with Database(sqlite_url).session() as s:
+                s.execute(update(Job).where(Job.id == job).values(state="Succeeded"))
+
+        watchdog = threading.Timer(30, finish_job)  # a buffered answer fails, never hangs
+        watchdog.start()
+        try:
+            lines = alice.follow_job_logs("acme", job, stream="stdout")
+            assert next(lines) == "one"
+            with out.open("ab") as f:
+                f.write(b"two\n")
+            assert next(lines) == "two"
+            assert watchdog.is_alive(), "the lines came only once the job was over"
+        finally:
+            watchdog.cancel()
+        finish_job()
+        assert list(lines) == []  # ended with the job
+
+        other = alice.submit_job("acme", job_spec("abandoned"))["id"]
+        layout.attempt_dir(other, 0).mkdir(parents=True)
+        layout.stdout(other, 0, 0).write_bytes(b"hello\n")
+        abandoned = alice.follow_job_logs("acme", other)
+        assert next(abandoned) == "hello"
+        abandoned.close()  # the client goes away; the job runs on
+        time.sleep(3 * service_logs.FOLLOW_POLL)
+        after_close = polls[other]
+        time.sleep(4 * service_logs.FOLLOW_POLL)
+        assert polls[other] == after_close, "the server still follows for a gone client"
