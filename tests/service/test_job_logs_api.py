@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -215,14 +216,13 @@ def test_bad_parameters_are_422_naming_the_parameter(
     assert [e["field"] for e in r.json()["errors"]] == [field]
 
 
-def _writer(api: Api, job: int, lines: list[str], then: str | None) -> threading.Thread:
+def later(*steps: tuple[float, Callable[[], object]]) -> threading.Thread:
+    """A thread that waits and acts, step by step (a backend writing, the reconciler ending)."""
+
     def run() -> None:
-        for i, line in enumerate(lines):
-            time.sleep(0.05)
-            write(api, job, i % 2, out=line)
-        time.sleep(0.6)  # at least one poll sees the last line before the job ends
-        if then is not None:
-            finish(api, job, then)
+        for wait, act in steps:
+            time.sleep(wait)
+            act()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -241,7 +241,12 @@ def test_follow_sends_lines_as_they_come_and_ends_with_the_job(db_world: Api) ->
     job = submit(db_world, pods=2)
     write(db_world, job, 0, out="before\n")
     lines = ["p0 one\n", "p1 one\n", "p0 two ", "p1 two\n", "continued\n", "p1 last"]
-    writer = _writer(db_world, job, lines, "Succeeded")
+    writes = [
+        (0.05, lambda i=i, line=line: write(db_world, job, i % 2, out=line))
+        for i, line in enumerate(lines)
+    ]
+    # at least one poll sees the last line before the job ends
+    writer = later(*writes, (0.6, lambda: finish(db_world, job)))
     started = time.monotonic()
     text, headers = logs(db_world, job, follow="true", stream="stdout")
     writer.join()
@@ -275,17 +280,11 @@ def test_follow_with_tail_and_a_finished_job_returns_at_once(world: Api) -> None
 
 def test_follow_waits_for_the_first_output_and_moves_to_a_new_attempt(world: Api) -> None:
     job = submit(world, pods=1)
-
-    def run() -> None:
-        time.sleep(0.7)
-        write(world, job, 0, out="run 0\n", attempt=0)
-        time.sleep(0.7)
-        write(world, job, 0, out="run 1\n", attempt=1)
-        time.sleep(0.7)
-        finish(world, job)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    thread = later(
+        (0.7, lambda: write(world, job, 0, out="run 0\n", attempt=0)),
+        (0.7, lambda: write(world, job, 0, out="run 1\n", attempt=1)),
+        (0.7, lambda: finish(world, job)),
+    )
     text, headers = logs(world, job, follow="true", stream="stdout")
     thread.join()
     assert headers["x-gpuaas-log-state"] == "none-yet"
@@ -295,15 +294,10 @@ def test_follow_waits_for_the_first_output_and_moves_to_a_new_attempt(world: Api
 def test_follow_of_a_fixed_attempt_stays_there(world: Api) -> None:
     job = submit(world, pods=1)
     write(world, job, 0, out="run 0\n", attempt=0)
-
-    def run() -> None:
-        time.sleep(0.3)
-        write(world, job, 0, out="run 1\n", attempt=1)
-        time.sleep(0.7)
-        finish(world, job)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    thread = later(
+        (0.3, lambda: write(world, job, 0, out="run 1\n", attempt=1)),
+        (0.7, lambda: finish(world, job)),
+    )
     text, _ = logs(world, job, follow="true", stream="stdout", attempt=0)
     thread.join()
     assert text == "run 0\n"
