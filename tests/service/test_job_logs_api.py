@@ -169,6 +169,15 @@ def test_a_huge_file_is_read_from_its_end_only(world: Api) -> None:
     assert time.monotonic() - started < 30
 
 
+def test_a_file_the_server_cannot_read_is_503_not_a_bug(world: Api) -> None:
+    job = submit(world, pods=1)
+    _layout(world).stdout(job, 0, 0).mkdir(parents=True)  # a folder where the file should be
+    r = world.get(f"/v1/tenants/acme/jobs/{job}/logs")
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert "cannot be read" in r.json()["detail"] and "/" not in r.json()["detail"]
+
+
 def test_another_users_or_tenants_job_or_no_job_is_404(world: Api) -> None:
     job = submit(world, pods=1, user="alice")
     write(world, job, 0, out="secret\n")

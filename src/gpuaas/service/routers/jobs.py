@@ -8,6 +8,7 @@ tenant's admins and viewers, and platform roles, see them all.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -30,7 +31,7 @@ from gpuaas.service.auth import (
     tenant_for,
 )
 from gpuaas.service.deps import PrincipalDep, SessionDep, authenticate, bearer_token
-from gpuaas.service.errors import invalid, not_found, problem
+from gpuaas.service.errors import ApiError, invalid, not_found, problem
 from gpuaas.service.jobs import (
     BatchInvalid,
     cancel_job,
@@ -57,6 +58,7 @@ from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, JobEvent, Tenant, User
 
 router = APIRouter(tags=["jobs"])
+log = logging.getLogger("gpuaas.service")
 
 Limit = Annotated[int, Query(description="Page size (1..1000).")]
 After = Annotated[str | None, Query(description="Cursor: the `next` of the previous page.")]
@@ -316,7 +318,11 @@ def job_logs(
     ranks = (pod,) if pod is not None else tuple(range(pods))
     query = LogQuery(job.id, ranks, stream, tail, attempt)
     layout = LogLayout(request.app.state.settings.logs_dir)
-    first = logs.read_logs(layout, query, following=follow)
+    try:
+        first = logs.read_logs(layout, query, following=follow)
+    except OSError as exc:  # a file the server may not read: the operator's to fix, not a bug
+        log.error("job %s: cannot read its output: %s", job.id, exc)
+        raise ApiError(503, f"the job's output cannot be read now ({exc.strerror})") from None
     headers = _log_headers(first, job.state in FINAL)
     if not follow:
         return PlainTextResponse(first.text, headers=headers, media_type=TEXT)
@@ -353,7 +359,11 @@ async def _follow(
         over = await run_in_threadpool(_job_over, db, follow.query.job_id)
         more = True
         while more:
-            text, more = await run_in_threadpool(follow.step)
+            try:
+                text, more = await run_in_threadpool(follow.step)
+            except OSError as exc:
+                log.error("job %s: following its output stopped: %s", follow.query.job_id, exc)
+                return
             if text:
                 yield text
         if over:
