@@ -308,8 +308,9 @@ def job_logs(
         bool, Query(description="Stream new lines until the job is finished.")
     ] = False,
 ) -> Response:
-    """A job's output (its pods' stdout and stderr); the semantics are in
-    :mod:`gpuaas.service.logs`. Readable by whoever may read the job."""
+    """A job's output: its pods' stdout and stderr, as text, one file after another (they
+    carry no timestamps to interleave them by). Readable by whoever may read the job. Order,
+    labels, caps and follow: docs/api.md, "Logs" (and :mod:`gpuaas.service.logs`)."""
     row = tenant_for(session, p, tenant, Need.READ)
     job = _job(session, p, row, job_id)
     pods = pod_count(job.spec)
