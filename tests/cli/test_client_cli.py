@@ -10,14 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 from typer.testing import CliRunner, Result
 
 import gpuaas.cli.client as cli_client
+from gpuaas.backends.logs import LogLayout
 from gpuaas.cli.client_jobs import gpus_text
 from gpuaas.cli.main import app
 from gpuaas.client import Client
 from gpuaas.service.app import create_app
 from gpuaas.service.settings import Settings
+from gpuaas.store.tables import Job
 
 ADMIN = "gpa_cli-admin-token-0123456789abcdef"
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue-samples"
@@ -389,3 +392,41 @@ def test_several_documents_all_or_none_named_errors_and_reruns_never_duplicate(
 
 def test_the_jobs_table_counts_gpus_plainly() -> None:
     assert [gpus_text(v) for v in (0.0, 2.0, 0.5, 1.25)] == ["0", "2", "0.5", "1.25"]
+
+
+def test_jobs_logs_shows_filters_and_follows(http: TestClient, tmp_path: Path) -> None:
+    """``jobs logs``: every pod's output labelled, --pod/--tail/--stdout/--stderr, a note on
+    stderr when there is none yet, --follow until the job is finished, clear errors."""
+    gpuaas("login", URL, ADMIN)
+    gpuaas("login", URL, set_up_acme(tmp_path))
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(JOB))  # two pods
+    job_id = ok_json("jobs", "submit", "-f", str(spec))["id"]  # type: ignore[index]
+    empty = gpuaas("jobs", "logs", str(job_id))
+    assert empty.exit_code == 0 and empty.stdout == ""
+    assert f"job {job_id} has no output yet" in empty.stderr
+    layout = LogLayout(http.app.state.settings.logs_dir)  # type: ignore[attr-defined]
+    layout.attempt_dir(job_id, 0).mkdir(parents=True)
+    layout.stdout(job_id, 0, 0).write_text("step 1\nstep 2\n")
+    layout.stderr(job_id, 0, 0).write_text("warning\n")
+    layout.stdout(job_id, 0, 1).write_text("worker\n")
+    shown = gpuaas("jobs", "logs", str(job_id))
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout == (
+        "[pod-0] step 1\n[pod-0] step 2\n[pod-0 stderr] warning\n[pod-1] worker\n"
+    )
+    assert gpuaas("jobs", "logs", str(job_id), "--pod", "0", "--tail", "1").stdout == (
+        "step 2\n[stderr] warning\n"
+    )
+    assert gpuaas("jobs", "logs", str(job_id), "--pod", "0", "--stderr").stdout == "warning\n"
+    assert gpuaas("jobs", "logs", str(job_id), "--stdout").stdout == (
+        "[pod-0] step 1\n[pod-0] step 2\n[pod-1] worker\n"
+    )
+    assert "exclude each other" in failed("jobs", "logs", str(job_id), "--stdout", "--stderr")
+    assert "pod" in failed("jobs", "logs", str(job_id), "--pod", "5")
+    assert "not found" in failed("jobs", "logs", "999999")
+    with http.app.state.db.session() as s:  # type: ignore[attr-defined]
+        s.execute(update(Job).where(Job.id == job_id).values(state="Succeeded"))
+    followed = gpuaas("jobs", "logs", str(job_id), "-f", "--pod", "1")
+    assert followed.exit_code == 0, followed.output
+    assert followed.stdout == "worker\n"

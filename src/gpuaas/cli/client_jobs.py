@@ -1,4 +1,5 @@
-"""Client commands for work: ``jobs`` (submit, list, get, events, cancel) and ``workloads``."""
+"""Client commands for work: ``jobs`` (submit, list, get, events, logs, cancel) and
+``workloads``."""
 
 from __future__ import annotations
 
@@ -195,6 +196,55 @@ def jobs_events(job_id: str, tenant: TenantOption = None, as_json: JsonOption = 
         print_json(events)
     else:
         show_table(events, EVENT_COLUMNS, title=f"events of job {job_id}")
+
+
+@jobs_app.command("logs")
+@handles_errors
+def jobs_logs(
+    job_id: str,
+    tenant: TenantOption = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines until the job ends.")
+    ] = False,
+    pod: Annotated[
+        int | None, typer.Option("--pod", min=0, help="One pod's rank (default: every pod).")
+    ] = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", min=0, help="The last N lines of each file.")
+    ] = None,
+    stdout_only: Annotated[bool, typer.Option("--stdout", help="Standard output only.")] = False,
+    stderr_only: Annotated[bool, typer.Option("--stderr", help="Standard error only.")] = False,
+    attempt: Annotated[
+        int | None,
+        typer.Option("--attempt", min=0, help="A run of a requeued job (default: the latest)."),
+    ] = None,
+) -> None:
+    """A job's output: its pods' stdout and stderr (lines marked [pod-N] when several).
+
+    Files are shown one after another (pod 0's stdout, then its stderr, then pod 1's ...):
+    they carry no timestamps to interleave them by. With --follow the command waits for new
+    lines and ends when the job is finished (Ctrl-C stops it earlier).
+    """
+    if stdout_only and stderr_only:
+        raise UsageError("--stdout and --stderr exclude each other (neither: both streams)")
+    stream = "stdout" if stdout_only else "stderr" if stderr_only else "all"
+    options: dict[str, Any] = {"pod": pod, "tail": tail, "stream": stream, "attempt": attempt}
+    with connect() as client:
+        name = resolve_tenant(client, tenant)
+        if follow:
+            try:
+                for line in client.follow_job_logs(name, job_id, **options):
+                    typer.echo(line)
+            except KeyboardInterrupt:
+                raise typer.Exit(130) from None
+            return
+        logs = client.job_logs(name, job_id, **options)
+    typer.echo(logs, nl=False)
+    if logs.state != "output":
+        when = "yet" if logs.state == "none-yet" else "(the job is finished)"
+        typer.echo(f"job {job_id} has no output {when}", err=True)
+    if logs.truncated:
+        typer.echo("(older lines cut by the server's limit; ask for fewer with --tail)", err=True)
 
 
 workloads_app = group("workloads", "The admission view of a tenant's jobs.")

@@ -1,7 +1,7 @@
 """The gpuaas Python SDK: ``from gpuaas.client import Client``."""
 
 from gpuaas.client.config import ConfigError, Credentials, load_credentials, save_credentials
-from gpuaas.client.sdk import ApiError, AsyncClient, Client, Page
+from gpuaas.client.sdk import ApiError, AsyncClient, Client, JobLogs, Page
 
 __all__ = [
     "ApiError",
@@ -9,6 +9,7 @@ __all__ = [
     "Client",
     "ConfigError",
     "Credentials",
+    "JobLogs",
     "Page",
     "load_credentials",
     "save_credentials",

@@ -80,6 +80,25 @@ class Page:
     next: str | None = None
 
 
+class JobLogs(str):
+    """A job's output as text, and what the server said about it: ``attempt`` (None: the job
+    has none yet), ``state`` (``output``, ``none-yet``, ``none``) and ``truncated`` (a cap of
+    the server's cut lines: ask for ``tail``)."""
+
+    attempt: int | None
+    state: str
+    truncated: bool
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> JobLogs:
+        logs = cls(response.text)
+        attempt = response.headers.get("x-gpuaas-log-attempt")
+        logs.attempt = int(attempt) if attempt and attempt.isdigit() else None
+        logs.state = response.headers.get("x-gpuaas-log-state", "output")
+        logs.truncated = response.headers.get("x-gpuaas-log-truncated") == "true"
+        return logs
+
+
 def _seg(value: object) -> str:
     """One path segment, escaped (names are DNS labels, but a typo must not change the route)."""
     return quote(str(value), safe="")
@@ -606,6 +625,51 @@ class Client:
                 after = page.next
             return items
         return list(data or [])
+
+    def job_logs(
+        self,
+        tenant: str,
+        job_id: int | str,
+        *,
+        pod: int | None = None,
+        tail: int | None = None,
+        stream: str = "all",
+        attempt: int | None = None,
+    ) -> JobLogs:
+        """A job's output now (docs/api.md, "Logs"): every pod's, or ``pod``'s (a rank);
+        ``stream``: ``stdout``, ``stderr`` or ``all``; ``tail``: the last N lines of each file;
+        ``attempt``: a run of a requeued job (default: the latest). A :class:`JobLogs` is the
+        text, with what the server said about it (attempt, no output yet, truncated)."""
+        path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/logs"
+        params = _query(pod=pod, tail=tail, stream=stream, attempt=attempt)
+        response = self._http.get(path, params=params, headers=self._headers)
+        if response.is_error:
+            raise ApiError.from_response(response)
+        return JobLogs.from_response(response)
+
+    def follow_job_logs(
+        self,
+        tenant: str,
+        job_id: int | str,
+        *,
+        pod: int | None = None,
+        tail: int | None = None,
+        stream: str = "all",
+        attempt: int | None = None,
+    ) -> Iterator[str]:
+        """The job's output line by line (without the newline) as it is written, until the job
+        is finished; the same filters as :meth:`job_logs`. The stream waits as long as the job
+        runs (no read timeout); closing the generator closes the connection."""
+        path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/logs"
+        params = _query(pod=pod, tail=tail, stream=stream, attempt=attempt, follow=True)
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        with self._http.stream(
+            "GET", path, params=params, headers=self._headers, timeout=timeout
+        ) as response:
+            if response.is_error:
+                response.read()
+                raise ApiError.from_response(response)
+            yield from response.iter_lines()
 
     def list_workloads(
         self, tenant: str, limit: int | None = None, after: str | None = None

@@ -50,6 +50,11 @@ class Settings:
     )
 
     @property
+    def logs_dir(self) -> Path:
+        """Where jobs' output is kept (:class:`~gpuaas.backends.logs.LogLayout`'s root)."""
+        return self.data_dir / "logs"
+
+    @property
     def url(self) -> str:
         if self.db_url:
             return self.db_url

@@ -1,4 +1,5 @@
-"""Jobs of a tenant: submit, list, inspect, follow events, cancel; and the platform's list.
+"""Jobs of a tenant: submit, list, inspect, follow events and logs, cancel; and the platform's
+list.
 
 A tenant-user sees and cancels only its own jobs (another user's job is "not found"); the
 tenant's admins and viewers, and platform roles, see them all.
@@ -6,15 +7,21 @@ tenant's admins and viewers, and platform roles, see them all.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import Select, false, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.model.job_state import UNFINISHED, JobState
+from gpuaas.backends.logs import LogLayout
+from gpuaas.model.job_state import FINAL, UNFINISHED, JobState
+from gpuaas.service import logs
 from gpuaas.service.auth import (
     Need,
     Principal,
@@ -24,7 +31,7 @@ from gpuaas.service.auth import (
     tenant_for,
 )
 from gpuaas.service.deps import PrincipalDep, SessionDep, authenticate, bearer_token
-from gpuaas.service.errors import invalid, not_found, problem
+from gpuaas.service.errors import ApiError, invalid, not_found, problem
 from gpuaas.service.jobs import (
     BatchInvalid,
     cancel_job,
@@ -35,6 +42,7 @@ from gpuaas.service.jobs import (
     submit_jobs,
     workload_view,
 )
+from gpuaas.service.logs import MAX_LINES, LogFollow, LogQuery, LogRead, LogStream, pod_count
 from gpuaas.service.models.common import Page, paginate
 from gpuaas.service.models.jobs import (
     JobBatch,
@@ -50,6 +58,7 @@ from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, JobEvent, Tenant, User
 
 router = APIRouter(tags=["jobs"])
+log = logging.getLogger("gpuaas.service")
 
 Limit = Annotated[int, Query(description="Page size (1..1000).")]
 After = Annotated[str | None, Query(description="Cursor: the `next` of the previous page.")]
@@ -256,6 +265,116 @@ def job_events(
         _cursor(after),
     )
     return Page(items=[event_view(e) for e in events], next=nxt)
+
+
+TEXT = "text/plain; charset=utf-8"
+LOG_HEADERS = {
+    "X-Gpuaas-Log-State": "`output`; `none-yet` (no file yet, the job is not finished); `none` "
+    "(the job finished without output)",
+    "X-Gpuaas-Log-Attempt": "the attempt shown (absent while there is none)",
+    "X-Gpuaas-Log-Truncated": "`true` when a cap (not `tail`) cut lines",
+}
+
+
+@router.get(
+    "/v1/tenants/{tenant}/jobs/{job_id}/logs",
+    response_class=PlainTextResponse,
+    responses={
+        200: {
+            "content": {"text/plain": {}},
+            "description": "the lines; with follow=true a stream that ends with the job",
+            "headers": {k: {"description": v, "schema": {"type": "string"}}
+                        for k, v in LOG_HEADERS.items()},
+        }
+    },
+)  # fmt: skip
+def job_logs(
+    tenant: str,
+    job_id: int,
+    request: Request,
+    session: SessionDep,
+    p: PrincipalDep,
+    pod: Annotated[
+        int | None, Query(ge=0, description="One pod's rank (default: every pod).")
+    ] = None,
+    stream: Annotated[LogStream, Query(description="stdout, stderr or all.")] = LogStream.ALL,
+    tail: Annotated[
+        int | None, Query(ge=0, le=MAX_LINES, description="The last N lines of each file.")
+    ] = None,
+    attempt: Annotated[
+        int | None, Query(ge=0, description="Which run of a requeued job (default: the latest).")
+    ] = None,
+    follow: Annotated[
+        bool, Query(description="Stream new lines until the job is finished.")
+    ] = False,
+) -> Response:
+    """A job's output: its pods' stdout and stderr, as text, one file after another (they
+    carry no timestamps to interleave them by). Readable by whoever may read the job. Order,
+    labels, caps and follow: docs/api.md, "Logs" (and :mod:`gpuaas.service.logs`)."""
+    row = tenant_for(session, p, tenant, Need.READ)
+    job = _job(session, p, row, job_id)
+    pods = pod_count(job.spec)
+    if pod is not None and pod >= pods:
+        raise invalid("pod", f"job {job.id} has {pods} pod(s): ranks 0 to {pods - 1}")
+    ranks = (pod,) if pod is not None else tuple(range(pods))
+    query = LogQuery(job.id, ranks, stream, tail, attempt)
+    layout = LogLayout(request.app.state.settings.logs_dir)
+    try:
+        first = logs.read_logs(layout, query, following=follow)
+    except OSError as exc:  # a file the server may not read: the operator's to fix, not a bug
+        log.error("job %s: cannot read its output: %s", job.id, exc)
+        raise ApiError(503, f"the job's output cannot be read now ({exc.strerror})") from None
+    headers = _log_headers(first, job.state in FINAL)
+    if not follow:
+        return PlainTextResponse(first.text, headers=headers, media_type=TEXT)
+    db: Database = request.app.state.db
+    lines = _follow(request, db, LogFollow(layout, query, first), first.text)
+    return StreamingResponse(lines, headers=headers, media_type=TEXT)
+
+
+def _log_headers(read: LogRead, finished: bool) -> dict[str, str]:
+    state = "output" if read.found else "none" if finished else "none-yet"
+    headers = {"X-Gpuaas-Log-State": state, "X-Gpuaas-Log-Truncated": str(read.truncated).lower()}
+    if read.attempt is not None:
+        headers["X-Gpuaas-Log-Attempt"] = str(read.attempt)
+    return headers
+
+
+def _job_over(db: Database, job_id: int) -> bool:
+    """Whether the job is finished (or gone); one short query on a pooled connection, so a
+    follow holds no connection between its polls."""
+    with db.engine.connect() as conn:
+        state = conn.scalar(select(Job.state).where(Job.id == job_id))
+    return state is None or state in FINAL
+
+
+async def _follow(
+    request: Request, db: Database, follow: LogFollow, first: str
+) -> AsyncIterator[str]:
+    """The first read, then every poll's new lines until the job is finished or the client
+    has gone. The state is read *before* the files: what was written before the job finished
+    is read after it, so a finished job's last lines are always sent."""
+    if first:
+        yield first
+    while True:
+        over = await run_in_threadpool(_job_over, db, follow.query.job_id)
+        more = True
+        while more:
+            try:
+                text, more = await run_in_threadpool(follow.step)
+            except OSError as exc:
+                log.error("job %s: following its output stopped: %s", follow.query.job_id, exc)
+                return
+            if text:
+                yield text
+        if over:
+            rest = follow.flush()
+            if rest:
+                yield rest
+            return
+        if await request.is_disconnected():
+            return
+        await asyncio.sleep(logs.FOLLOW_POLL)
 
 
 @router.post("/v1/tenants/{tenant}/jobs/{job_id}/cancel", response_model=JobView)
