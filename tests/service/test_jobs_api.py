@@ -43,8 +43,8 @@ def test_submit_returns_the_pending_job_and_its_first_event(world: Api) -> None:
     assert job["priority"] == 1000
     assert job["spec"]["requests"] == {"main": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "2"}}
     events = alice.get(f"/v1/tenants/acme/jobs/{job['id']}/events").json()["items"]
-    assert [(e["fromState"], e["toState"], e["reason"]) for e in events] == [
-        (None, "Pending", "submitted")
+    assert [(e["fromState"], e["toState"], e["reason"], e["code"]) for e in events] == [
+        (None, "Pending", "submitted", "Submitted")
     ]
 
 
@@ -209,6 +209,8 @@ def test_workloads_show_why_jobs_wait_and_where_they_run(world: Api, tmp_path: A
     assert items[big["id"]]["reason"]["fields"]["cluster_queue"] == "cq"
     job = alice.get(f"/v1/tenants/acme/jobs/{big['id']}").json()
     assert sorted(job["nodes"]) == ["node-1", "node-2"]
+    moved = alice.get(f"/v1/tenants/acme/jobs/{big['id']}/events").json()["items"]
+    assert [e["code"] for e in moved] == ["Submitted", "Admitted"]
     # each pod with the devices it was given, named as the node publishes them
     assert [p["rank"] for p in job["pods"]] == [0, 1]
     assert sorted(p["node"] for p in job["pods"]) == ["node-1", "node-2"]

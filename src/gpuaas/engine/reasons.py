@@ -85,6 +85,7 @@ class Code(StrEnum):
     BACKEND_LOST = "BackendLost"
     REQUEUED = "Requeued"
     # the job's life in the service
+    SUBMITTED = "Submitted"
     ADMITTED = "Admitted"
     STARTED = "Started"
     SUCCEEDED = "Succeeded"
@@ -398,6 +399,7 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.NODE_FAILED: lambda f: str(f["detail"]),
     Code.BACKEND_LOST: lambda f: f"the {f['backend']} backend lost it: {f['detail']}",
     Code.REQUEUED: lambda f: "requeued",
+    Code.SUBMITTED: lambda f: "submitted",
     Code.ADMITTED: lambda f: (
         f"admitted by ClusterQueue {f['cluster_queue']} on flavor "
         f"{', '.join(f['flavors']) or 'no flavor'}"
@@ -462,6 +464,7 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.NODE_FAILED: ("detail",),
     Code.BACKEND_LOST: ("backend", "detail"),
     Code.REQUEUED: ("cause",),
+    Code.SUBMITTED: (),
     Code.ADMITTED: ("cluster_queue", "flavors", "nodes"),
     Code.STARTED: ("backend",),
     Code.SUCCEEDED: ("detail",),

@@ -247,7 +247,13 @@ def _insert(session: Session, values: dict[str, Any]) -> Job:
     job_id = session.execute(_INSERT_JOB, values).scalar_one()
     event = {"job_id": job_id, "at": values["created_at"], "from_state": None}
     session.execute(
-        _INSERT_EVENT, {**event, "to_state": JobState.PENDING.value, "reason": "submitted"}
+        _INSERT_EVENT,
+        {
+            **event,
+            "to_state": JobState.PENDING.value,
+            "reason": "submitted",
+            "reason_code": Code.SUBMITTED.value,
+        },
     )
     return Job(id=job_id, **values)
 
@@ -392,7 +398,12 @@ def transition(
         if result.rowcount == 1:  # type: ignore[attr-defined]
             session.execute(
                 insert(JobEvent).values(
-                    job_id=job_id, at=now, from_state=source, to_state=to_state.value, reason=text
+                    job_id=job_id,
+                    at=now,
+                    from_state=source,
+                    to_state=to_state.value,
+                    reason=text,
+                    reason_code=reason.code.value,
                 )
             )
             return source
@@ -567,5 +578,6 @@ def reason_view(job: Job) -> ReasonView:
 
 def event_view(event: JobEvent) -> JobEventView:
     return JobEventView(
-        at=event.at, fromState=event.from_state, toState=event.to_state, reason=event.reason
-    )
+        at=event.at, fromState=event.from_state, toState=event.to_state, reason=event.reason,
+        code=event.reason_code or None,
+    )  # fmt: skip

@@ -228,3 +228,5 @@ class JobEvent(Base):
     from_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
     to_state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")
+    #: the reason's code (:class:`gpuaas.engine.reasons.Code`); empty on events written before
+    reason_code: Mapped[str] = mapped_column(String(64), default="", server_default="")

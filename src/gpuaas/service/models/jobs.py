@@ -177,6 +177,8 @@ class JobEventView(BaseModel):
     fromState: str | None
     toState: str
     reason: str
+    #: the reason's code (see ReasonView); null on events recorded before codes were kept
+    code: str | None = None
 
 
 class PodDeviceView(BaseModel):
