@@ -39,7 +39,14 @@ def alive(pid: int, start: int) -> bool:
 
 
 def group_members(pgid: int, since: int) -> list[int]:
-    """Live processes of group ``pgid`` that started at ``since`` or later."""
+    """Live processes of the group whose leader was process ``pgid`` started at ``since``.
+
+    Empty when another process now has the leader's pid (the pid was reused, so a group with
+    that id is someone else's); while the leader is gone but members are left, the id cannot
+    be reused, and the members are ours."""
+    leader = stat(pgid)
+    if leader is not None and leader.start != since:
+        return []
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
