@@ -92,9 +92,11 @@ def start(
         app.state.reconciler = ReconcilerProcess(settings)
         app.state.reconciler.start()
     elif settings.reconcile:
+        from gpuaas.service.backends import Backends
         from gpuaas.service.reconciler import Reconciler
 
-        reconciler = Reconciler(db, settings, app.state.telemetry)
+        default = Backends(settings).get(settings.backend)
+        reconciler = Reconciler(db, settings, app.state.telemetry, backend=default)
         app.state.reconciler = reconciler
         reconciler.start()
     if not announce_later:

@@ -120,8 +120,12 @@ def run(settings: Settings, parent: int, leading: ctypes.c_byte) -> None:
         from gpuaas.supply.catalogue_file import use_catalogue
 
         use_catalogue(settings.catalogue)
+    from gpuaas.service.backends import Backends
+
     db = Database(settings.url)
-    reconciler = Reconciler(db, settings, Telemetry())
+    # the server's default backend (until the reconciler routes jobs by their nodes' backend)
+    default = Backends(settings).get(settings.backend)
+    reconciler = Reconciler(db, settings, Telemetry(), backend=default)
     try:
         while not stopping and os.getppid() == parent:
             try:
