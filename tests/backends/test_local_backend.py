@@ -54,9 +54,7 @@ def backends(tmp_path: Path, layout: LogLayout) -> Iterator[list[LocalBackend]]:
     """Backends made by a test; every process they started is killed after it."""
     made: list[LocalBackend] = []
     yield made
-    for record in (
-        RunRecord.load(p) for p in (tmp_path / "state").glob("*/attempt-*/run.json")
-    ):
+    for record in (RunRecord.load(p) for p in (tmp_path / "state").glob("*/attempt-*/run.json")):
         for p in record.pods:
             if p.pid is not None and p.start is not None:
                 procs.signal_group(p.pid, p.start, signal.SIGKILL)
@@ -235,7 +233,8 @@ def test_a_command_that_traps_sigterm_is_killed_after_the_grace(
     time.sleep(0.5)
     assert procs.group_members(record.pods[0].pid or 0, record.pods[0].start or 0)  # still up
     took = 0.5 + wait_gone(record, 2.0)  # killed by the timer: nobody polls meanwhile
-    assert 1.0 <= time.monotonic() - began and took <= 1.0 + 1.0
+    assert time.monotonic() - began >= 1.0  # not before the grace ended
+    assert took <= 1.0 + 1.0
     assert "term" in wait_file(layout.stderr(8, 0, 0))
 
 
@@ -298,8 +297,8 @@ def test_a_container_runs_through_the_runtime_with_its_devices(
         assert argv[-8:-4] == ["--gpus", f'"device={UUIDS[0]},{UUIDS[1]}"',
                                "--entrypoint", "torchrun"]  # fmt: skip
     else:
-        assert argv[-10:-4] == ["--device", f"nvidia.com/gpu={UUIDS[0]}", "--device",
-                                f"nvidia.com/gpu={UUIDS[1]}", "--entrypoint", "torchrun"]  # fmt: skip
+        cdi = [f"nvidia.com/gpu={u}" for u in UUIDS[:2]]
+        assert argv[-10:-4] == ["--device", cdi[0], "--device", cdi[1], "--entrypoint", "torchrun"]
     assert argv[-4:] == ["nvcr.io/nvidia/pytorch:24.05-py3", "t.py", "--epochs", "3"]
 
 

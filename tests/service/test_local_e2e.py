@@ -312,7 +312,10 @@ def test_a_killed_control_plane_neither_loses_nor_repeats_a_running_job(tmp_path
             job = wait_state(c, job_id, {"Succeeded", "Failed", "Pending"})
             assert job["state"] == "Succeeded", job["reason"]
             assert job["attempts"] == 0
-            steps = [e["toState"] for e in c.get(f"/v1/tenants/acme/jobs/{job_id}/events").json()]
+            steps = [
+                e["toState"]
+                for e in c.get(f"/v1/tenants/acme/jobs/{job_id}/events").json()["items"]
+            ]
         assert steps == ["Pending", "Admitted", "Running", "Succeeded"]
         assert sorted(ran.read_text().split()) == ["0", "1"]  # each pod ran exactly once
         assert (data / "logs" / str(job_id) / "attempt-0" / "pod-1.out").read_text() == "done 1\n"

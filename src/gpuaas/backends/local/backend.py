@@ -376,9 +376,7 @@ class LocalBackend:
             str(error) if error else None,
         )  # fmt: skip
 
-    def _follow_run(
-        self, run: _Run, now: float
-    ) -> tuple[list[BackendEvent], BackendEvent | None]:
+    def _follow_run(self, run: _Run, now: float) -> tuple[list[BackendEvent], BackendEvent | None]:
         """A started event (once) and the end event (when every pod has ended) of ``run``."""
         statuses = [self._status(run, pod) for pod in run.pods]
         record = run.record

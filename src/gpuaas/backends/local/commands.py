@@ -89,9 +89,7 @@ def hostfile_text(job: BackendJob) -> str:
     return "\n".join(lines) + "\n"
 
 
-def process_command(
-    spec: Mapping[str, Any], pod_dir: Path, env: Mapping[str, str]
-) -> list[str]:
+def process_command(spec: Mapping[str, Any], pod_dir: Path, env: Mapping[str, str]) -> list[str]:
     """The argv of a ``command`` or ``script`` job's pod; CannotRun when it cannot start."""
     script = spec.get("script")
     if script is not None:
