@@ -311,9 +311,26 @@ def test_launching_the_same_attempt_twice_runs_it_once(
     backend.launch(once)
     backend.launch(once)
     assert until_end(backend, 15)[-1].kind is EventKind.SUCCEEDED
+    assert ran.read_text() == "x\n"
     backend.launch(once)  # after it ended: its outcome again, not a second run
     assert [e.kind for e in backend.poll(time.time())] == [EventKind.SUCCEEDED]
     assert ran.read_text() == "x\n"
+
+
+def test_a_start_the_caller_did_not_store_is_reported_again(
+    tmp_path: Path, layout: LogLayout, backends: list[LocalBackend]
+) -> None:
+    backend = make(tmp_path, layout, backends)
+    backend.launch(job(21, command=["sleep", "1000"]))
+    until_started(backend, 21)
+    backend.launch(job(21, command=["sleep", "1000"]))  # launched again, still not started
+    [again] = backend.poll(time.time())
+    assert again.kind is EventKind.STARTED and again.at == pods_of(tmp_path, 21).started_at
+    resumed = BackendJob(21, "job-21", {"command": ["sleep", "1000"]}, job(21).pods,
+                         started_at=again.at)  # fmt: skip
+    backend.launch(resumed)  # the caller knows it started: nothing to report
+    assert backend.poll(time.time()) == []
+    backend.cancel(21, grace=0.5)
 
 
 def test_a_newer_attempt_stops_the_older_first(

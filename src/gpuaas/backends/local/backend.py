@@ -211,8 +211,12 @@ class LocalBackend:
     def _launch(self, job: BackendJob) -> None:
         current = self._runs.get(job.id)
         if current is not None:
-            if current.record.attempt == job.attempt:
-                return  # already followed: never twice
+            if current.record.attempt == job.attempt:  # already followed: never twice
+                if job.started_at is None and current.reported_start:
+                    # the caller did not store the start we reported (a failed step): again
+                    at = current.record.started_at
+                    self._pending.append(BackendEvent(job.id, EventKind.STARTED, at or -1))
+                return
             if current.record.attempt > job.attempt:
                 log.warning("job %s: attempt %s launched after attempt %s; ignored", job.id,
                             job.attempt, current.record.attempt)  # fmt: skip
