@@ -7,10 +7,7 @@ without running it twice."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from job_world import build_world, events, job_spec
+from serve_process import Server
 
 from gpuaas.backends.base import DEFAULT_GRACE
 from gpuaas.backends.local import LocalBackend, procs
@@ -212,48 +210,9 @@ QUOTA = {
 }  # fmt: skip
 
 
-class Server:
-    """``gpuaas serve --backend local`` on a data directory, in a subprocess."""
-
-    def __init__(self, data_dir: Path, fleet: Path) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [
-            sys.executable, "-c", "from gpuaas.cli.main import app; app()", "serve",
-            "--data-dir", str(data_dir), "--fleet", str(fleet), "--port", str(self.port),
-            "--backend", "local",
-        ]  # fmt: skip
-        env = dict(os.environ, GPUAAS_ADMIN_TOKEN=ADMIN)
-        self.log = (data_dir / "server.log").open("ab")
-        self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, (data_dir / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("the server did not come up")
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {ADMIN}"},
-                            timeout=10)  # fmt: skip
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.log.close()
+def serve_local(data: Path, fleet: Path) -> Server:
+    args = ["--data-dir", str(data), "--fleet", str(fleet), "--backend", "local"]
+    return Server(args, data / "server.log", ADMIN)
 
 
 def wait_state(client: httpx.Client, job_id: int, states: set[str], timeout: float = 60) -> dict:
@@ -276,7 +235,7 @@ def test_a_killed_control_plane_neither_loses_nor_repeats_a_running_job(tmp_path
     script = f"echo $RANK >> {ran}; while [ ! -e {go} ]; do sleep 0.05; done; echo done $RANK"
     servers: list[Server] = []
     try:
-        first = Server(data, fleet)
+        first = serve_local(data, fleet)
         servers.append(first)
         with first.client() as c:
             for url, body in [
@@ -297,13 +256,13 @@ def test_a_killed_control_plane_neither_loses_nor_repeats_a_running_job(tmp_path
         while not (ran.exists() and len(ran.read_text().split()) == 2):
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        first.stop(signal.SIGKILL)  # mid-job; its reconciler process dies with it
+        first.kill()  # mid-job; its reconciler process dies with it
         [record] = [RunRecord.load(p) for p in (data / "local").glob("*/attempt-*/run.json")]
         assert all(
             p.pid is not None and p.start is not None and procs.alive(p.pid, p.start)
             for p in record.pods
         )  # the job's processes outlive the control plane
-        second = Server(data, fleet)
+        second = serve_local(data, fleet)
         servers.append(second)
         with second.client() as c:
             time.sleep(1.0)  # the new reconciler follows the processes again ...
