@@ -354,16 +354,20 @@ def test_a_restarted_backend_follows_running_processes_and_reads_their_exit_code
     first = make(tmp_path, layout, backends)
     ran = tmp_path / "ran"
     go = tmp_path / "go"
-    script = f"echo run >> {ran}; while [ ! -e {go} ]; do sleep 0.02; done; exit $((RANK + 6))"
+    script = (f"echo run >> {ran}; while [ ! -e {go} ]; do sleep 0.02; done; "
+              '[ "$RANK" = 0 ] && exit 6; exec sleep 1000')  # fmt: skip
     first.launch(job(17, pods=2, command=["sh", "-c", script]))
     until_started(first, 17)
     # the control plane dies (its state stays on disk); a new one starts on the same state
     second = make(tmp_path, layout, backends)
     assert second.running() == {17}
     second.launch(job(17, pods=2, command=["sh", "-c", script]))  # resumed: nothing new runs
+    while len(wait_file(ran).split()) < 2:  # both commands are up before they are let go
+        time.sleep(0.02)
     go.touch()
     events = until_end(second, 17)
-    assert (events[-1].kind, events[-1].exit_code) == (EventKind.FAILED, 6)  # pod 0's code
+    # pod 0's code, read from its wrapper's file (not a child of this backend); pod 1 stopped
+    assert (events[-1].kind, events[-1].exit_code) == (EventKind.FAILED, 6)
     assert events[-1].reason == "pod 0 exited with code 6"
     assert ran.read_text() == "run\nrun\n"
 
@@ -418,3 +422,45 @@ def test_the_wrapper_runs_a_pod_at_most_once(tmp_path: Path) -> None:
     assert second.returncode == ALREADY_CLAIMED
     assert out.read_text() == "once\n"
     assert json.loads((pod_dir / "exit-code").read_text()) == {"returncode": 0}
+
+
+def test_a_command_the_system_cannot_execute_is_rejected_by_its_wrapper(
+    tmp_path: Path, layout: LogLayout, backends: list[LocalBackend]
+) -> None:
+    bad = tmp_path / "not-a-program"
+    bad.write_bytes(b"\x00\x01 no shebang, no ELF header\n")
+    bad.chmod(0o755)  # passes the checks at launch; exec fails in the wrapper
+    backend = make(tmp_path, layout, backends)
+    backend.launch(job(22, command=[str(bad)]))
+    end = until_end(backend, 22)[-1]
+    assert end.kind is EventKind.REJECTED
+    assert end.reason == f"pod 0: cannot run '{bad}': Exec format error"
+
+
+class Crash(BaseException):
+    """The control plane dies here."""
+
+
+def test_a_run_recorded_but_not_started_is_started_after_a_restart(
+    tmp_path: Path, layout: LogLayout, backends: list[LocalBackend],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    ran = tmp_path / "ran"
+    two = job(23, pods=2, command=["sh", "-c", f"echo $RANK >> {ran}"])
+    crashing = make(tmp_path, layout, backends)
+
+    def crash(*_: object) -> None:
+        raise Crash
+
+    with monkeypatch.context() as m:
+        m.setattr(LocalBackend, "_start", crash)
+        with pytest.raises(Crash):
+            crashing.launch(two)
+    assert [p.pid for p in pods_of(tmp_path, 23).pods] == [None, None]  # recorded, not started
+    restarted = make(tmp_path, layout, backends)
+    assert restarted.running() == {23}
+    restarted.launch(two)
+    assert until_end(restarted, 23)[-1].kind is EventKind.SUCCEEDED
+    assert sorted(ran.read_text().split()) == ["0", "1"]
+    port = pods_of(tmp_path, 23).master_port
+    assert port > 0  # the attempt's port, chosen once, kept
