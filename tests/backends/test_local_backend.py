@@ -252,6 +252,8 @@ def test_a_command_that_does_not_exist_is_rejected(
     assert events[9].reason.startswith("command 'no-such-program-gpuaas' was not found on")
     assert events[10].reason == f"command '{plain}' is not executable"
     assert events[11].reason == "command './missing.sh' does not exist"
+    said = layout.stderr(9, 0, 0).read_text()  # where `gpuaas jobs logs` looks
+    assert said.startswith("gpuaas: not started: command 'no-such-program-gpuaas' was not found")
     assert backend.running() == set()
     backend.launch(job(9, command=["no-such-program-gpuaas"]))  # the same attempt again
     assert [e.kind for e in backend.poll(time.time())] == [EventKind.REJECTED]
@@ -464,3 +466,24 @@ def test_a_run_recorded_but_not_started_is_started_after_a_restart(
     assert sorted(ran.read_text().split()) == ["0", "1"]
     port = pods_of(tmp_path, 23).master_port
     assert port > 0  # the attempt's port, chosen once, kept
+
+
+def test_a_stop_asked_before_a_restart_is_carried_out_after_it(
+    tmp_path: Path, layout: LogLayout, backends: list[LocalBackend],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    ready = tmp_path / "ready"
+    script = f"trap 'echo term >&2' TERM; echo up > {ready}; while :; do sleep 0.05; done"
+    first = make(tmp_path, layout, backends)
+    first.launch(job(24, command=["bash", "-c", script]))
+    until_started(first, 24)
+    wait_file(ready)
+    monkeypatch.setattr(first, "_kill_later", lambda grace: None)  # it dies before its timer
+    began = time.monotonic()
+    first.cancel(24, grace=1.0)  # SIGTERM sent (and trapped), SIGKILL due in 1 s
+    restarted = make(tmp_path, layout, backends)
+    assert restarted.running() == set()  # a cancelled run is not followed as a job ...
+    wait_gone(pods_of(tmp_path, 24), 3.0)  # ... but its SIGKILL still comes
+    assert time.monotonic() - began <= 1.0 + 1.0
+    restarted.poll(time.time())
+    assert pods_of(tmp_path, 24).outcome is not None  # stopped, recorded as such

@@ -262,7 +262,7 @@ class LocalBackend:
                 runtime = self._runtime_path()
                 inside = commands.container_environment(job, ours)
                 argv = commands.container_command(runtime, job, pod, inside)
-                env, name = base, commands.container_name(job, pod)
+                env, name = commands.runtime_environment(base), commands.container_name(job, pod)
             else:
                 env = {**base, **commands.job_environment(job.spec), **ours, "PWD": str(pod_dir)}
                 argv = commands.process_command(job.spec, pod_dir, env)
@@ -290,6 +290,12 @@ class LocalBackend:
         with contextlib.suppress(OSError):
             record.save(self.state_dir)  # a launch of this attempt again: the same answer
         self._pending.append(BackendEvent(job.id, EventKind.REJECTED, -1, why))
+        if job.pods:  # where `gpuaas jobs logs` looks
+            with contextlib.suppress(OSError):
+                err = self.logs.stderr(job.id, job.attempt, job.pods[0].rank)
+                err.parent.mkdir(parents=True, exist_ok=True)
+                with err.open("a") as f:
+                    f.write(f"gpuaas: not started: {why}\n")
 
     def _follow(self, record: RunRecord) -> _Run:
         """Follow ``record``'s run (just planned, or found on disk); start the pods not started
@@ -297,6 +303,8 @@ class LocalBackend:
         run = _Run(record, [_Pod(p) for p in record.pods])
         if record.stopping is not None:
             self._stopping.append(run)  # a stop asked before a restart goes on
+            if record.kill_at is not None:
+                self._kill_later(record.kill_at - time.time())
             return run
         older = self._runs.get(record.job_id)
         if older is not None:
@@ -448,7 +456,10 @@ class LocalBackend:
     def _stop(self, run: _Run, why: str, grace: float) -> None:
         """SIGTERM to every pod of ``run`` now, SIGKILL after ``grace`` seconds; no events."""
         run.record.stopping = why
-        run.record.kill_at = time.time() + grace
+        kill_at = time.time() + grace
+        if run.record.kill_at is not None:  # already being stopped: never later than asked
+            kill_at = min(kill_at, run.record.kill_at)
+        run.record.kill_at = kill_at
         run.record.save(self.state_dir)
         self._stopping.append(run)
         self._signal(run, signal.SIGTERM)

@@ -38,6 +38,8 @@ BASE_VARIABLES = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TZ", "TMPDIR",
     "LD_LIBRARY_PATH",
 )  # fmt: skip
+#: What the container runtime's client also takes from the server (where its daemon is).
+RUNTIME_VARIABLES = ("DOCKER_HOST", "DOCKER_CONFIG", "CONTAINER_HOST", "XDG_RUNTIME_DIR")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MASTER_ADDR = "127.0.0.1"
 
@@ -51,6 +53,15 @@ def base_environment(server: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {name: server[name] for name in BASE_VARIABLES if name in server}
     env.setdefault("PATH", DEFAULT_PATH)
     return env
+
+
+def runtime_environment(
+    base: Mapping[str, str], server: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a container runtime's client: the base and where its daemon is (the
+    container itself gets only what is passed with ``-e``)."""
+    server = os.environ if server is None else server
+    return {**base, **{name: server[name] for name in RUNTIME_VARIABLES if name in server}}
 
 
 def gpuaas_variables(
