@@ -19,7 +19,7 @@ import pytest
 from gpuaas.backends.base import BackendEvent, BackendJob, EventKind
 from gpuaas.backends.local import LocalBackend, procs
 from gpuaas.backends.local.backend import WRAPPER
-from gpuaas.backends.local.state import RunRecord
+from gpuaas.backends.local.state import RunRecord, saved_runs
 from gpuaas.backends.local.wrapper import ALREADY_CLAIMED
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.placement import DeviceKind, DeviceRef, PodPlacement
@@ -54,7 +54,7 @@ def backends(tmp_path: Path, layout: LogLayout) -> Iterator[list[LocalBackend]]:
     """Backends made by a test; every process they started is killed after it."""
     made: list[LocalBackend] = []
     yield made
-    for record in (RunRecord.load(p) for p in (tmp_path / "state").glob("*/attempt-*/run.json")):
+    for record in saved_runs(tmp_path / "state"):
         for p in record.pods:
             if p.pid is not None and p.start is not None:
                 procs.signal_group(p.pid, p.start, signal.SIGKILL)
@@ -487,3 +487,47 @@ def test_a_stop_asked_before_a_restart_is_carried_out_after_it(
     assert time.monotonic() - began <= 1.0 + 1.0
     restarted.poll(time.time())
     assert pods_of(tmp_path, 24).outcome is not None  # stopped, recorded as such
+
+
+def test_a_job_whose_pods_cannot_all_start_is_rejected_and_stopped(
+    tmp_path: Path, layout: LogLayout, backends: list[LocalBackend],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    backend = make(tmp_path, layout, backends)
+    real = LocalBackend._start
+
+    def second_fails(self: LocalBackend, run: Any, pod: Any) -> None:
+        if pod.record.rank == 1:
+            raise OSError(24, "Too many open files")
+        real(self, run, pod)
+
+    monkeypatch.setattr(LocalBackend, "_start", second_fails)
+    backend.launch(job(25, pods=2, command=["sleep", "1000"]))
+    [event] = backend.poll(time.time())
+    assert event.kind is EventKind.REJECTED
+    assert event.reason == "could not start the job's processes: [Errno 24] Too many open files"
+    assert backend.running() == set()
+    deadline = time.monotonic() + 2
+    while pods_of(tmp_path, 25).outcome is None:  # pod 0 did start: it is stopped at once
+        assert time.monotonic() < deadline
+        backend.poll(time.time())
+        time.sleep(0.02)
+    record = pods_of(tmp_path, 25)
+    assert record.outcome is not None and record.outcome.reason == "not every pod could start"
+    wait_gone(record, 0.1)
+    backend.launch(job(25, pods=2, command=["sleep", "1000"]))  # that attempt again: not run
+    [again] = backend.poll(time.time())
+    assert again.kind is EventKind.LOST
+
+
+def test_an_unreadable_record_is_never_run_again(
+    tmp_path: Path, layout: LogLayout, backends: list[LocalBackend]
+) -> None:
+    path = RunRecord.path(tmp_path / "state", 26, 0)
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    backend = make(tmp_path, layout, backends)
+    assert backend.running() == set()
+    backend.launch(job(26, command=["true"]))
+    [event] = backend.poll(time.time())
+    assert event.kind is EventKind.LOST and "unreadable" in event.reason

@@ -225,7 +225,13 @@ class LocalBackend:
             self._stop(current, REPLACED, self.stop_grace)
         path = RunRecord.path(self.state_dir, job.id, job.attempt)
         if path.exists():
-            record = RunRecord.load(path)
+            try:
+                record = RunRecord.load(path)
+            except (ValueError, TypeError, KeyError) as exc:
+                # it may have run: never again under this attempt; the caller requeues it
+                why = f"the record of attempt {job.attempt} is unreadable ({exc}); not run again"
+                self._pending.append(BackendEvent(job.id, EventKind.LOST, -1, why))
+                return
             if record.outcome is None:
                 self._follow(record)
             else:
@@ -233,7 +239,13 @@ class LocalBackend:
             return
         record = self._plan(job)
         record.save(self.state_dir)  # before any pod starts: a restart then finds them
-        self._follow(record)  # starts the pods, saves their pids
+        try:
+            self._follow(record)  # starts the pods, saves their pids
+        except OSError:
+            started = self._runs.pop(job.id, None)
+            if started is not None:  # the pods that did start are stopped at once
+                self._stop(started, "not every pod could start", 0.0)
+            raise
 
     def _plan(self, job: BackendJob) -> RunRecord:
         """The run's record: each pod's directory, command and environment (CannotRun when the
@@ -287,8 +299,9 @@ class LocalBackend:
     def _reject(self, job: BackendJob, why: str) -> None:
         record = RunRecord(job.id, job.attempt, job.name, 0)
         record.outcome = Outcome(EventKind.REJECTED.value, time.time(), why)
-        with contextlib.suppress(OSError):
-            record.save(self.state_dir)  # a launch of this attempt again: the same answer
+        if not RunRecord.path(self.state_dir, job.id, job.attempt).exists():  # pods being stopped
+            with contextlib.suppress(OSError):
+                record.save(self.state_dir)  # a launch of this attempt again: the same answer
         self._pending.append(BackendEvent(job.id, EventKind.REJECTED, -1, why))
         if job.pods:  # where `gpuaas jobs logs` looks
             with contextlib.suppress(OSError):

@@ -14,12 +14,14 @@ wrapper's pid and start time, the pod's claim) and ``exit-code``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 RUN_FILE = "run.json"
+log = logging.getLogger("gpuaas.backends.local")
 
 
 @dataclass(slots=True)
@@ -86,12 +88,14 @@ class RunRecord:
 
 
 def saved_runs(state_dir: Path) -> list[RunRecord]:
-    """Every run recorded under ``state_dir``, by job and attempt; unreadable files skipped
-    (a file is only ever replaced whole, so one can only be unreadable if edited by hand)."""
+    """Every run recorded under ``state_dir``, by job and attempt; unreadable files skipped with a
+    warning (a file is only ever replaced whole, so one can only be unreadable if edited by
+    hand; a launch of that attempt is then reported lost, never run again)."""
     runs = []
     for path in sorted(state_dir.glob(f"*/attempt-*/{RUN_FILE}")):
         try:
             runs.append(RunRecord.load(path))
-        except (OSError, ValueError, TypeError, KeyError):
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            log.warning("%s is unreadable (%s): that run is not followed", path, exc)
             continue
     return sorted(runs, key=lambda r: (r.job_id, r.attempt))
