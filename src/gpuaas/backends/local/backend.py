@@ -188,13 +188,14 @@ class LocalBackend:
 
     def poll(self, now: float) -> list[BackendEvent]:
         with self._lock:
-            events = [
+            pending = [
                 e if e.at >= 0 else BackendEvent(e.job_id, e.kind, now, e.reason, e.exit_code)
                 for e in self._pending
             ]
             self._pending = []
             self._check_stopping()
-            ends: list[BackendEvent] = []
+            events = [e for e in pending if e.kind is EventKind.STARTED]
+            ends = [e for e in pending if e.kind is not EventKind.STARTED]
             for job_id in sorted(self._runs):
                 run = self._runs[job_id]
                 self._start_waiting(run)
