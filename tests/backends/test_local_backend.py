@@ -210,10 +210,10 @@ def test_cancel_stops_the_whole_process_group_within_the_grace(
     sleepers = [int(p) for p in child.read_text().split()]
     assert all(procs.stat(p) is not None for p in sleepers)
     began = time.monotonic()
-    backend.cancel(6, grace=2.0)
-    assert time.monotonic() - began < 0.5  # cancel does not wait for the grace period
+    backend.cancel(6, grace=5.0)
+    assert time.monotonic() - began < 2.5  # cancel does not wait for the grace period
     assert backend.running() == set()
-    wait_gone(pods_of(tmp_path, 6), 2.0 + 1.0)
+    assert wait_gone(pods_of(tmp_path, 6), 5.0 + 1.0) < 2.5  # SIGTERM was enough
     assert all(procs.stat(p) is None or procs.stat(p).state == "Z" for p in sleepers)  # type: ignore[union-attr]
     assert backend.poll(time.time()) == []  # a cancelled job has no end to report
 
