@@ -43,25 +43,22 @@ def start_time(pid: int) -> int:
 
 
 def _write_atomically(path: str, data: dict[str, object], exclusive: bool = False) -> bool:
-    """Write ``data`` as JSON at ``path`` via a temporary file; with ``exclusive``, only if
-    ``path`` does not exist yet (False then)."""
+    """Write ``data`` as JSON at ``path`` via a temporary file, so that a reader sees all of it
+    or nothing; with ``exclusive``, only if ``path`` does not exist yet (False if it did)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump(data, f)
         f.flush()
         os.fsync(f.fileno())
+    if not exclusive:
+        os.replace(tmp, path)
+        return True
     try:
-        if exclusive:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-        else:
-            os.replace(tmp, path)
-            return True
+        os.link(tmp, path)  # fails if the name exists: one wrapper wins
+    except FileExistsError:
+        return False
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.unlink(tmp)
     return True
 
 
