@@ -355,6 +355,9 @@ CASES: list[Case] = [
         "container.env.A",
         job_with(command=None, container={"image": "x", "env": {"A": 1}}),
     ),
+    job_case("job-env-not-strings", 422, "env.A", job_with(env={"A": 1})),
+    job_case("job-env-bad-name", 422, "env", job_with(env={"1-BAD NAME": "x"})),
+    job_case("job-env-not-a-map", 422, "env", job_with(env=["A=1"])),
     # jobs: names of what the tenant may not use
     job_case(
         "profile-not-allowed",

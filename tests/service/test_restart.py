@@ -5,11 +5,6 @@ its state, no GPU was ever given twice, and the jobs in flight run to the end.""
 from __future__ import annotations
 
 import itertools
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from job_world import devices_given_twice, events, jobs
+from serve_process import Server
 
 from gpuaas.model.job_state import FINAL, TRANSITIONS, JobState
 from gpuaas.store.db import Database
@@ -51,51 +47,6 @@ CLUSTER_QUEUE = {
         }
     ],
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """``gpuaas serve`` in a subprocess on a fresh port."""
-
-    def __init__(self, db_url: str, fleet: Path, log: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [
-            sys.executable, "-c", "from gpuaas.cli.main import app; app()", "serve",
-            "--db", db_url, "--fleet", str(fleet), "--port", str(self.port), "--speed", "50",
-        ]  # fmt: skip
-        env = dict(os.environ, GPUAAS_ADMIN_TOKEN=ADMIN)
-        self.log = log.open("ab")
-        self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("the server did not come up")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-        self.log.close()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.log.close()
 
 
 @pytest.fixture
@@ -176,7 +127,7 @@ def test_kill_9_mid_stream_loses_nothing_acknowledged(
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'gpuaas.db'}"
     log = tmp_path / "server.log"
-    first = Server(db_url, fleet, log)
+    first = Server(["--db", db_url, "--fleet", str(fleet), "--speed", "50"], log, ADMIN)
     servers.append(first)
     with httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
         _setup(c)
@@ -210,7 +161,7 @@ def test_kill_9_mid_stream_loses_nothing_acknowledged(
         assert {"Admitted", "Running"} & set(states.values()) or JobState.SUCCEEDED in set(
             states.values()
         )
-        second = Server(db_url, fleet, log)
+        second = Server(["--db", db_url, "--fleet", str(fleet), "--speed", "50"], log, ADMIN)
         servers.append(second)
         # a client that never saw its answer retries with the same key: still one job each
         with httpx.Client(base_url=second.url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:

@@ -26,8 +26,21 @@ def _sim(settings: Settings) -> Backend:
     return SimBackend(settings.speed)
 
 
+def _local(settings: Settings) -> Backend:
+    """Processes on this host: runs recorded under ``data_dir/local``, output under
+    ``data_dir/logs`` (where the logs API reads it)."""
+    from gpuaas.backends.local import LocalBackend
+    from gpuaas.backends.logs import LogLayout
+
+    return LocalBackend(
+        settings.data_dir / "local",
+        LogLayout(settings.data_dir / "logs"),
+        container_runtime=settings.container_runtime,
+    )
+
+
 #: How each backend is built from the server's settings.
-FACTORIES: dict[str, Callable[[Settings], Backend]] = {"sim": _sim}
+FACTORIES: dict[str, Callable[[Settings], Backend]] = {"sim": _sim, "local": _local}
 #: Names a user may give; a known name without a factory is refused with the reason below.
 KNOWN = ("sim", "local", "slurm", "kubernetes")
 NOT_YET = {"kubernetes": "the kubernetes backend is not built yet (manifests come first)"}

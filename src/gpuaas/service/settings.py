@@ -18,7 +18,8 @@ class Settings:
     (default ``GPUAAS_CATALOGUE``); ``demo``: the demo
     fleet, tenants and a background stream of jobs. ``speed``: simulated jobs run this many times
     faster than their declared duration. ``backend``: the backend that runs jobs on nodes that
-    name none (``sim``, ``local``, ``slurm``). ``reconcile_interval``: seconds between reconciler
+    name none (``sim``, ``local``, ``slurm``); ``container_runtime``: what runs containers on the
+    local backend (``GPUAAS_CONTAINER_RUNTIME``). ``reconcile_interval``: seconds between reconciler
     passes. ``max_body_bytes``: larger request bodies get 413. ``metrics_token``: when set,
     ``/metrics`` answers only a scraper that presents it as a bearer token (tenant and queue
     names are in the series); unset, anyone who reaches the port may scrape.
@@ -35,6 +36,11 @@ class Settings:
     demo: bool = False
     #: the backend of nodes that name none (see :mod:`gpuaas.service.backends`)
     backend: str = field(default_factory=lambda: os.environ.get("GPUAAS_BACKEND") or "sim")
+    #: the program that runs ``container`` jobs on the local backend (``docker``, ``podman``);
+    #: unset, the local backend rejects them
+    container_runtime: str | None = field(
+        default_factory=lambda: os.environ.get("GPUAAS_CONTAINER_RUNTIME") or None
+    )
     host: str = "127.0.0.1"
     port: int = 8080
     speed: float = 1.0

@@ -50,6 +50,13 @@ class JobKind(StrEnum):
     NOTEBOOK = "notebook"
 
 
+def _env_names(env: dict[str, str]) -> dict[str, str]:
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
+    return env
+
+
 class Container(Strict):
     """A containerized job: the image and how to start it."""
 
@@ -61,10 +68,7 @@ class Container(Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
-        return env
+        return _env_names(env)
 
 
 class Topology(Strict):
@@ -131,6 +135,8 @@ class JobSpec(Strict):
     container: Container | None = None
     command: list[Text] | None = Field(default=None, min_length=1, max_length=1000)
     script: Text | None = Field(default=None, min_length=1, max_length=100_000)
+    #: environment variables of the job's processes (a container's own ``env`` comes first)
+    env: dict[Text, Text] | None = Field(default=None, max_length=1000)
     podSets: list[PodSetSpec] = Field(min_length=1, max_length=16)
     duration: float | None = Field(default=None, gt=0, le=365 * 86400)
 
@@ -138,6 +144,11 @@ class JobSpec(Strict):
     @classmethod
     def _name(cls, value: str) -> str:
         return _dns_label(value, "job name")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str] | None) -> dict[str, str] | None:
+        return None if env is None else _env_names(env)
 
     @model_validator(mode="after")
     def _one_way_to_run(self) -> JobSpec:
