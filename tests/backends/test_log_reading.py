@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gpuaas.backends.log_reading import LogFollower, split_lines, tail_file, tail_lines
@@ -41,6 +41,7 @@ def test_tail_is_the_last_lines_for_any_block_size(content: bytes, count: int, b
 
 
 @given(contents, st.integers(1, 60), st.integers(1, 70), st.integers(0, 120))
+@example(content=b"\n\n\x00", count=2, block=1, budget=2)  # a whole line just inside the budget
 def test_a_byte_budget_keeps_whole_lines_within_it(
     content: bytes, count: int, block: int, budget: int
 ) -> None:

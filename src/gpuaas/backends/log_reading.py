@@ -99,7 +99,7 @@ def tail_lines(
     lines = split_lines(b"".join(reversed(chunks)))
     if pos > 0 and len(lines) > count:
         lines = lines[-count:]  # every one whole: a separator precedes the earliest
-    elif pos > 0 and len(lines) > 1:
+    elif pos > 0 and len(lines) > 1 and _read_at(file, pos - 1, 1) != b"\n":
         lines = lines[1:]  # the budget ran out mid-line: drop the partial first one
     lines = lines[-count:]
     return Tail(lines, end - sum(len(line) for line in lines), end)
