@@ -16,9 +16,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The control plane with SQLite in ./.gpuaas, the demo fleet, tenants and a stream of jobs.
+# The control plane with SQLite in ./.gpuaas, the demo fleet, tenants and a stream of jobs, run
+# as real processes on this host (the local backend; the fleet's GPUs are simulated).
 run: $(STAMP)
-	$(BIN)/gpuaas serve --demo --data-dir .gpuaas
+	$(BIN)/gpuaas serve --demo --backend local --data-dir .gpuaas
 
 # Debian's Chromium for the browser tests (never `playwright install`: it downloads a browser).
 test-deps:

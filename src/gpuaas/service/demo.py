@@ -34,7 +34,8 @@ tenants' users. Every job declares a ``duration`` so the simulated backend finis
 server runs jobs as local processes (``--backend local``: this host has no GPU cluster to run
 ``torchrun`` or ``mpirun`` on), each job is submitted as a short script instead, which prints what
 it stands for, the rank and the devices it was given, and sleeps for its duration (divided by
-``--speed``): real processes with real exit codes and logs, honest about being stand-ins. A queue
+``--speed``, at most :data:`STAND_IN_MAX` seconds): real processes with real exit codes and logs,
+honest about being stand-ins. A queue
 with many jobs already waiting gets none until some are admitted, so a demo left running (or
 running without a reconciler) does not grow its queues without bound.
 """
@@ -618,6 +619,10 @@ TEMPLATES: tuple[JobTemplate, ...] = (
 )
 
 
+#: Seconds a stand-in sleeps at most: a laptop keeps a few dozen processes, not hundreds.
+STAND_IN_MAX = 30
+
+
 def stand_in(document: Mapping[str, Any], speed: float) -> dict[str, Any]:
     """``document`` as a script a host without GPUs can run (see the module docstring)."""
     out = {k: v for k, v in document.items() if k not in ("container", "command", "script")}
@@ -627,7 +632,7 @@ def stand_in(document: Mapping[str, Any], speed: float) -> dict[str, Any]:
     else:
         script = str(document.get("script") or "").strip().splitlines()
         what = " ".join(document.get("command") or script[-1:] or ["a script"])
-    seconds = max(1, round(float(document.get("duration", 60)) / speed))
+    seconds = max(1, min(STAND_IN_MAX, round(float(document.get("duration", 60)) / speed)))
     out["script"] = (
         f"echo 'demo stand-in for {what.replace(chr(39), '')}'\n"
         'echo "rank ${RANK:-0} of ${WORLD_SIZE:-1} on devices ${CUDA_VISIBLE_DEVICES:-none}"\n'
