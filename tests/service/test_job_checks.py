@@ -28,6 +28,7 @@ from gpuaas.store.db import Database
 KUEUE = "kueue.x-k8s.io/v1beta2"
 JOBS = "/v1/tenants/acme/jobs"
 EXAMPLE = Path(__file__).parents[2] / "examples/finetune.yaml"
+RANKS = Path(__file__).parents[2] / "examples/ranks.yaml"
 
 
 @pytest.fixture
@@ -291,7 +292,7 @@ def test_concurrent_reruns_of_a_batch_make_each_job_once(api: Api) -> None:
 
 
 def test_the_readme_example_passes_in_the_demo_world(sqlite_url: str, tmp_path: Path) -> None:
-    """examples/finetune.yaml, as the README submits it, passes the checks on the demo fleet;
+    """examples/finetune.yaml and ranks.yaml (the README's) pass the checks on the demo fleet;
     the same job asking 16 GPUs per pod is refused with the demo's largest H100 node."""
     db = Database(sqlite_url)
     db.upgrade()
@@ -305,6 +306,9 @@ def test_the_readme_example_passes_in_the_demo_world(sqlite_url: str, tmp_path: 
     with TestClient(create_app(settings)) as client:
         headers = {"Authorization": f"Bearer {users['arjun'].token}"}
         r = client.post("/v1/tenants/acme-ai/jobs", json=spec, headers=headers)
+        assert r.status_code == 201, r.text
+        ranks = yaml.safe_load(RANKS.read_text(encoding="utf-8"))
+        r = client.post("/v1/tenants/acme-ai/jobs", json=ranks, headers=headers)
         assert r.status_code == 201, r.text
         spec["name"] = "too-big"
         spec["podSets"][0]["resources"]["nvidia.com/gpu"] = 16
