@@ -18,6 +18,7 @@ from gpuaas.service.app import create_app
 from gpuaas.service.demo import (
     MAX_PENDING_PER_QUEUE,
     SEEDED,
+    STAND_IN_MAX,
     TEMPLATES,
     TOKENS_FILE,
     JobStream,
@@ -202,3 +203,25 @@ def test_the_reconciler_admits_demo_jobs_on_every_kind_of_hardware(
     assert {"h100", "a100-mig", "cpu"} <= flavors
     on_h100 = [job for job in admitted if job.cluster_queue == "acme-ai-h100"]
     assert sorted(job.gpus for job in on_h100) == [4000, 32000]  # finetune and the 4-node gang
+
+
+def test_on_the_local_backend_demo_jobs_are_stand_in_scripts(
+    database: Database, tmp_path: Path
+) -> None:
+    """Every kind of demo job, submitted for the local backend, is a script that says what it
+    stands for and sleeps at most STAND_IN_MAX seconds; no container, no mpirun."""
+    settings = settings_for(database.url, tmp_path)
+    settings.backend = "local"
+    settings.speed = 2.0
+    seed_demo(database, settings)
+    stream = JobStream(database, settings, seed=11)
+    jobs = [stream.submit_next(1000.0 + i) for i in range(len(TEMPLATES))]
+    assert all(job is not None for job in jobs)
+    with database.sessions() as s:
+        rows = list(s.scalars(select(Job)))
+    for row in rows:
+        assert "container" not in row.spec and "command" not in row.spec
+        script = row.spec["script"]
+        assert script.startswith("echo 'demo stand-in for ")
+        seconds = int(script.rsplit("exec sleep ", 1)[1])
+        assert 1 <= seconds <= min(STAND_IN_MAX, row.spec["duration"] / 2 + 1)
