@@ -26,8 +26,29 @@ def _sim(settings: Settings) -> Backend:
     return SimBackend(settings.speed)
 
 
+def _slurm(settings: Settings) -> Backend:
+    """A Slurm cluster: slurmrestd when a socket or URL is set (the commands otherwise),
+    output under ``data_dir/logs`` (a file system the Slurm nodes must share)."""
+    from gpuaas.backends.logs import LogLayout
+    from gpuaas.backends.slurm import SlurmBackend
+    from gpuaas.backends.slurm.cli import SlurmCli
+    from gpuaas.backends.slurm.rest import SlurmRest
+
+    rest = None
+    if settings.slurm_socket or settings.slurm_url:
+        rest = SlurmRest(settings.slurm_socket, settings.slurm_url, settings.slurm_user,
+                         settings.slurm_token)  # fmt: skip
+    return SlurmBackend(
+        LogLayout(settings.data_dir / "logs"),
+        settings.slurm_state_dir or settings.data_dir / "slurm",
+        rest=rest,
+        cli=SlurmCli(settings.slurm_conf),
+        partition=settings.slurm_partition,
+    )
+
+
 #: How each backend is built from the server's settings.
-FACTORIES: dict[str, Callable[[Settings], Backend]] = {"sim": _sim}
+FACTORIES: dict[str, Callable[[Settings], Backend]] = {"sim": _sim, "slurm": _slurm}
 #: Names a user may give; a known name without a factory is refused with the reason below.
 KNOWN = ("sim", "local", "slurm", "kubernetes")
 NOT_YET = {"kubernetes": "the kubernetes backend is not built yet (manifests come first)"}
