@@ -129,7 +129,8 @@ SlurmdTimeout=10
 MessageTimeout=5
 KillWait=2
 GresTypes=gpu
-NodeName=n[1-{n}] NodeAddr=127.0.0.1 NodeHostname=localhost Port={ports} CPUs=8 RealMemory=16000 Gres=gpu:h100:{GPUS_PER_NODE} State=UNKNOWN
+NodeName=n[1-{n}] NodeAddr=127.0.0.1 NodeHostname=localhost Port={ports} \\
+  CPUs=8 RealMemory=16000 Gres=gpu:h100:{GPUS_PER_NODE} State=UNKNOWN
 PartitionName=gpu Nodes=n[1-{n}] Default=YES MaxTime=INFINITE State=UP
 PartitionName=closed Nodes=n[1-{n}] MaxTime=INFINITE State=DOWN
 """
@@ -169,8 +170,8 @@ PartitionName=closed Nodes=n[1-{n}] MaxTime=INFINITE State=DOWN
         shutil.chown(rest, REST_USER)
         log = open(self.base / "log" / "slurmrestd.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(
-            ["runuser", "-u", REST_USER, "--", _sbin("slurmrestd"), "-a", "rest_auth/local", "-s", "openapi/v0.0.38",
-             f"unix:{self.socket}"],
+            ["runuser", "-u", REST_USER, "--", _sbin("slurmrestd"), "-a", "rest_auth/local",
+             "-s", "openapi/v0.0.38", f"unix:{self.socket}"],
             env=self.env, stdout=log, stderr=log, start_new_session=True,
         )  # fmt: skip
         (self.base / "run" / "slurmrestd.pid").write_text(str(process.pid))

@@ -279,7 +279,7 @@ class SlurmBackend:
                 with self._lock:  # submit again (the record says whether to look first)
                     adopt = self._read_record(run.job) is not None
                     run.submitting = self._pool.submit(self._submit, run.job, adopt)
-            except Exception as exc:  # noqa: BLE001 - a bug or an OS error: say so on the job
+            except Exception as exc:  # a bug or an OS error: say so on the job
                 log.exception("submitting job %s failed", run.job.id)
                 self._drop(run)
                 self._forget(run.job)
@@ -292,7 +292,7 @@ class SlurmBackend:
     def _cancel_submitted(self, future: Future[int | None], job: BackendJob) -> None:
         try:
             slurm_id = future.result()
-        except Exception:  # noqa: BLE001 - nothing was submitted
+        except Exception:  # nothing was submitted
             slurm_id = None
         self._forget(job)
         if slurm_id is not None:
@@ -365,10 +365,10 @@ class SlurmBackend:
                 waited = f" after {now - run.launched_at:.0f}s" if why not in NEVER else ""
                 self._end(run)
                 self._cancel_slurm(int(info["job_id"]))
-                ev.append(BackendEvent(job_id, EventKind.REJECTED, now,
-                                       f"Slurm kept job {info['job_id']} {state}{waited} ({why})"))  # fmt: skip
+                said = f"Slurm kept job {info['job_id']} {state}{waited} ({why})"
+                ev.append(BackendEvent(job_id, EventKind.REJECTED, now, said))
             return
-        ran = state in STARTED or int(info.get("start_time") or 0) > 0 and state != "CANCELLED"
+        ran = state in STARTED or (int(info.get("start_time") or 0) > 0 and state != "CANCELLED")
         if ran and not run.started:
             run.started = True
             ev.append(BackendEvent(job_id, EventKind.STARTED, now))
@@ -404,8 +404,8 @@ class SlurmBackend:
             record = finished.get(run.slurm_id)
             if record is None:
                 self._end(run)
-                events.append(BackendEvent(run.job.id, EventKind.LOST, now,
-                    f"Slurm job {run.slurm_id} is gone and Slurm has no record of how it ended"))  # fmt: skip
+                said = f"Slurm job {run.slurm_id} is gone and Slurm has no record of how it ended"
+                events.append(BackendEvent(run.job.id, EventKind.LOST, now, said))
                 continue
             state, code = record
             info = {"job_id": run.slurm_id, "job_state": state, "state_reason": "None",
