@@ -6,8 +6,8 @@ ephemeral range), so two test sessions on one machine do not collide, and everyt
 stopped by the pids it wrote. See ``../shared/recipes/slurm-local.md`` for why each line of
 the configuration is there. Run by hand for the benchmark::
 
-    python tests/backends/slurm/cluster.py up /tmp/gpuaas-slurm 4   # prints the env to export
-    python tests/backends/slurm/cluster.py down /tmp/gpuaas-slurm
+    python tests/backends/slurm/slurm_cluster.py up /tmp/gpuaas-slurm 4   # prints the env to export
+    python tests/backends/slurm/slurm_cluster.py down /tmp/gpuaas-slurm
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={base}/log/jobcomp.txt
 MailProg=/bin/true
+EnforcePartLimits=ALL
 MinJobAge=300
 MaxJobCount=20000
 SlurmdTimeout=10
@@ -133,6 +134,7 @@ NodeName=n[1-{n}] NodeAddr=127.0.0.1 NodeHostname=localhost Port={ports} \\
   CPUs=8 RealMemory=16000 Gres=gpu:h100:{GPUS_PER_NODE} State=UNKNOWN
 PartitionName=gpu Nodes=n[1-{n}] Default=YES MaxTime=INFINITE State=UP
 PartitionName=closed Nodes=n[1-{n}] MaxTime=INFINITE State=DOWN
+PartitionName=short Nodes=n[1-{n}] MaxTime=1 State=UP
 """
         )
         (base / "gres.conf").write_text(
