@@ -197,6 +197,24 @@ PartitionName=short Nodes=n[1-{n}] MaxTime=1 State=UP
         )
         return out.stdout
 
+    def resume(self, node: str, timeout: float = 15.0) -> None:
+        """Bring ``node`` back. With ``ReturnToService=2`` a down node whose slurmd registers
+        again comes back by itself, and Slurm then refuses ``resume`` ("Invalid node state"):
+        that is back too."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = subprocess.run(
+                ["scontrol", "update", f"nodename={node}", "state=resume"],
+                env=self.env, capture_output=True, text=True,
+            )  # fmt: skip
+            if done.returncode == 0 or "Invalid node state" in done.stderr:
+                return
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        if done.returncode != 0:
+            raise RuntimeError(f"scontrol update nodename={node} state=resume: {done.stderr}")
+
     def stop(self) -> None:
         """Stop every daemon by the pid it wrote (slurmrestd by its process group)."""
         run = self.base / "run"

@@ -23,7 +23,7 @@ one call for all of them); one with no record anywhere is ``lost``. A submission
 (an unknown partition, "Requested node configuration is not available") is ``rejected`` with
 Slurm's message.
 
-Stopping: :meth:`cancel` is ``scancel`` (or slurmrestd's DELETE); Slurm sends SIGTERM, waits its
+Stopping: :meth:`cancel` is ``scancel`` by the user who submitted; Slurm sends SIGTERM, waits its
 ``KillWait`` and kills. gpuaas's preemption is a cancel: the evicted job runs again later as a
 new attempt, a new Slurm job. When slurmctld or slurmrestd cannot be reached, calls raise
 :class:`~gpuaas.backends.base.BackendUnavailable`; events already gathered are kept for the next
@@ -299,17 +299,16 @@ class SlurmBackend:
             self._cancel_slurm(slurm_id)
 
     def _cancel_slurm(self, slurm_id: int) -> None:
+        """``scancel``, as the user who submitted it: slurmrestd's local authentication acts
+        as slurmrestd's own user, which may not cancel another user's jobs."""
         try:
             self.calls["cancel"] += 1
-            if self.rest is not None:
-                self.rest.cancel(slurm_id)
-            else:
-                self.cli.cancel(slurm_id)
+            self.cli.cancel(slurm_id)
         except BackendUnavailable:
             with self._lock:
                 self._to_cancel.add(slurm_id)
         except SlurmRefused as exc:
-            log.info("cancel of Slurm job %s: %s", slurm_id, exc)
+            log.warning("scancel %s: %s", slurm_id, exc)
 
     def _retry_cancels(self) -> None:
         with self._lock:
