@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "service"))  # job_world
 
-from slurm_cluster import Cluster, missing_binaries  # noqa: E402
+from slurm_cluster import Cluster, missing_binaries
 
 NODES = 3
 

@@ -127,10 +127,8 @@ def test_a_job_killed_inside_slurm_is_failed_with_slurms_reason(
     assert f"cancelled in Slurm: Slurm job {slurm_id} CANCELLED" in reason, reason
 
 
-def test_bad_inputs_are_clear_reasons(
-    slurm_cluster: Cluster, db: Database, tmp_path: Path
-) -> None:
-    reconciler, slurm, world = run(slurm_cluster, db, tmp_path)
+def test_bad_inputs_are_clear_reasons(slurm_cluster: Cluster, db: Database, tmp_path: Path) -> None:
+    reconciler, _, world = run(slurm_cluster, db, tmp_path)
     missing = submit(db, world, spec("nope", ["no-such-command-xyz"]))
     failing = submit(db, world, spec("fails", ["bash", "-c", "echo boom >&2; exit 3"]))
     step_until(reconciler, lambda: all(job(db, j).state == "Failed" for j in (missing, failing)))
@@ -181,7 +179,7 @@ def test_unreachable_slurmrestd_is_backend_unavailable_and_nothing_is_lost(
     good = slurm.rest
     slurm.rest = SlurmRest(socket=str(tmp_path / "no-such.socket"))
     slurm.launch(BackendJob(5, "wait", {"command": ["true"]}, (_pod("n2", [1]),)))
-    with pytest.raises(BackendUnavailable, match="no-such.socket"):
+    with pytest.raises(BackendUnavailable, match=r"no-such\.socket"):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             slurm.poll(time.time())
