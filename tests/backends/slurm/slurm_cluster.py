@@ -6,7 +6,7 @@ ephemeral range), so two test sessions on one machine do not collide, and everyt
 stopped by the pids it wrote. See ``../shared/recipes/slurm-local.md`` for why each line of
 the configuration is there. Run by hand for the benchmark::
 
-    python tests/backends/slurm/slurm_cluster.py up /tmp/gpuaas-slurm 4   # prints the env to export
+    python tests/backends/slurm/slurm_cluster.py up /tmp/gpuaas-slurm 4 64 64  # nodes cpus gpus
     python tests/backends/slurm/slurm_cluster.py down /tmp/gpuaas-slurm
 """
 
@@ -27,6 +27,7 @@ from pathlib import Path
 BINARIES = ("slurmctld", "slurmd", "slurmrestd", "sbatch", "squeue", "scontrol", "sinfo")
 REST_USER = "slurmapi"
 GPUS_PER_NODE = 8
+CPUS_PER_NODE = 8
 
 
 def missing_binaries() -> list[str]:
@@ -60,6 +61,8 @@ class Cluster:
     base: Path
     nodes: int
     ctld_port: int = 0
+    gpus: int = GPUS_PER_NODE  # fake GPUs per node (symlinks to /dev/null)
+    cpus: int = CPUS_PER_NODE  # CPUs a node claims (config_overrides lets it claim more)
 
     @property
     def conf(self) -> Path:
@@ -81,7 +84,7 @@ class Cluster:
         base, n = self.base, self.nodes
         for sub in ("state", "spool", "run", "log", "dev", "rest", "jobs"):
             (base / sub).mkdir(parents=True, exist_ok=True)
-        for i in range(GPUS_PER_NODE):
+        for i in range(self.gpus):
             link = base / "dev" / f"nvidia{i}"
             if not link.is_symlink():
                 link.symlink_to("/dev/null")
@@ -132,7 +135,7 @@ MessageTimeout=5
 KillWait=2
 GresTypes=gpu
 NodeName=n[1-{n}] NodeAddr=127.0.0.1 NodeHostname=localhost Port={ports} \\
-  CPUs=8 RealMemory=16000 Gres=gpu:h100:{GPUS_PER_NODE} State=UNKNOWN
+  CPUs={self.cpus} RealMemory=16000 Gres=gpu:h100:{self.gpus} State=UNKNOWN
 PartitionName=gpu Nodes=n[1-{n}] Default=YES MaxTime=INFINITE State=UP
 PartitionName=closed Nodes=n[1-{n}] MaxTime=INFINITE State=DOWN
 PartitionName=short Nodes=n[1-{n}] MaxTime=1 State=UP
@@ -140,7 +143,7 @@ PartitionName=short Nodes=n[1-{n}] MaxTime=1 State=UP
         )
         (base / "gres.conf").write_text(
             f"AutoDetect=off\nNodeName=n[1-{n}] Name=gpu Type=h100 "
-            f"File={base}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n"
+            f"File={base}/dev/nvidia[0-{self.gpus - 1}]\n"
         )
 
     def start(self, timeout: float = 30.0) -> None:
@@ -274,7 +277,9 @@ def _exists(pid: int) -> bool:
 
 def main(argv: list[str]) -> None:
     action, base = argv[0], Path(argv[1])
-    cluster = Cluster(base, int(argv[2]) if len(argv) > 2 else 4)
+    given = [int(a) for a in argv[2:5]]
+    nodes, cpus, gpus = given + [4, CPUS_PER_NODE, GPUS_PER_NODE][len(given) :]
+    cluster = Cluster(base, nodes, gpus=gpus, cpus=cpus)
     if action == "up":
         cluster.start()
         print(f"export SLURM_CONF={cluster.conf} GPUAAS_SLURM_SOCKET={cluster.socket}")
