@@ -97,6 +97,7 @@ def bench_backend(
     launched: dict[int, float] = {}
     started: dict[int, float] = {}
     finished: dict[int, tuple[float, EventKind, str]] = {}
+    calls_before = dict(getattr(backend, "calls", {}) or {})
     t0 = time.time()
     for i, (node, gpu) in enumerate(slots):
         job_id = FIRST_ID + i
@@ -106,7 +107,6 @@ def bench_backend(
         spec = {"command": command, "duration": duration}  # the simulated fleet reads duration
         backend.launch(BackendJob(job_id, f"bench-{i}", spec, (pod,)))
     launch_seconds = time.time() - t0
-    calls_before = dict(getattr(backend, "calls", {}) or {})
     polls, poll_seconds = 0, []
     deadline = time.monotonic() + timeout
     while len(finished) < jobs and time.monotonic() < deadline:
