@@ -235,3 +235,51 @@ def test_after_a_restart_the_same_slurm_job_is_followed_never_submitted_twice(
     _poll_until(third, {EventKind.STARTED, EventKind.SUCCEEDED})
     assert third.slurm_id(8) is None or third.calls["submit"] == 0
     assert third.calls["submit"] == 0 and submitted.stdout.strip().isdigit()
+
+
+class _Forgetful(SlurmRest):
+    """slurmrestd after MinJobAge: it lists no job any more."""
+
+    def jobs(self) -> list[dict]:
+        return []
+
+
+def test_jobs_slurmctld_forgot_are_read_from_the_completion_log_or_lost(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    slurm = backend(slurm_cluster, tmp_path)
+    slurm.launch(BackendJob(9, "quick", {"command": ["bash", "-c", "sleep 1; exit 4"]},
+                            (_pod("n2", [3]),)))  # fmt: skip
+    _poll_until(slurm, {EventKind.STARTED})
+    slurm_id = slurm.slurm_id(9)
+    assert slurm_id is not None
+    slurm.rest = _Forgetful(socket=str(slurm_cluster.socket))
+    deadline = time.monotonic() + 20
+    while slurm_id not in slurm.cli.finished([slurm_id]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (failed,) = slurm.poll(time.time())
+    assert failed.kind is EventKind.FAILED and failed.exit_code == 4, failed
+    assert f"Slurm job {slurm_id} FAILED" in failed.reason
+    # a record of a Slurm job nobody knows: lost, with that said
+    (tmp_path / "state" / "10-0.json").write_text('{"slurm_id": 999999}')
+    slurm.launch(BackendJob(10, "ghost", {}, (_pod("n2", [3]),), started_at=time.time()))
+    (lost,) = slurm.poll(time.time())
+    assert lost.kind is EventKind.LOST and "no record" in lost.reason
+
+
+def test_records_no_restarted_control_plane_claims_are_cancelled_in_slurm(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    first = backend(slurm_cluster, tmp_path)
+    first.launch(BackendJob(11, "stale", {"command": ["sleep", "60"]}, (_pod("n1", [6]),)))
+    _poll_until(first, {EventKind.STARTED})
+    slurm_id = first.slurm_id(11)
+    assert slurm_id is not None
+    # gpuaas finished with job 11 while down: the new control plane never launches it again
+    second = backend(slurm_cluster, tmp_path, claim_grace=0)
+    assert second.poll(time.time()) == []
+    deadline = time.monotonic() + 10
+    while squeue_state(slurm_cluster, slurm_id) != "CANCELLED" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert squeue_state(slurm_cluster, slurm_id) == "CANCELLED"
+    assert not list((tmp_path / "state").glob("*.json"))

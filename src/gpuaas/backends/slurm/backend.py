@@ -105,6 +105,7 @@ class SlurmBackend:
         prefix: str = "gpuaas",
         start_timeout: float = 300.0,
         workers: int = 8,
+        claim_grace: float = 60.0,
     ) -> None:
         self.logs = logs
         self.state_dir = Path(state_dir)
@@ -121,7 +122,11 @@ class SlurmBackend:
         self._runs: dict[int, _Run] = {}
         self._carry: list[BackendEvent] = []  # events gathered by a poll that then failed
         self._to_cancel: set[int] = set()  # Slurm ids whose cancel must be retried
-        self._unclaimed: set[str] | None = None  # records on disk no launch has claimed yet
+        # records left by an earlier control plane that no launch has claimed yet; after
+        # claim_grace seconds (the reconciler relaunches what it still runs first) they are
+        # jobs gpuaas no longer runs, cancelled in Slurm
+        self._unclaimed = {p.stem for p in self.state_dir.glob("*.json")}
+        self._claim_by = time.monotonic() + claim_grace
         self._nodes: dict[str, SlurmNode] = {}
         self._nodes_at = -NODES_TTL
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slurm-submit")
@@ -139,8 +144,6 @@ class SlurmBackend:
 
     def launch(self, job: BackendJob) -> None:
         with self._lock:
-            if self._unclaimed is None:
-                self._unclaimed = {p.stem for p in self.state_dir.glob("*.json")}
             self._unclaimed.discard(self._key(job))
             if job.id in self._runs and self._runs[job.id].job.attempt == job.attempt:
                 return  # already followed: never twice
@@ -320,7 +323,9 @@ class SlurmBackend:
         """Records no launch claimed since this backend started belong to jobs gpuaas no
         longer runs (finished or cancelled while the control plane was down): cancel them."""
         with self._lock:
-            unclaimed, self._unclaimed = self._unclaimed or set(), set()
+            if not self._unclaimed or time.monotonic() < self._claim_by:
+                return
+            unclaimed, self._unclaimed = self._unclaimed, set()
         for key in sorted(unclaimed):
             path = self.state_dir / f"{key}.json"
             try:
