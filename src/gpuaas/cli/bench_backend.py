@@ -87,7 +87,12 @@ def bench_backend(
     from gpuaas.service.backends import FACTORIES, check_backend_name
     from gpuaas.service.settings import Settings
 
-    check_backend_name(backend_name, "--backend")
+    from gpuaas.model.errors import InvalidValue
+
+    try:
+        check_backend_name(backend_name, "--backend")
+    except InvalidValue as exc:
+        raise typer.BadParameter(str(exc)) from None
     root = data_dir or Path(tempfile.mkdtemp(prefix="gpuaas-bench-backend-"))
     settings = Settings(data_dir=root, backend=backend_name)
     backend = FACTORIES[backend_name](settings)

@@ -131,6 +131,7 @@ EnforcePartLimits=ALL
 MinJobAge=300
 MaxJobCount=20000
 SlurmdTimeout=60
+BatchStartTimeout=120
 MessageTimeout=5
 KillWait=2
 GresTypes=gpu
