@@ -84,10 +84,9 @@ def bench_backend(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Submit -> Running and state-change latency of one backend under --jobs concurrent jobs."""
+    from gpuaas.model.errors import InvalidValue
     from gpuaas.service.backends import FACTORIES, check_backend_name
     from gpuaas.service.settings import Settings
-
-    from gpuaas.model.errors import InvalidValue
 
     try:
         check_backend_name(backend_name, "--backend")
