@@ -283,3 +283,14 @@ def test_records_no_restarted_control_plane_claims_are_cancelled_in_slurm(
         time.sleep(0.2)
     assert squeue_state(slurm_cluster, slurm_id) == "CANCELLED"
     assert not list((tmp_path / "state").glob("*.json"))
+
+
+def test_a_running_job_without_record_or_slurm_job_is_lost_not_run_again(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    slurm = backend(slurm_cluster, tmp_path)  # its state dir was lost with the old host
+    slurm.launch(BackendJob(12, "gone", {"command": ["true"]}, (_pod("n1", [7]),),
+                            started_at=time.time() - 30, attempt=1))  # fmt: skip
+    (lost,) = _poll_until(slurm, {EventKind.LOST})
+    assert "Slurm has no job gpuaas-12-1" in lost.reason
+    assert slurm.calls["submit"] == 0 and slurm.running() == set()

@@ -144,9 +144,13 @@ class SlurmBackend:
 
     def launch(self, job: BackendJob) -> None:
         with self._lock:
+            previous = self._runs.get(job.id)
+        if previous is not None and previous.job.attempt == job.attempt:
+            return  # already followed: never twice
+        if previous is not None:
+            self.cancel(job.id)  # an older attempt still followed: it stops before this one runs
+        with self._lock:
             self._unclaimed.discard(self._key(job))
-            if job.id in self._runs and self._runs[job.id].job.attempt == job.attempt:
-                return  # already followed: never twice
             run = _Run(job)
             record = self._read_record(job)
             if record is not None and record.get("slurm_id") is not None:
@@ -154,7 +158,8 @@ class SlurmBackend:
                 run.launched_at = float(record.get("launched_at") or run.launched_at)
                 run.started = job.started_at is not None
             else:
-                adopt = record is not None  # died inside sbatch: look for it by name first
+                # died inside sbatch, or running with no record: look for it by name first
+                adopt = record is not None or job.started_at is not None
                 run.submitting = self._pool.submit(self._submit, job, adopt)
             self._runs[job.id] = run
 
@@ -255,6 +260,8 @@ class SlurmBackend:
                 if info.get("name") == name:
                     self._write_record(job, int(info["job_id"]))
                     return int(info["job_id"])
+            if job.started_at is not None:
+                return None  # it ran, and Slurm has no such job: lost, never run again
         sub = submission(job, self.logs, self.nodes(), self.partition, self.prefix)
         script = write_files(self.logs.attempt_dir(job.id, job.attempt), sub)
         self._write_record(job, None)
@@ -273,6 +280,10 @@ class SlurmBackend:
             assert future is not None
             try:
                 run.slurm_id = future.result()
+                if run.slurm_id is None:
+                    self._end(run)
+                    said = f"Slurm has no job {job_name(self.prefix, run.job.id, run.job.attempt)}"
+                    events.append(BackendEvent(run.job.id, EventKind.LOST, now, said))
             except (Unrunnable, SlurmRefused) as exc:
                 self._drop(run)
                 self._forget(run.job)
