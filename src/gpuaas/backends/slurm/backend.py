@@ -6,8 +6,9 @@ nodes), so a burst of admissions does not wait on one ``sbatch`` after another. 
 submission the backend writes a small record ``<state dir>/<job>-<attempt>.json``; after it,
 the Slurm job id. After a control-plane restart the reconciler launches every admitted and
 running job again: a record with an id is followed again, a record without one (the process
-died inside ``sbatch``) is looked up by the job's Slurm name (``gpuaas-<job>-<attempt>``)
-before anything is submitted, so no ``(job, attempt)`` is ever submitted twice.
+died inside ``sbatch``), or a running job with no record, is looked up by the job's Slurm name
+(``gpuaas-<job>-<attempt>``) before anything is submitted (a running job Slurm has no job for is
+``lost``), so no ``(job, attempt)`` is ever submitted twice.
 
 How it follows jobs. :meth:`SlurmBackend.poll` asks Slurm once per call for every job it
 knows (slurmrestd's ``GET /slurm/<api>/jobs`` or ``squeue --json``), whatever the number of
