@@ -37,8 +37,9 @@ def http(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> It
 
 
 def test_nodes_import_registers_slurms_nodes(slurm_cluster: Cluster, http: None) -> None:
-    result = runner.invoke(app, ["nodes", "import", "--from", "slurm", "--socket",
-                                 str(slurm_cluster.socket), "--partition", "gpu", "--json"])  # fmt: skip
+    socket = str(slurm_cluster.socket)
+    command = ["nodes", "import", "--from", "slurm", "--socket", socket, "--partition", "gpu"]
+    result = runner.invoke(app, [*command, "--json"])
     assert result.exit_code == 0, result.output
     nodes = json.loads(result.stdout)
     assert [n["name"] for n in nodes] == ["n1", "n2", "n3"]
