@@ -186,3 +186,21 @@ def test_what_slurm_cannot_run_as_placed_is_refused(tmp_path: Path) -> None:
     script = BackendJob(5, "x", {"script": "echo hi"}, (pod(0, "n3", []),))
     sub = submission(script, layout, NODES)
     assert sub.files == {"script.sh": "echo hi"} and not any("--gres" in o for o in sub.options)
+
+
+def test_the_factory_builds_the_slurm_backend_from_gpuaas_slurm_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuaas.backends.slurm import SlurmBackend
+    from gpuaas.service.settings import Settings
+
+    monkeypatch.setenv("GPUAAS_SLURM_SOCKET", str(tmp_path / "rest.socket"))
+    monkeypatch.setenv("GPUAAS_SLURM_CONF", "/etc/slurm/other.conf")
+    monkeypatch.setenv("GPUAAS_SLURM_PARTITION", "gpu")
+    built = backends.FACTORIES["slurm"](Settings(data_dir=tmp_path))
+    assert isinstance(built, SlurmBackend) and built.name == "slurm"
+    assert built.rest is not None and built.rest.where == f"unix:{tmp_path / 'rest.socket'}"
+    assert built.cli.env["SLURM_CONF"] == "/etc/slurm/other.conf"
+    assert built.partition == "gpu" and built.state_dir == tmp_path / "slurm"
+    assert backends.check_backend_name("slurm") == "slurm"
+    built.close()
