@@ -228,13 +228,15 @@ def test_after_a_restart_the_same_slurm_job_is_followed_never_submitted_twice(
     orphan = BackendJob(8, "orphan", {"command": ["sleep", "2"]}, (_pod("n1", [5]),))
     (tmp_path / "crashed" / "state" / "8-0.json").write_text('{"slurm_id": null}')
     submitted = subprocess.run(
-        ["sbatch", "--parsable", "-J", "gpuaas-8-0", "-p", "gpu", "--wrap", "sleep 2"],
+        ["sbatch", "--parsable", "-J", "gpuaas-8-0", "-p", "gpu", f"--chdir={tmp_path}",
+         "--wrap", "sleep 2"],
         env=slurm_cluster.env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     third.launch(orphan)
-    _poll_until(third, {EventKind.STARTED, EventKind.SUCCEEDED})
-    assert third.slurm_id(8) is None or third.calls["submit"] == 0
-    assert third.calls["submit"] == 0 and submitted.stdout.strip().isdigit()
+    _poll_until(third, {EventKind.STARTED})
+    assert third.slurm_id(8) == int(submitted.stdout.strip())  # found by name, adopted
+    _poll_until(third, {EventKind.SUCCEEDED})
+    assert third.calls["submit"] == 0
 
 
 class _Forgetful(SlurmRest):
