@@ -21,11 +21,19 @@ $(STAMP): $(BIN)/python pyproject.toml
 run: $(STAMP)
 	$(BIN)/gpuaas serve --demo --backend local --data-dir .gpuaas
 
-# Debian's Chromium for the browser tests (never `playwright install`: it downloads a browser).
+# Debian's Chromium for the browser tests (never `playwright install`: it downloads a browser)
+# and Debian's Slurm for the Slurm backend's tests.
 test-deps:
 	@if [ ! -x $(CHROMIUM) ]; then \
 		echo "installing Debian's chromium for the browser tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@# Debian's Slurm for the Slurm backend's tests (a real slurmctld, slurmd and slurmrestd;
+	@# munge comes with it). Never purge it: that also removes libxnvctrl0, which Chromium needs.
+	@if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmrestd ] || [ ! -x /usr/sbin/munged ]; then \
+		echo "installing Debian's slurm-wlm, slurmrestd and munge for the Slurm backend tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			slurm-wlm slurmrestd munge >/dev/null; \
 	fi
 
 test: $(STAMP) test-deps

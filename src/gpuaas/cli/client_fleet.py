@@ -109,6 +109,75 @@ def nodes_register(file: FileArgument, as_json: JsonOption = False) -> None:
         show_table(created, NODE_COLUMNS, title=f"{len(created)} nodes registered")
 
 
+@nodes_app.command("import")
+@handles_errors
+def nodes_import(
+    source: Annotated[str, typer.Option("--from", help="Where the nodes come from: slurm.")],
+    slurmrestd: Annotated[
+        str | None,
+        typer.Option(
+            "--slurmrestd",
+            help="slurmrestd's URL (JWT from GPUAAS_SLURM_USER and GPUAAS_SLURM_TOKEN).",
+        ),
+    ] = None,
+    socket: Annotated[
+        str | None, typer.Option("--socket", help="slurmrestd's unix socket.")
+    ] = None,
+    partition: Annotated[
+        list[str] | None, typer.Option("--partition", help="Only nodes of these partitions.")
+    ] = None,
+    gpu_model: Annotated[
+        str | None, typer.Option("--gpu-model", help="The model of untyped GPUs (gres gpu:N).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the inventory; register nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Register a Slurm cluster's nodes: typed GPUs mapped to the catalogue, CPUs, memory,
+    partitions as labels, label gpuaas.io/backend=slurm. Asks slurmrestd (--socket or
+    --slurmrestd) or, with neither, `sinfo --json` (SLURM_CONF / GPUAAS_SLURM_CONF)."""
+    import os
+
+    from gpuaas.backends.base import BackendUnavailable
+    from gpuaas.backends.slurm.cli import SlurmCli
+    from gpuaas.backends.slurm.errors import SlurmRefused
+    from gpuaas.backends.slurm.inventory import fleet_document, inventory_entries
+    from gpuaas.backends.slurm.rest import SlurmRest
+    from gpuaas.model.errors import GpuaasError
+
+    if source != "slurm":
+        raise UsageError(f"--from {source!r}: only slurm is known")
+    try:
+        if socket or slurmrestd:
+            rest = SlurmRest(socket, slurmrestd, os.environ.get("GPUAAS_SLURM_USER"),
+                             os.environ.get("GPUAAS_SLURM_TOKEN"))  # fmt: skip
+            try:
+                listing = rest.nodes()
+            finally:
+                rest.close()
+        else:
+            listing = SlurmCli(os.environ.get("GPUAAS_SLURM_CONF")).nodes()
+        entries = inventory_entries(listing, partition, gpu_model)
+    except (BackendUnavailable, SlurmRefused) as exc:
+        raise UsageError(f"cannot read Slurm's nodes: {exc}") from None
+    except GpuaasError as exc:
+        raise UsageError(str(exc)) from None
+    if not entries:
+        raise UsageError("Slurm listed no nodes" + (" in those partitions" if partition else ""))
+    document = fleet_document(entries)
+    if dry_run:
+        print_json(document) if as_json else typer.echo(yaml.safe_dump(document, sort_keys=False))
+        return
+    with connect() as client:
+        result = client.register_nodes(document)
+    created: list[Any] = result if isinstance(result, list) else [result]
+    if as_json:
+        print_json(created)
+    else:
+        show_table(created, NODE_COLUMNS, title=f"{len(created)} Slurm nodes registered")
+
+
 def _node_action(action: str, past: str) -> Callable[[str, bool], None]:
     @handles_errors
     def run(name: str, as_json: JsonOption = False) -> None:

@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "demo": ("demo",),
     "scenario": ("scenario",),
     "simulate": ("simulate",),
-    "bench": ("bench", "bench_placement", "bench_admission", "bench_api"),
+    "bench": ("bench", "bench_placement", "bench_admission", "bench_api", "bench_backend"),
     "serve": ("serve",),
     "db": ("serve",),
     "admin": ("admin",),

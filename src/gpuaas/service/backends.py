@@ -34,13 +34,38 @@ def _local(settings: Settings) -> Backend:
 
     return LocalBackend(
         settings.data_dir / "local",
-        LogLayout(settings.data_dir / "logs"),
+        LogLayout(settings.logs_dir),
         container_runtime=settings.container_runtime,
     )
 
 
+def _slurm(settings: Settings) -> Backend:
+    """A Slurm cluster: slurmrestd when a socket or URL is set (the commands otherwise),
+    output under ``data_dir/logs`` (a file system the Slurm nodes must share)."""
+    from gpuaas.backends.logs import LogLayout
+    from gpuaas.backends.slurm import SlurmBackend
+    from gpuaas.backends.slurm.cli import SlurmCli
+    from gpuaas.backends.slurm.rest import SlurmRest
+
+    rest = None
+    if settings.slurm_socket or settings.slurm_url:
+        rest = SlurmRest(settings.slurm_socket, settings.slurm_url, settings.slurm_user,
+                         settings.slurm_token)  # fmt: skip
+    return SlurmBackend(
+        LogLayout(settings.logs_dir),
+        settings.slurm_state_dir or settings.data_dir / "slurm",
+        rest=rest,
+        cli=SlurmCli(settings.slurm_conf),
+        partition=settings.slurm_partition,
+    )
+
+
 #: How each backend is built from the server's settings.
-FACTORIES: dict[str, Callable[[Settings], Backend]] = {"sim": _sim, "local": _local}
+FACTORIES: dict[str, Callable[[Settings], Backend]] = {
+    "sim": _sim,
+    "local": _local,
+    "slurm": _slurm,
+}
 #: Names a user may give; a known name without a factory is refused with the reason below.
 KNOWN = ("sim", "local", "slurm", "kubernetes")
 NOT_YET = {"kubernetes": "the kubernetes backend is not built yet (manifests come first)"}

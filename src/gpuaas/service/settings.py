@@ -23,6 +23,12 @@ class Settings:
     passes. ``max_body_bytes``: larger request bodies get 413. ``metrics_token``: when set,
     ``/metrics`` answers only a scraper that presents it as a bearer token (tenant and queue
     names are in the series); unset, anyone who reaches the port may scrape.
+
+    ``slurm_*`` (environment ``GPUAAS_SLURM_*``) say where the Slurm backend finds Slurm:
+    slurmrestd's unix ``socket`` or ``url`` with ``user`` and JWT ``token`` (neither: the Slurm
+    commands only), the ``conf`` file the commands read (``SLURM_CONF``), the ``partition`` to
+    submit to (unset: the first partition holding the job's nodes), and the ``state_dir`` where
+    it keeps which Slurm job runs which gpuaas job (default ``data_dir/slurm``).
     """
 
     db_url: str | None = None
@@ -55,6 +61,20 @@ class Settings:
         default_factory=lambda: os.environ.get("GPUAAS_METRICS_TOKEN") or None
     )
 
+    slurm_socket: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_SOCKET"))
+    slurm_url: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_URL"))
+    slurm_user: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_USER"))
+    slurm_token: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_TOKEN"))
+    slurm_conf: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_CONF"))
+    slurm_partition: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_PARTITION"))
+    slurm_state_dir: Path | None = field(
+        default_factory=lambda: (
+            Path(os.environ["GPUAAS_SLURM_STATE_DIR"])
+            if os.environ.get("GPUAAS_SLURM_STATE_DIR")
+            else None
+        )
+    )
+
     @property
     def logs_dir(self) -> Path:
         """Where jobs' output is kept (:class:`~gpuaas.backends.logs.LogLayout`'s root)."""
@@ -65,3 +85,7 @@ class Settings:
         if self.db_url:
             return self.db_url
         return f"sqlite:///{self.data_dir / 'gpuaas.db'}"
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None

@@ -1,0 +1,228 @@
+"""A gpuaas job as a Slurm batch job: the ``sbatch`` options and the two scripts.
+
+The placement is gpuaas's, so the batch job asks Slurm for exactly that: ``--nodelist`` (the
+pods' nodes) with ``--nodes`` their number, per node ``--ntasks-per-node`` (the pods there),
+``--cpus-per-task`` and ``--mem`` from the pods' CPU and memory, and the typed
+``--gres=gpu:<type>:<n>`` of the node's GPUs. A gang is one allocation: the batch script runs
+``srun`` once, one task per pod, and each task finds its pod (rank, GPUs, log files) by its
+node and local task id in ``task.sh``. Slurm gives one shape per node in a job, so pods spread
+unevenly (two on one node, one on the other) cannot run as one allocation and are refused.
+
+Slurm 22.05 cannot be told *which* GPU indexes to give: it takes the lowest free ones. The
+task therefore sets ``CUDA_VISIBLE_DEVICES`` to the indexes gpuaas assigned (which never
+overlap between gpuaas's jobs) and records Slurm's own choice in ``GPUAAS_SLURM_GPUS``, with a
+line on the pod's stderr when they differ. That holds where Slurm does not confine devices by
+cgroup (``ConstrainDevices=no``); see ``docs/backends.md``.
+
+Files (all under the job's attempt folder of :class:`~gpuaas.backends.logs.LogLayout`, which
+must be on a file system the Slurm nodes share): ``slurm-batch.sh``, ``task.sh``, the user's
+``script.sh`` when the job gives a script, ``slurm-<id>.out`` (Slurm's own output of the
+batch step) and each pod's ``pod-<rank>.out`` / ``.err``.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuaas.backends.base import BackendJob
+from gpuaas.backends.logs import LogLayout
+from gpuaas.model.placement import DeviceKind, PodPlacement
+
+_MIB = 1 << 20
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class Unrunnable(Exception):
+    """This job cannot run on Slurm as placed; the message says why (it becomes the
+    job's rejection reason)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNode:
+    """What the backend needs to know of a Slurm node (from Slurm's node listing)."""
+
+    name: str
+    address: str
+    partitions: tuple[str, ...]
+    gres_type: str | None = None  # Slurm's raw GPU type (``h100``, ``nvidia_h100_80gb_hbm3``)
+    gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    name: str
+    options: list[str]
+    batch: str
+    task: str
+    files: dict[str, str] = field(default_factory=dict)  # file name -> content
+
+
+def job_name(prefix: str, job_id: int, attempt: int) -> str:
+    return f"{prefix}-{job_id}-{attempt}"
+
+
+def submission(
+    job: BackendJob,
+    layout: LogLayout,
+    nodes: Mapping[str, SlurmNode],
+    partition: str | None = None,
+    prefix: str = "gpuaas",
+) -> Submission:
+    """The batch job for ``job``; :class:`Unrunnable` when Slurm cannot run it as placed."""
+    if not job.pods:
+        raise Unrunnable("the job has no pods placed")
+    if job.spec.get("container") is not None:
+        raise Unrunnable("the slurm backend runs commands and scripts, not containers")
+    by_node: dict[str, list[PodPlacement]] = {}
+    for pod in sorted(job.pods, key=lambda p: p.rank):
+        for device in pod.devices:
+            if device.kind is not DeviceKind.GPU:
+                raise Unrunnable(
+                    f"pod {pod.rank} was given {device.name} ({device.kind.value}); Slurm gres "
+                    "here offers whole GPUs only"
+                )
+        by_node.setdefault(pod.node, []).append(pod)
+    unknown = [n for n in by_node if n not in nodes]
+    if unknown:
+        raise Unrunnable(f"node(s) {', '.join(unknown)} are not nodes of this Slurm cluster")
+    shapes = {n: (len(pods), _gpus(pods)) for n, pods in by_node.items()}
+    if len(set(shapes.values())) > 1:
+        spread = ", ".join(f"{n}: {p} pod(s)/{g} GPU(s)" for n, (p, g) in shapes.items())
+        raise Unrunnable(
+            f"pods are spread unevenly over nodes ({spread}); one Slurm allocation has one "
+            "shape per node"
+        )
+    tasks, gpus = next(iter(shapes.values()))
+    types = {nodes[n].gres_type for n in by_node}
+    if gpus and len(types) > 1:
+        raise Unrunnable(f"the job's nodes have different GPU types ({sorted(map(str, types))})")
+    chosen = _partition(list(by_node), nodes, partition)
+    cpus = max(1, max(math.ceil(p.cpu_milli / 1000) for p in job.pods))
+    memory = max(1, max(math.ceil(sum(p.memory_bytes for p in pods) / _MIB)
+                        for pods in by_node.values()))  # fmt: skip
+    folder = layout.attempt_dir(job.id, job.attempt)
+    name = job_name(prefix, job.id, job.attempt)
+    options = [
+        f"--job-name={name}",
+        f"--comment={prefix} job {job.id} attempt {job.attempt}"
+        + (f" tenant {job.tenant}" if job.tenant else ""),
+        f"--partition={chosen}",
+        f"--nodelist={','.join(by_node)}",
+        f"--nodes={len(by_node)}",
+        f"--ntasks-per-node={tasks}",
+        f"--cpus-per-task={cpus}",
+        f"--mem={memory}",
+        f"--chdir={folder}",
+        f"--output={folder}/slurm-%j.out",
+        f"--error={folder}/slurm-%j.out",
+        "--export=NONE",
+        "--no-requeue",
+    ]
+    if gpus:
+        gres_type = types.pop()
+        options.append(f"--gres=gpu:{gres_type}:{gpus}" if gres_type else f"--gres=gpu:{gpus}")
+    limit = job.spec.get("maxRunTime")
+    if limit is not None:
+        options.append(f"--time={max(1, math.ceil(float(limit) / 60))}")
+    files: dict[str, str] = {}
+    if job.spec.get("script"):
+        files["script.sh"] = str(job.spec["script"])
+        run = f"exec bash {shlex.quote(str(folder / 'script.sh'))}"
+    else:
+        command = [str(c) for c in job.spec.get("command") or []]
+        if not command:
+            raise Unrunnable("the job gives neither a command nor a script")
+        run = "exec " + shlex.join(command)
+    task = _task_script(job, layout, by_node, nodes, run)
+    batch = "\n".join([
+        "#!/bin/bash",
+        f"# gpuaas job {job.id} attempt {job.attempt}: one Slurm task per pod (see task.sh)",
+        f"export PATH={_PATH}",
+        f"exec srun --export=ALL --kill-on-bad-exit=1 --ntasks-per-node={tasks} "
+        f"--cpus-per-task={cpus} bash {shlex.quote(str(folder / 'task.sh'))}",
+        "",
+    ])  # fmt: skip
+    return Submission(name, options, batch, task, files)
+
+
+def _gpus(pods: list[PodPlacement]) -> int:
+    return len({d.gpu for pod in pods for d in pod.devices})
+
+
+def _partition(names: list[str], nodes: Mapping[str, SlurmNode], wanted: str | None) -> str:
+    """``wanted`` if every node is in it; else the first of the first node's partitions
+    that holds every node."""
+    common = [p for p in nodes[names[0]].partitions if all(p in nodes[n].partitions for n in names)]
+    if wanted is not None:
+        if wanted not in common:
+            raise Unrunnable(f"partition {wanted!r} does not hold node(s) {', '.join(names)}")
+        return wanted
+    if not common:
+        raise Unrunnable(f"no Slurm partition holds all of {', '.join(names)}")
+    return common[0]
+
+
+def _task_script(
+    job: BackendJob,
+    layout: LogLayout,
+    by_node: Mapping[str, list[PodPlacement]],
+    nodes: Mapping[str, SlurmNode],
+    run: str,
+) -> str:
+    q = shlex.quote
+    world = len(job.pods)
+    master = next(p for p in job.pods if p.rank == 0).node if world else ""
+    lines = [
+        "#!/bin/bash",
+        f"# one pod of gpuaas job {job.id} attempt {job.attempt} per Slurm task: its rank, "
+        "GPUs and log files by node and local task id",
+        'case "${SLURMD_NODENAME}:${SLURM_LOCALID}" in',
+    ]
+    for node, pods in by_node.items():
+        for local, pod in enumerate(pods):
+            gpus = ",".join(str(i) for i in pod.gpu_indexes)
+            out = layout.stdout(job.id, job.attempt, pod.rank)
+            err = layout.stderr(job.id, job.attempt, pod.rank)
+            lines.append(
+                f"  {q(f'{node}:{local}')}) RANK={pod.rank} GPUS={q(gpus)} "
+                f"UUIDS={q(pod.visible_devices)} OUT={q(str(out))} ERR={q(str(err))} ;;"
+            )
+    lines += [
+        f'  *) echo "gpuaas: job {job.id} has no pod for $SLURMD_NODENAME task $SLURM_LOCALID"'
+        " >&2; exit 97 ;;",
+        "esac",
+        'exec >"$OUT" 2>"$ERR"',
+        'export GPUAAS_SLURM_GPUS="${CUDA_VISIBLE_DEVICES-}"',
+        f'export GPUAAS_JOB_ID={job.id} GPUAAS_ATTEMPT={job.attempt} GPUAAS_GPU_UUIDS="$UUIDS"',
+        f'export RANK LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE={world}',
+        f"export MASTER_ADDR={q(nodes[master].address if master in nodes else master)} "
+        f"MASTER_PORT={20000 + (job.id * 7 + job.attempt) % 10000}",
+        'export CUDA_VISIBLE_DEVICES="$GPUS" NVIDIA_VISIBLE_DEVICES="$GPUS"',
+        'if [ -n "$GPUS" ] && [ "$GPUAAS_SLURM_GPUS" != "$GPUS" ]; then',
+        '  echo "gpuaas: Slurm allocated GPUs $GPUAAS_SLURM_GPUS on $SLURMD_NODENAME,'
+        " gpuaas assigned $GPUS: using gpuaas's\" >&2",
+        "fi",
+    ]
+    for key, value in sorted(_env(job).items()):
+        lines.append(f"export {key}={q(value)}")
+    lines += [f"cd {q(str(layout.attempt_dir(job.id, job.attempt)))}", run, ""]
+    return "\n".join(lines)
+
+
+def _env(job: BackendJob) -> dict[str, str]:
+    env = job.spec.get("env") or {}
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else {}
+
+
+def write_files(folder: Path, sub: Submission) -> Path:
+    """Write the scripts into ``folder``; the batch script's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in {**sub.files, "task.sh": sub.task, "slurm-batch.sh": sub.batch}.items():
+        path = folder / name
+        path.write_text(content)
+        path.chmod(0o755)
+    return folder / "slurm-batch.sh"
