@@ -454,7 +454,9 @@ def _because(c: Mapping[str, Any]) -> str:
 
 
 def status_of(kind: Kind, obj: Mapping[str, Any]) -> tuple[bool, EventKind | None, str]:
-    """(pods have started, SUCCEEDED / FAILED / None, the cluster's reason) of a workload."""
+    """(pods have run, SUCCEEDED / FAILED / None, the cluster's reason) of a workload: a job
+    that failed before any pod ran (refused by the cluster, deadline while still suspended)
+    reports FAILED without STARTED."""
     status = obj.get("status") or {}
     if kind == VOLCANO_JOB:
         state = status.get("state") or {}
@@ -465,16 +467,17 @@ def status_of(kind: Kind, obj: Mapping[str, Any]) -> tuple[bool, EventKind | Non
         if phase in ("Failed", "Aborted", "Terminated"):
             return True, EventKind.FAILED, reason or phase
         return phase in ("Running", "Completing"), None, ""
+    if kind == JOBSET:
+        ran = any(
+            sum(r.get(k) or 0 for k in ("active", "ready", "succeeded", "failed")) > 0
+            for r in status.get("replicatedJobsStatus") or []
+        )
+    else:
+        ran = sum(status.get(k) or 0 for k in ("active", "ready", "succeeded", "failed")) > 0
     done = _condition(obj, "Complete", "Completed")
     if done is not None:
         return True, EventKind.SUCCEEDED, _because(done)
     failed = _condition(obj, "Failed")
     if failed is not None:
-        return True, EventKind.FAILED, _because(failed) or "Failed"
-    if kind == JOBSET:
-        running = any(
-            (r.get("active") or 0) + (r.get("ready") or 0) > 0
-            for r in status.get("replicatedJobsStatus") or []
-        )
-        return running, None, ""
-    return (status.get("active") or 0) + (status.get("ready") or 0) > 0, None, ""
+        return ran, EventKind.FAILED, _because(failed) or "Failed"
+    return ran, None, ""
