@@ -87,6 +87,21 @@ WORKLOADS = (JOB, JOBSET, VOLCANO_JOB)
 SELECTOR = f"{MANAGED_BY}=gpuaas"
 
 
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ApiClient for ``kubeconfig`` (and ``context``); without one, the in-cluster service
+    account when gpuaas runs in a pod, else ``~/.kube/config``."""
+    from kubernetes import client, config
+
+    if kubeconfig:
+        return config.new_client_from_config(config_file=kubeconfig, context=context)
+    try:
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    except config.ConfigException:
+        return config.new_client_from_config(context=context)
+
+
 def kind_of(obj: Mapping[str, Any]) -> Kind:
     key = f"{obj['apiVersion']}/{obj['kind']}"
     if key not in KINDS:
