@@ -24,7 +24,7 @@ from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, Tenant
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends" / "kubernetes"))
-from fake_apiserver import FakeApiServer  # noqa: E402
+from fake_apiserver import FakeApiServer
 
 
 @pytest.fixture
@@ -92,8 +92,8 @@ def test_a_job_runs_on_kubernetes_pinned_where_gpuaas_placed_it(
         with db.session() as s:
             tenant = s.get(Tenant, world["tenant"])
             assert tenant is not None
-            second, _ = submit_job(s, tenant, world["alice"],
-                                   JobSpec.model_validate(job_spec("k8s-2")), time.time())  # fmt: skip
+            small = JobSpec.model_validate(job_spec("k8s-2"))
+            second, _ = submit_job(s, tenant, world["alice"], small, time.time())
             second_id = second.id
         name = f"gpuaas-{second_id}-0"
         _until(r, lambda: any(k[2] == name for k in server.objects))
