@@ -267,3 +267,23 @@ def test_core_objects_round_trip_through_the_client_models(kind: str) -> None:
             if obj["apiVersion"] in ("batch/v1", "resource.k8s.io/v1"):
                 model = models[obj["kind"]].from_dict(obj)
                 assert api.sanitize_for_serialization(model) == obj
+
+
+def test_the_server_builds_it_from_its_settings(tmp_path) -> None:
+    from gpuaas.service.backends import Backends, check_backend_name
+    from gpuaas.service.settings import Settings
+
+    assert check_backend_name("kubernetes") == "kubernetes"
+    settings = Settings(
+        data_dir=tmp_path,
+        backend="kubernetes",
+        kube_target="volcano",
+        kube_namespace="team-{tenant}",
+        kube_config=str(tmp_path / "none"),
+    )
+    backend = Backends(settings).get("kubernetes")
+    assert isinstance(backend, KubernetesBackend) and backend.blocking
+    assert backend.options.target is Target.VOLCANO
+    assert backend.options.namespace == "team-{tenant}"
+    with pytest.raises(BackendUnavailable, match="no usable kubeconfig"):
+        backend.launch(KINDS["mig"]())  # the kubeconfig named does not exist
