@@ -1,6 +1,7 @@
 """Which backend carries out which job: nodes belong to a backend, a job runs on its nodes'.
 
-A node names its backend with the label ``gpuaas.io/backend`` (``sim``, ``local``, ``slurm``);
+A node names its backend with the label ``gpuaas.io/backend`` (``sim``, ``local``, ``slurm``,
+``kubernetes``);
 a node without it belongs to the server's default (``gpuaas serve --backend``, the
 ``GPUAAS_BACKEND`` environment variable, ``sim`` when neither is given). One control plane can
 so drive a simulated fleet, the host's processes and a Slurm cluster at once; each backend is

@@ -356,7 +356,11 @@ def _metadata(
     return {"name": name, "namespace": namespace, "labels": {**labels(job), **(extra or {})}}
 
 
-def _kueue_labels(job: BackendJob, target: Target) -> dict[str, str]:
+def _workload_labels(job: BackendJob, target: Target) -> dict[str, str]:
+    """Kueue reads its labels from the Job or JobSet; KAI's pod grouper reads the queue from
+    the top owner, so the queue label is on the workload as well as on its pods."""
+    if target is Target.KAI:
+        return {t.KAI_QUEUE: queue_of(job)}
     if target is not Target.KUEUE:
         return {}
     out = {t.QUEUE_NAME: queue_of(job)}
@@ -390,7 +394,7 @@ def _batch_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(job, name, namespace, _kueue_labels(job, target)),
+        "metadata": _metadata(job, name, namespace, _workload_labels(job, target)),
         "spec": spec,
     }
 
@@ -420,7 +424,7 @@ def _jobset(
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
-        "metadata": _metadata(job, name, namespace, _kueue_labels(job, target)),
+        "metadata": _metadata(job, name, namespace, _workload_labels(job, target)),
         "spec": spec,
     }
 

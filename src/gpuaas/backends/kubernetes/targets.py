@@ -11,8 +11,8 @@ decision in its own words:
 * **Volcano** (``volcano``): a ``batch.volcano.sh/v1alpha1`` Job, one task per pod set,
   ``minAvailable`` = every pod (gpuaas admits a job all or nothing), ``queue`` and
   ``priorityClassName`` on the Job, ``schedulerName: volcano`` on every pod.
-* **KAI** (``kai``, the open-source core of Run:ai): the queue as the pod label
-  ``kai.scheduler/queue``, the priority class as the label ``priorityClassName``,
+* **KAI** (``kai``, the open-source core of Run:ai): the queue as the label
+  ``kai.scheduler/queue`` on the workload and its pods, the priority class as the label ``priorityClassName``,
   ``schedulerName: kai-scheduler``; a GPU share is the pod annotation ``gpu-fraction``.
 
 A share of one GPU (``gpuaas.io/gpu-milli`` below 1000) has no core Kubernetes form: KAI takes
