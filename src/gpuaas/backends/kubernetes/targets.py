@@ -13,7 +13,8 @@ decision in its own words:
   ``priorityClassName`` on the Job, ``schedulerName: volcano`` on every pod.
 * **KAI** (``kai``, the open-source core of Run:ai): the queue as the label
   ``kai.scheduler/queue`` on the workload and its pods, the priority class as the pod label
-  ``priorityClassName``, ``schedulerName: kai-scheduler``; a GPU share is the pod annotation ``gpu-fraction``.
+  ``priorityClassName``, ``schedulerName: kai-scheduler``; a GPU share is the pod
+  annotation ``gpu-fraction``.
 
 A share of one GPU (``gpuaas.io/gpu-milli`` below 1000) has no core Kubernetes form: KAI takes
 the fraction annotation, Volcano its vGPU resources (``volcano.sh/vgpu-number`` and
