@@ -57,7 +57,7 @@ def test_a_job_runs_on_kubernetes_pinned_where_gpuaas_placed_it(
     world = build_world(db, quota_gpus=16, nodes=2)
     settings = Settings(db_url=db.url, data_dir=tmp_path, reconcile_interval=0.05)
     server = FakeApiServer()
-    backend = KubernetesBackend(server.client(), watch_seconds=0)
+    backend = KubernetesBackend(server.client())
     spec = job_spec("k8s-train", gpus=4, maxRunTime=3600)
     spec["podSets"][0]["count"] = 2
     with db.session() as s:

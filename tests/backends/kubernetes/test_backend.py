@@ -287,3 +287,23 @@ def test_the_server_builds_it_from_its_settings(tmp_path) -> None:
     assert backend.options.namespace == "team-{tenant}"
     with pytest.raises(BackendUnavailable, match="no usable kubeconfig"):
         backend.launch(KINDS["mig"]())  # the kubeconfig named does not exist
+
+
+def test_an_object_the_client_model_refuses_is_rejected_and_nothing_is_sent(monkeypatch) -> None:
+    import gpuaas.backends.kubernetes.backend as b
+
+    real = b.render
+
+    def broken(job, options):
+        objects = real(job, options)
+        objects[-1]["spec"]["parallelism"] = "many"  # no integer: V1JobSpec refuses it
+        return objects
+
+    monkeypatch.setattr(b, "render", broken)
+    server = FakeApiServer()
+    backend = _backend(server)
+    backend.launch(KINDS["mig"]())
+    (event,) = backend.poll(1.0)
+    assert event.kind is EventKind.REJECTED
+    assert "does not fit the Kubernetes API" in event.reason and "parallelism" in event.reason
+    assert _posts(server) == []

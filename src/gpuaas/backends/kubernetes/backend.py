@@ -155,7 +155,7 @@ class KubernetesBackend:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.options = options or ManifestOptions()
-        self.watch_seconds = watch_seconds
+        self.watch_seconds = max(1, watch_seconds)  # 0 would ask the server for no timeout
         self.clock = clock
         self._make = api_client if callable(api_client) else None
         self._api = None if callable(api_client) else api_client
@@ -187,7 +187,7 @@ class KubernetesBackend:
             if exc.status in (0, 429) or (exc.status or 0) >= 500:
                 raise BackendUnavailable(f"kubernetes: {what}: {api_message(exc)}") from None
             raise
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             raise BackendUnavailable(f"kubernetes: {what}: {exc}") from None
         except Exception as exc:
             import urllib3
@@ -197,20 +197,32 @@ class KubernetesBackend:
             raise
 
     # --- objects ------------------------------------------------------------------------
-    def _create(self, obj: Mapping[str, Any]) -> None:
+    @staticmethod
+    def _body(obj: Mapping[str, Any]) -> Any:
+        """``obj`` as the client's model for a core kind (ValueError when it does not fit),
+        as itself for a custom resource."""
+        from kubernetes import client
+
+        kind = kind_of(obj)
+        if kind == JOB:
+            return client.V1Job.from_dict(obj)
+        if kind == CLAIM_TEMPLATE:
+            return client.V1ResourceClaimTemplate.from_dict(obj)
+        return dict(obj)
+
+    def _create(self, obj: Mapping[str, Any], body: Any) -> None:
         from kubernetes import client
 
         kind = kind_of(obj)
         namespace = obj["metadata"]["namespace"]
         api = self.api()
         if kind == JOB:
-            client.BatchV1Api(api).create_namespaced_job(namespace, client.V1Job.from_dict(obj))
+            client.BatchV1Api(api).create_namespaced_job(namespace, body)
         elif kind == CLAIM_TEMPLATE:
-            body = client.V1ResourceClaimTemplate.from_dict(obj)
             client.ResourceV1Api(api).create_namespaced_resource_claim_template(namespace, body)
         else:
             client.CustomObjectsApi(api).create_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, dict(obj)
+                kind.group, kind.version, namespace, kind.plural, body
             )
 
     def _read(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
@@ -288,7 +300,11 @@ class KubernetesBackend:
         kind, meta = kind_of(obj), obj["metadata"]
         what = f"create {kind.kind} {meta['namespace']}/{meta['name']}"
         try:
-            self._call(what, lambda: self._create(obj))
+            body = self._body(obj)
+        except ValueError as exc:  # the client's model refuses it: it would never apply
+            return f"{kind.kind} {meta['name']} does not fit the Kubernetes API: {exc}"
+        try:
+            self._call(what, lambda: self._create(obj, body))
             return None
         except ApiException as exc:
             status, message = exc.status, api_message(exc)
