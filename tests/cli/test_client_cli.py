@@ -430,3 +430,22 @@ def test_jobs_logs_shows_filters_and_follows(http: TestClient, tmp_path: Path) -
     followed = gpuaas("jobs", "logs", str(job_id), "-f", "--pod", "1")
     assert followed.exit_code == 0, followed.output
     assert followed.stdout == "worker\n"
+
+
+def test_jobs_manifest_prints_the_objects_for_a_target(http: TestClient, tmp_path: Path) -> None:
+    gpuaas("login", URL, ADMIN)
+    alice = set_up_acme(tmp_path)
+    gpuaas("login", URL, alice)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(JOB))
+    job = ok_json("jobs", "submit", "-f", str(spec))
+    assert isinstance(job, dict)
+    shown = gpuaas("jobs", "manifest", str(job["id"]))
+    assert shown.exit_code == 0, shown.stdout
+    (obj,) = list(yaml.safe_load_all(shown.stdout))
+    assert (obj["apiVersion"], obj["kind"]) == ("batch/v1", "Job")
+    assert obj["metadata"]["labels"]["gpuaas.io/job-id"] == str(job["id"])
+    assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == JOB["queue"]
+    (volcano,) = ok_json("jobs", "manifest", str(job["id"]), "--target", "volcano")
+    assert volcano["apiVersion"] == "batch.volcano.sh/v1alpha1"
+    assert "target" in failed("jobs", "manifest", str(job["id"]), "--target", "slurm")

@@ -761,6 +761,7 @@ ROUTES: list[Route] = [
     Route("GET", T + "/jobs/{}", JOB_READ, prepare=owned_job, own_jobs_only=True),
     Route("GET", T + "/jobs/{}/events", JOB_READ, prepare=owned_job, own_jobs_only=True),
     Route("GET", T + "/jobs/{}/logs", JOB_READ, prepare=owned_job, own_jobs_only=True),
+    Route("GET", T + "/jobs/{}/manifest", JOB_READ, prepare=owned_job, own_jobs_only=True),
     Route("POST", T + "/jobs/{}/cancel", JOB_CANCEL, prepare=disposable_job, own_jobs_only=True),
     Route("GET", T + "/workloads", TENANT_READ, prepare=tenant, own_jobs_only=True),
     Route("GET", "/v1/jobs", PLATFORM_READ),
@@ -883,7 +884,7 @@ def test_a_job_is_looked_up_within_its_tenant(world: World) -> None:
     """Another tenant's job id under one's own tenant is 404, even for the provider admin."""
     foreign_job = world.foreign.jobs["tenant-user"]
     for role in ("provider-admin", "platform-viewer", "tenant-admin", "tenant-user"):
-        for suffix in ("", "/events", "/logs"):
+        for suffix in ("", "/events", "/logs", "/manifest"):
             url = f"/v1/tenants/{OWN}/jobs/{foreign_job}{suffix}"
             response = world.call(world.token_of(role), "GET", url)
             assert response.status_code == 404, (role, url, response.text)

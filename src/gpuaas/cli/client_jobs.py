@@ -178,6 +178,28 @@ def jobs_cancel(job_id: str, tenant: TenantOption = None, as_json: JsonOption = 
     show_done(job, as_json, message)
 
 
+@jobs_app.command("manifest")
+@handles_errors
+def jobs_manifest(
+    job_id: str,
+    target: Annotated[
+        str | None,
+        typer.Option(help="kueue, volcano or kai (default: the server's GPUAAS_KUBE_TARGET)"),
+    ] = None,
+    tenant: TenantOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The Kubernetes objects that run a job (YAML; pinned to its nodes once admitted)."""
+    with connect() as client:
+        found = client.job_manifest(
+            resolve_tenant(client, tenant), job_id, target=target, yaml=not as_json
+        )
+    if as_json:
+        print_json(found)
+    else:
+        typer.echo(str(found), nl=False)
+
+
 EVENT_COLUMNS: list[Column] = [
     ("TIME", field("at", "time", fmt=short_when)),
     ("FROM", field("fromState")),

@@ -72,7 +72,8 @@ def serve(
             "--backend",
             envvar="GPUAAS_BACKEND",
             help="What runs jobs on nodes that name no backend (label gpuaas.io/backend): "
-            "sim (simulated fleet), local (processes on this host), slurm.",
+            "sim (simulated fleet), local (processes on this host), slurm, kubernetes "
+            "(GPUAAS_KUBE_* settings, docs/kubernetes.md).",
         ),
     ] = None,
     no_reconcile: Annotated[

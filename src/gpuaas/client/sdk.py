@@ -612,6 +612,15 @@ class Client:
     def cancel_job(self, tenant: str, job_id: int | str) -> JSON:
         return self.request("POST", f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/cancel")
 
+    def job_manifest(
+        self, tenant: str, job_id: int | str, target: str | None = None, yaml: bool = False
+    ) -> JSON:
+        """The Kubernetes objects that run the job on ``target`` (kueue, volcano, kai; the
+        server's default when None): a list of objects, or with ``yaml`` one YAML stream."""
+        params = _query(target=target, format="yaml" if yaml else None)
+        path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/manifest"
+        return self.request("GET", path, params=params)
+
     def job_events(self, tenant: str, job_id: int | str) -> list[JSON]:
         """The job's history (submitted, admitted, running, evicted ...), oldest first."""
         data = self.request("GET", f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/events")
@@ -831,3 +840,10 @@ class AsyncClient:
     async def cancel_job(self, tenant: str, job_id: int | str) -> JSON:
         path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/cancel"
         return await self.request("POST", path)
+
+    async def job_manifest(
+        self, tenant: str, job_id: int | str, target: str | None = None, yaml: bool = False
+    ) -> JSON:
+        params = _query(target=target, format="yaml" if yaml else None)
+        path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/manifest"
+        return await self.request("GET", path, params=params)

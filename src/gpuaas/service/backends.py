@@ -1,6 +1,7 @@
 """Which backend carries out which job: nodes belong to a backend, a job runs on its nodes'.
 
-A node names its backend with the label ``gpuaas.io/backend`` (``sim``, ``local``, ``slurm``);
+A node names its backend with the label ``gpuaas.io/backend`` (``sim``, ``local``, ``slurm``,
+``kubernetes``);
 a node without it belongs to the server's default (``gpuaas serve --backend``, the
 ``GPUAAS_BACKEND`` environment variable, ``sim`` when neither is given). One control plane can
 so drive a simulated fleet, the host's processes and a Slurm cluster at once; each backend is
@@ -60,15 +61,29 @@ def _slurm(settings: Settings) -> Backend:
     )
 
 
+def _kubernetes(settings: Settings) -> Backend:
+    from gpuaas.backends.kubernetes.backend import KubernetesBackend, connect
+    from gpuaas.backends.kubernetes.manifests import ManifestOptions
+    from gpuaas.backends.kubernetes.targets import Target
+
+    options = ManifestOptions(
+        target=Target.parse(settings.kube_target, "GPUAAS_KUBE_TARGET"),
+        namespace=settings.kube_namespace,
+        base_image=settings.kube_base_image,
+    )
+    return KubernetesBackend(lambda: connect(settings.kube_config, settings.kube_context), options)
+
+
 #: How each backend is built from the server's settings.
 FACTORIES: dict[str, Callable[[Settings], Backend]] = {
     "sim": _sim,
     "local": _local,
     "slurm": _slurm,
+    "kubernetes": _kubernetes,
 }
 #: Names a user may give; a known name without a factory is refused with the reason below.
 KNOWN = ("sim", "local", "slurm", "kubernetes")
-NOT_YET = {"kubernetes": "the kubernetes backend is not built yet (manifests come first)"}
+NOT_YET: dict[str, str] = {}
 
 
 def check_backend_name(name: str, field: str = "backend") -> str:

@@ -60,6 +60,24 @@ class Settings:
     metrics_token: str | None = field(
         default_factory=lambda: os.environ.get("GPUAAS_METRICS_TOKEN") or None
     )
+    #: the kubernetes backend (docs/kubernetes.md): kubeconfig file (unset: in-cluster config,
+    #: else ~/.kube/config), its context, the tenant namespace pattern, the target scheduler
+    #: (kueue, volcano, kai) and the image a job without a container runs its command in
+    kube_config: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_KUBE_CONFIG"))
+    kube_context: str | None = field(
+        default_factory=lambda: os.environ.get("GPUAAS_KUBE_CONTEXT") or None
+    )
+    kube_namespace: str = field(
+        default_factory=lambda: os.environ.get("GPUAAS_KUBE_NAMESPACE") or "gpuaas-{tenant}"
+    )
+    kube_target: str = field(
+        default_factory=lambda: os.environ.get("GPUAAS_KUBE_TARGET") or "kueue"
+    )
+    kube_base_image: str = field(
+        default_factory=lambda: (
+            os.environ.get("GPUAAS_KUBE_BASE_IMAGE") or "docker.io/library/ubuntu:24.04"
+        )
+    )
 
     slurm_socket: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_SOCKET"))
     slurm_url: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_URL"))

@@ -11,8 +11,9 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
+import yaml
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import Select, false, select
@@ -32,6 +33,7 @@ from gpuaas.service.auth import (
 )
 from gpuaas.service.deps import PrincipalDep, SessionDep, authenticate, bearer_token
 from gpuaas.service.errors import ApiError, invalid, not_found, problem
+from gpuaas.service.job_manifest import job_manifests
 from gpuaas.service.jobs import (
     BatchInvalid,
     cancel_job,
@@ -375,6 +377,31 @@ async def _follow(
         if await request.is_disconnected():
             return
         await asyncio.sleep(logs.FOLLOW_POLL)
+
+
+@router.get(
+    "/v1/tenants/{tenant}/jobs/{job_id}/manifest",
+    response_model=list[dict[str, Any]],
+    responses={200: {"content": {"application/yaml": {}}}},
+)
+def job_manifest(
+    tenant: str,
+    job_id: int,
+    request: Request,
+    session: SessionDep,
+    p: PrincipalDep,
+    target: Annotated[str | None, Query(description="kueue, volcano or kai")] = None,
+    format: Annotated[str, Query(pattern="^(json|yaml)$")] = "json",
+) -> Any:
+    """The Kubernetes objects that run the job (see gpuaas.service.job_manifest), as a JSON
+    list or, with ``format=yaml``, a YAML stream; read access as for the job itself."""
+    row = tenant_for(session, p, tenant, Need.READ)
+    job = _job(session, p, row, job_id)
+    objects = job_manifests(session, job, row.name, request.app.state.settings, target)
+    if format == "yaml":
+        text = yaml.safe_dump_all(objects, sort_keys=False)
+        return Response(text, media_type="application/yaml")
+    return objects
 
 
 @router.post("/v1/tenants/{tenant}/jobs/{job_id}/cancel", response_model=JobView)

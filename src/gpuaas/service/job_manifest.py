@@ -1,0 +1,48 @@
+"""A stored job as the Kubernetes objects that would run it (``GET .../jobs/{id}/manifest``).
+
+The same rendering the kubernetes backend applies (:mod:`gpuaas.backends.kubernetes`), for
+the attempt the job is on, in the server's namespace pattern and base image, for the target
+asked (default: the server's ``GPUAAS_KUBE_TARGET``). An admitted or running job is pinned to
+the nodes it holds; a job not admitted yet (or finished, its placement given back) has no
+placement and is shown without node pinning, which is what it would be submitted as to a
+cluster whose own scheduler places it. A placement that names a node no longer in the fleet
+is a conflict: it cannot be rendered as it was admitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from gpuaas.backends.base import BackendJob
+from gpuaas.backends.kubernetes.manifests import ManifestOptions, render
+from gpuaas.backends.kubernetes.targets import Target
+from gpuaas.engine.admission.restore import PlacementLost, typed_pods
+from gpuaas.service.errors import conflict
+from gpuaas.service.fleet import load_nodes
+from gpuaas.service.settings import Settings
+from gpuaas.store.tables import Job
+
+
+def backend_job(session: Session, job: Job, tenant: str) -> BackendJob:
+    """``job`` as the reconciler hands it to a backend (its pods typed, if it has any)."""
+    pods: tuple = ()
+    if job.placement:
+        nodes = {node.name: node for node in load_nodes(session)}
+        try:
+            pods = typed_pods(job.placement, nodes.get)
+        except PlacementLost as exc:
+            raise conflict(f"job {job.id}: its placement cannot be rendered: {exc}") from None
+    return BackendJob(job.id, job.name, job.spec, pods, job.started_at, job.attempts or 0, tenant)
+
+
+def job_manifests(
+    session: Session, job: Job, tenant: str, settings: Settings, target: str | None
+) -> list[dict[str, Any]]:
+    options = ManifestOptions(
+        target=Target.parse(target or settings.kube_target),
+        namespace=settings.kube_namespace,
+        base_image=settings.kube_base_image,
+    )
+    return render(backend_job(session, job, tenant), options)
