@@ -59,19 +59,14 @@ def import_queues(
     scheduler: str,
     docs: list[Mapping[str, Any]],
     *,
-    flavor: str | None,
+    flavor: str | None = None,
     cohort: str | None = None,
     mapping: NamespaceMapping | None = None,
     dry_run: bool = False,
 ) -> ImportOutcome:
     """Store ``docs`` (KAI or Volcano Queues) as Cohorts and ClusterQueues on ``flavor``."""
-    if not flavor:
-        raise InvalidValue(
-            "flavor",
-            "is required: a KAI or Volcano queue has no flavors, so name the ResourceFlavor "
-            "its quota is on",
-        )
-    gv.check_name("flavor", flavor)
+    if flavor is not None:
+        gv.check_name("flavor", flavor)
     if cohort is not None:
         gv.check_name("cohort", cohort)
     source = f"{scheduler} import"

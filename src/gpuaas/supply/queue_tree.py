@@ -220,8 +220,9 @@ class ImportedQueue:
     local_queues: list[dict[str, Any]] = field(default_factory=list)
 
 
-def kueue_documents(queues: list[ImportedQueue], flavor: str) -> list[dict[str, Any]]:
-    """Cohorts and ClusterQueues (and annotated LocalQueues) for ``queues`` on one flavor.
+def kueue_documents(queues: list[ImportedQueue], flavor: str | None) -> list[dict[str, Any]]:
+    """Cohorts and ClusterQueues (and annotated LocalQueues) for ``queues`` on one flavor
+    (needed as soon as one queue has an amount: a KAI or Volcano queue has no flavors).
 
     A parent's quota covers its children's (KAI's quota and Volcano's deserved are what the
     subtree is guaranteed), so a Cohort's own nominal quota is what is left after its children
@@ -244,7 +245,7 @@ def kueue_documents(queues: list[ImportedQueue], flavor: str) -> list[dict[str, 
                         f"exceed the parent's by {format_amount(r, -own[r])}; Kueue cannot lend "
                         "a cohort more than it has",
                     )
-        resources = sorted(set(own) | set(q.borrowing) | set(q.lending))
+        resources = sorted(r for r in set(own) | set(q.borrowing) | set(q.lending) if _says(q, r, own))
         quotas = []
         for r in resources:
             entry: dict[str, Any] = {"name": r, "nominalQuota": format_amount(r, own.get(r, 0))}
@@ -265,6 +266,12 @@ def kueue_documents(queues: list[ImportedQueue], flavor: str) -> list[dict[str, 
                 "withinClusterQueue": "LowerPriority",
                 "reclaimWithinCohort": "Any",
             }
+        if quotas and not flavor:
+            raise InvalidValue(
+                "flavor",
+                f"is required ({q.where} has quota): a KAI or Volcano queue has no flavors, "
+                "so name the ResourceFlavor its quota is on",
+            )
         if quotas:
             spec["resourceGroups"] = [
                 {"coveredResources": resources, "flavors": [{"name": flavor, "resources": quotas}]}
@@ -282,6 +289,17 @@ def kueue_documents(queues: list[ImportedQueue], flavor: str) -> list[dict[str, 
     for q in queues:
         docs.extend(q.local_queues)
     return docs
+
+
+def _says(q: ImportedQueue, r: str, own: Mapping[str, int]) -> bool:
+    """Whether resource ``r`` needs an entry: one with nothing to give or take says nothing (a
+    cohort with no quota and unlimited borrowing of it is a cohort that does not list it; a
+    queue with no quota that may not borrow it is a queue that does not cover it)."""
+    if own.get(r, 0) or r in q.lending:
+        return True
+    if q.kind == COHORT:
+        return q.borrowing.get(r) is not None
+    return r in q.borrowing and q.borrowing[r] != 0
 
 
 def _decimal(weight: Fraction) -> str:
