@@ -42,9 +42,7 @@ def _queues(text: str) -> dict[str, dict]:  # type: ignore[type-arg]
 
 
 @pytest.mark.parametrize("scheduler", ["kai", "volcano"])
-def test_demo_export_validates_against_the_upstream_crd(
-    demo_db: Database, scheduler: str
-) -> None:
+def test_demo_export_validates_against_the_upstream_crd(demo_db: Database, scheduler: str) -> None:
     with demo_db.sessions() as session:
         text = export_queues(session, scheduler)
         tenant_text = export_queues(session, scheduler, "initech-apps")
@@ -167,7 +165,9 @@ def test_kai_fields_without_kueue_equivalent_are_refused(api: Api, field: str) -
 
 @pytest.mark.parametrize("key", ["priority: 200", "displayName: Team", "preemptMinRuntime: 1m"])
 def test_kai_spec_fields_are_refused(api: Api, key: str) -> None:
-    text = f"apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {{name: team}}\nspec: {{{key}}}"
+    text = (
+        f"apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {{name: team}}\nspec: {{{key}}}"
+    )
     detail = _refused(api, "kai", text)
     assert f"spec.{key.split(':')[0]}" in detail and "no Kueue equivalent" in detail
 

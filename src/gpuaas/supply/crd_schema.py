@@ -40,9 +40,9 @@ def validate_against_crd(objects: Iterable[Mapping[str, Any]], path: str | Path)
     is the one in each object's apiVersion."""
     for obj in objects:
         version = str(obj["apiVersion"]).rpartition("/")[2]
-        errors = sorted(
-            _validator(str(path), version).iter_errors(obj), key=lambda e: list(e.path)
-        )
+        errors = sorted(_validator(str(path), version).iter_errors(obj), key=lambda e: list(e.path))
         if errors:
             where = ".".join(str(p) for p in errors[0].path)
-            raise InvalidValue(f"{obj['kind']} {obj['metadata']['name']}: {where}", errors[0].message)
+            raise InvalidValue(
+                f"{obj['kind']} {obj['metadata']['name']}: {where}", errors[0].message
+            )

@@ -245,7 +245,9 @@ def kueue_documents(queues: list[ImportedQueue], flavor: str | None) -> list[dic
                         f"exceed the parent's by {format_amount(r, -own[r])}; Kueue cannot lend "
                         "a cohort more than it has",
                     )
-        resources = sorted(r for r in set(own) | set(q.borrowing) | set(q.lending) if _says(q, r, own))
+        resources = sorted(
+            r for r in set(own) | set(q.borrowing) | set(q.lending) if _says(q, r, own)
+        )
         quotas = []
         for r in resources:
             entry: dict[str, Any] = {"name": r, "nominalQuota": format_amount(r, own.get(r, 0))}

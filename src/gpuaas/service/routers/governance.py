@@ -30,9 +30,9 @@ from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import ApiError, invalid
 from gpuaas.service.governance_kinds import At
 from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
-from gpuaas.service.queue_io import export_queues, import_queues
 from gpuaas.service.models.common import Page
 from gpuaas.service.models.governance import ImportResult
+from gpuaas.service.queue_io import export_queues, import_queues
 
 router = APIRouter(prefix="/v1", tags=["governance"])
 
