@@ -262,6 +262,29 @@ def test_nodes_and_kueue(http: TestClient, tmp_path: Path) -> None:
     assert gpuaas("kueue", "import", str(out), "--dry-run").exit_code == 0
 
 
+@pytest.mark.parametrize("scheduler", ["kai", "volcano"])
+def test_kai_and_volcano_export_and_import(
+    http: TestClient, tmp_path: Path, scheduler: str
+) -> None:
+    """`gpuaas kai|volcano export` prints the queues; importing them back changes nothing; a
+    field with no Kueue equivalent is an error naming it."""
+    gpuaas("login", URL, ADMIN)
+    set_up_acme(tmp_path)
+    exported = gpuaas(scheduler, "export", "--tenant", "acme")
+    assert exported.exit_code == 0, exported.output
+    queues = [d for d in yaml.safe_load_all(exported.stdout) if d]
+    assert queues and {d["kind"] for d in queues} == {"Queue"}
+    out = tmp_path / f"{scheduler}.yaml"
+    assert gpuaas(scheduler, "export", "-o", str(out)).exit_code == 0
+    flavor = next(iter(ok_json("flavors", "list")["items"]))["name"]  # type: ignore[index]
+    done = ok_json(scheduler, "import", str(out), "--flavor", flavor)
+    assert done["created"] == [] and done["updated"] == [], done  # type: ignore[index]
+    bad = tmp_path / "bad.yaml"
+    kind = "scheduling.run.ai/v2" if scheduler == "kai" else "scheduling.volcano.sh/v1beta1"
+    bad.write_text(f"apiVersion: {kind}\nkind: Queue\nmetadata: {{name: x}}\nspec: {{priority: 3}}")
+    assert "spec.priority" in failed(scheduler, "import", str(bad))
+
+
 def test_several_documents_and_every_field_error_once(http: TestClient, tmp_path: Path) -> None:
     gpuaas("login", URL, ADMIN)
     gpuaas("login", URL, set_up_acme(tmp_path))
