@@ -704,6 +704,7 @@ ROUTES: list[Route] = [
     # fleet
     Route("GET", "/v1/nodes", PLATFORM_READ),
     Route("POST", "/v1/nodes", PLATFORM_WRITE, 201, NEW_NODE),
+    Route("PUT", "/v1/nodes", PLATFORM_WRITE, 200, NEW_NODE),
     Route("GET", "/v1/nodes/{}", PLATFORM_READ, prepare=global_object("node-1")),
     Route("DELETE", "/v1/nodes/{}", PLATFORM_WRITE, 204, disposable_node),
     Route("POST", "/v1/nodes/{}/cordon", PLATFORM_WRITE, prepare=disposable_node),

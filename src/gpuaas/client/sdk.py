@@ -408,6 +408,11 @@ class Client:
         content = file.read_text(encoding="utf-8")
         return self.register_nodes({"content": content, "source": file.name})
 
+    def apply_nodes(self, body: Mapping[str, Any]) -> JSON:
+        """Register or replace nodes (``PUT /v1/nodes``; the bodies ``register_nodes`` takes):
+        ``{created, updated, unchanged}`` by name."""
+        return self.request("PUT", "/v1/nodes", json=dict(body))
+
     def cordon_node(self, node: str) -> JSON:
         return self.request("POST", f"/v1/nodes/{_seg(node)}/cordon")
 
