@@ -1,4 +1,5 @@
-"""Client commands for the fleet: ``nodes`` (register, cordon, drain, partition, delete)."""
+"""Client commands for the fleet: ``nodes`` (register, import, cordon, drain, partition,
+delete)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,118 @@ def nodes_register(file: FileArgument, as_json: JsonOption = False) -> None:
         print_json(created)
     else:
         show_table(created, NODE_COLUMNS, title=f"{len(created)} nodes registered")
+
+
+APPLIED_COLUMNS: list[Column] = [("NODE", field("node")), ("RESULT", field("result"))]
+
+
+def kubernetes_fleet(
+    file: Path | None,
+    kubeconfig: str | None,
+    context: str | None,
+    selector: str | None,
+    topology: list[str],
+) -> dict[str, Any]:
+    """The cluster's GPU nodes (a ``kubectl get nodes`` file, or live with the official client)
+    as a gpuaas Fleet document, read by the supply plane's Kubernetes loader; problems are
+    UsageErrors naming the file, node and field."""
+    from gpuaas.model.errors import GpuaasError
+    from gpuaas.supply.loaders._yaml import parse_json, parse_yaml
+    from gpuaas.supply.loaders.entries import nodes_entries
+    from gpuaas.supply.loaders.errors import FleetFileError
+    from gpuaas.supply.loaders.inventory import API_VERSION, KIND
+    from gpuaas.supply.loaders.kubernetes import nodes_from_document, topology_labels
+    from gpuaas.supply.loaders.kubernetes_api import GPU_NODE_SELECTOR, api_client, list_gpu_nodes
+
+    if (file is None) == (kubeconfig is None):
+        raise UsageError(
+            "--from kubernetes reads a FILE (kubectl get nodes -o yaml) or a "
+            "cluster (--kubeconfig K [--context C]): give exactly one"
+        )
+    configured: dict[str, str] = {}
+    for item in topology:
+        level, sep, label = (part.strip() for part in item.partition("="))
+        if not sep or not level or not label:
+            raise UsageError(
+                f"--topology-label {item!r}: expected LEVEL=LABEL (rack=example.com/rack)"
+            )
+        configured[level] = label
+    try:
+        if file is not None:
+            source = str(file)
+            text = read_text(file)
+            document = (
+                parse_json(text, source) if file.suffix == ".json" else parse_yaml(text, source)
+            )
+        else:
+            source = f"{kubeconfig}" + (f" (context {context})" if context else "")
+            client = api_client(str(kubeconfig), context)
+            document = list_gpu_nodes(client, GPU_NODE_SELECTOR if selector is None else selector)
+            if not document["items"]:
+                raise UsageError(
+                    f"{source}: no nodes match the selector {selector or GPU_NODE_SELECTOR!r}"
+                )
+        fleet = nodes_from_document(document, source, topology_labels(configured))
+        entries = nodes_entries(fleet.nodes, source)
+    except FleetFileError as exc:
+        raise UsageError(str(exc)) from None
+    except GpuaasError as exc:
+        raise UsageError(str(exc)) from None
+    return {"apiVersion": API_VERSION, "kind": KIND, "nodes": entries}
+
+
+@nodes_app.command("import")
+@handles_errors
+def nodes_import(
+    file: Annotated[
+        Path | None, typer.Argument(help="kubectl get nodes -o yaml|json output ('-': stdin).")
+    ] = None,
+    source: Annotated[
+        str, typer.Option("--from", help="Where the nodes come from: kubernetes.")
+    ] = "kubernetes",
+    kubeconfig: Annotated[
+        str | None, typer.Option("--kubeconfig", help="Read the nodes live from this cluster.")
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="The kubeconfig context.")
+    ] = None,
+    selector: Annotated[
+        str | None,
+        typer.Option(
+            "--selector",
+            "-l",
+            help="Label selector of the GPU nodes (default nvidia.com/gpu.present=true; '' = all).",
+        ),
+    ] = None,
+    topology: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topology-label",
+            help="LEVEL=LABEL: the cluster's own label for zone, block, rack or nvlink "
+            "(repeatable; e.g. rack=example.com/rack).",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Register a cluster's GPU nodes from their GPU-operator / NFD labels and allocatable
+    (whole GPUs, MIG, time-slicing, MPS) or update the ones registered before, in place."""
+    if source != "kubernetes":
+        raise UsageError(f"--from {source!r}: unknown source (kubernetes)")
+    fleet = kubernetes_fleet(file, kubeconfig, context, selector, topology or [])
+    with connect() as client:
+        result = client.apply_nodes(fleet)
+    if as_json:
+        print_json(result)
+        return
+    rows = [
+        {"node": name, "result": outcome}
+        for outcome in ("created", "updated", "unchanged")
+        for name in (result.get(outcome) or [] if isinstance(result, dict) else [])
+    ]
+    counts = ", ".join(
+        f"{len(result.get(k) or [])} {k}" for k in ("created", "updated", "unchanged")
+    )
+    show_table(rows, APPLIED_COLUMNS, title=f"nodes imported: {counts}")
 
 
 def _node_action(action: str, past: str) -> Callable[[str, bool], None]:
