@@ -4,15 +4,12 @@ fake transport in place of the network: not tested against a live API server her
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-import urllib3
 import yaml
-from kubernetes.client import ApiClient, Configuration
 
 from gpuaas.model.devices import PartitionMode
 from gpuaas.model.errors import InvalidValue
@@ -26,6 +23,7 @@ from gpuaas.supply.loaders.kubernetes_api import (
 )
 from gpuaas.supply.mig import layout_counts
 from gpuaas.supply.partition import advertised_resources
+from kube_fakes import FakeTransport, fake_client, node_list
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kubectl-get-nodes-gpu-operator.yaml"
 RACK = {"rack": "example.com/rack"}
@@ -104,46 +102,11 @@ def test_unknown_topology_level_is_refused() -> None:
 # --- live, through the official client ------------------------------------------------------
 
 
-class FakeTransport:
-    """Stands in for urllib3's pool manager under the client's REST layer: records each
-    request and answers from a list of (status, body)."""
-
-    def __init__(self, answers: list[tuple[int, dict[str, Any]]]) -> None:
-        self.answers = list(answers)
-        self.requests: list[tuple[str, str]] = []
-
-    def request(self, method: str, url: str, **_: Any) -> urllib3.HTTPResponse:
-        self.requests.append((method, url))
-        status, body = self.answers.pop(0)
-        return urllib3.HTTPResponse(
-            body=json.dumps(body).encode(),
-            status=status,
-            reason={200: "OK", 403: "Forbidden"}.get(status, ""),
-            headers={"Content-Type": "application/json"},
-            preload_content=False,
-        )
-
-
-def fake_client(transport: FakeTransport) -> ApiClient:
-    client = ApiClient(Configuration(host="https://k8s.invalid"))
-    client.rest_client.pool_manager = transport
-    return client
-
-
-def _page(items: list[dict[str, Any]], token: str = "") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "NodeList",
-        "metadata": {"resourceVersion": "48211", "continue": token},
-        "items": items,
-    }
-
-
 def test_live_listing_pages_and_reads_as_the_file_does(
     document: dict[str, Any], fleet: Fleet
 ) -> None:
     items = [dict(i) for i in document["items"]]
-    transport = FakeTransport([(200, _page(items[:2], "page-2")), (200, _page(items[2:]))])
+    transport = FakeTransport([(200, node_list(items[:2], "page-2")), (200, node_list(items[2:]))])
     listed = list_gpu_nodes(fake_client(transport))
     assert [m for m, _ in transport.requests] == ["GET", "GET"]
     first, second = (parse_qs(urlparse(url).query) for _, url in transport.requests)
