@@ -42,14 +42,13 @@ from gpuaas.model.document import mapping
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.resources import CPU, GPU_MILLI, MEMORY, MIG_PREFIX, NVIDIA_GPU
 from gpuaas.supply.queue_tree import (
-    CLUSTER_QUEUE,
     COHORT,
     ImportedQueue,
     QueueNode,
     annotations,
-    check_metadata,
-    local_queue_documents,
     number,
+    queue_documents,
+    with_local_queues,
 )
 
 API_VERSION = "scheduling.run.ai/v2"
@@ -165,36 +164,9 @@ def _canonical(name: str, value: Fraction, where: str) -> tuple[str, int]:
 
 def read_kai_queues(docs: list[Mapping[str, Any]], source: str) -> list[ImportedQueue]:
     """The import's queues, checked field by field (see the module)."""
-    raw: list[tuple[str, str | None, str | None, Mapping[str, Any], Mapping[str, Any], str]] = []
-    for index, doc in enumerate(docs):
-        where = f"{source}[{index}]"
-        if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
-            raise InvalidValue(
-                f"{where}.kind",
-                f"expected {API_VERSION} {KIND}, got {doc.get('apiVersion')} {doc.get('kind')}",
-            )
-        for key in doc:
-            if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
-                raise InvalidValue(f"{where}.{key}", "has no Kueue equivalent (KAI Queue)")
-        meta = mapping(doc.get("metadata"), f"{where}.metadata")
-        name, kind = check_metadata(meta, where, "KAI Queue")
-        where = f"{source}: Queue {name}"
-        spec = mapping(doc.get("spec"), f"{where}: spec")
-        for key in spec:
-            if key not in _SPEC_FIELDS:
-                raise InvalidValue(f"{where}: spec.{key}", "has no Kueue equivalent")
-        parent = spec.get("parentQueue") or None
-        if parent is not None and not isinstance(parent, str):
-            raise InvalidValue(f"{where}: spec.parentQueue", "expected a queue name")
-        raw.append((name, kind, parent, spec, meta, where))
-    parents = {parent for _, _, parent, _, _, _ in raw if parent}
     out: list[ImportedQueue] = []
-    for name, kind, parent, spec, meta, where in raw:
-        kind = kind or (COHORT if name in parents else CLUSTER_QUEUE)
-        if kind == CLUSTER_QUEUE and name in parents:
-            raise InvalidValue(
-                f"{where}: metadata.annotations", "a queue with children must be a Cohort"
-            )
+    for doc in queue_documents(docs, source, API_VERSION, _SPEC_FIELDS, "parentQueue", "KAI Queue"):
+        name, kind, parent, spec, where = doc.name, doc.kind, doc.parent, doc.spec, doc.where
         queue = ImportedQueue(name, kind, parent, {}, {}, where=where)
         weights: dict[str, Fraction] = {}
         resources = mapping(spec.get("resources"), f"{where}: spec.resources")
@@ -248,11 +220,5 @@ def read_kai_queues(docs: list[Mapping[str, Any]], source: str) -> list[Imported
                     "must be at least 0",
                 )
             queue.weight = distinct[0]
-        if kind == CLUSTER_QUEUE:
-            queue.local_queues = local_queue_documents(meta, name, where)
-        elif local_queue_documents(meta, name, where):
-            raise InvalidValue(
-                f"{where}: metadata.annotations", "a Cohort has no LocalQueues in Kueue"
-            )
-        out.append(queue)
+        out.append(with_local_queues(queue, doc.meta))
     return out

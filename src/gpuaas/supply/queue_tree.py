@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from gpuaas.model.document import mapping
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import Governance, QueueingStrategy, ResourceGroup
 from gpuaas.model.resources import format_amount
@@ -202,6 +203,86 @@ def local_queue_documents(meta: Mapping[str, Any], cluster_queue: str, where: st
             }
         )
     return out
+
+
+@dataclass(frozen=True)
+class QueueDocument:
+    """One scheduler Queue of an import, its shape checked: the Kueue kind it becomes (a parent
+    of another queue in the import, or exported as one, is a Cohort)."""
+
+    name: str
+    kind: str
+    parent: str | None
+    spec: Mapping[str, Any]
+    meta: Mapping[str, Any]
+    where: str
+
+
+def queue_documents(
+    docs: list[Mapping[str, Any]],
+    source: str,
+    api_version: str,
+    spec_fields: Iterable[str],
+    parent_field: str,
+    scheduler: str,
+    *,
+    root: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> list[QueueDocument]:
+    """The Queues of an import (``api_version``; ``scheduler`` names them in errors), every
+    field not in ``spec_fields`` refused by name; a spec field at its value in ``defaults`` says
+    nothing and is allowed; ``root``: the scheduler's implicit root queue, which a parent may
+    name (= no parent) and a queue may not be."""
+    allowed = set(spec_fields)
+    read: list[tuple[str, str | None, str | None, Mapping[str, Any], Mapping[str, Any], str]] = []
+    for index, doc in enumerate(docs):
+        where = f"{source}[{index}]"
+        if doc.get("apiVersion") != api_version or doc.get("kind") != "Queue":
+            raise InvalidValue(
+                f"{where}.kind",
+                f"expected {api_version} Queue, got {doc.get('apiVersion')} {doc.get('kind')}",
+            )
+        for key in doc:
+            if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
+                raise InvalidValue(f"{where}.{key}", f"has no Kueue equivalent ({scheduler})")
+        meta = mapping(doc.get("metadata"), f"{where}.metadata")
+        name, kind = check_metadata(meta, where, scheduler)
+        where = f"{source}: Queue {name}"
+        if root is not None and name == root:
+            raise InvalidValue(
+                f"{where}: metadata.name", "the root queue is implicit; leave it out"
+            )
+        spec = mapping(doc.get("spec"), f"{where}: spec")
+        for key, value in spec.items():
+            if key in allowed or (defaults is not None and defaults.get(key, ...) == value):
+                continue
+            said = f"{key}: {str(value).lower()}" if isinstance(value, bool) else key
+            raise InvalidValue(f"{where}: spec.{key}", f"{said} has no Kueue equivalent")
+        parent = spec.get(parent_field) or None
+        if parent is not None and not isinstance(parent, str):
+            raise InvalidValue(f"{where}: spec.{parent_field}", "expected a queue name")
+        read.append((name, kind, None if parent == root else parent, spec, meta, where))
+    parents = {parent for _, _, parent, _, _, _ in read if parent}
+    out = []
+    for name, kind, parent, spec, meta, where in read:
+        kind = kind or (COHORT if name in parents else CLUSTER_QUEUE)
+        if kind == CLUSTER_QUEUE and name in parents:
+            raise InvalidValue(
+                f"{where}: metadata.annotations", "a queue with children must be a Cohort"
+            )
+        out.append(QueueDocument(name, kind, parent, spec, meta, where))
+    return out
+
+
+def with_local_queues(queue: ImportedQueue, meta: Mapping[str, Any]) -> ImportedQueue:
+    """``queue`` with the LocalQueues its export annotated (a Cohort has none in Kueue)."""
+    local = local_queue_documents(meta, queue.name, queue.where)
+    if local and queue.kind == COHORT:
+        raise InvalidValue(
+            f"{queue.where}: metadata.annotations", "a Cohort has no LocalQueues in Kueue"
+        )
+    queue.local_queues = local
+    return queue
 
 
 @dataclass

@@ -41,8 +41,8 @@ from gpuaas.supply.queue_tree import (
     ImportedQueue,
     QueueNode,
     annotations,
-    check_metadata,
-    local_queue_documents,
+    queue_documents,
+    with_local_queues,
 )
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -120,41 +120,19 @@ def read_volcano_queues(
 ) -> list[ImportedQueue]:
     """The import's queues, checked field by field (see the module); ``cohort``: the cohort of
     the top-level leaves."""
-    raw = []
-    for index, doc in enumerate(docs):
-        where = f"{source}[{index}]"
-        if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
-            raise InvalidValue(
-                f"{where}.kind",
-                f"expected {API_VERSION} {KIND}, got {doc.get('apiVersion')} {doc.get('kind')}",
-            )
-        for key in doc:
-            if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
-                raise InvalidValue(f"{where}.{key}", "has no Kueue equivalent (Volcano Queue)")
-        meta = mapping(doc.get("metadata"), f"{where}.metadata")
-        name, kind = check_metadata(meta, where, "Volcano Queue")
-        where = f"{source}: Queue {name}"
-        spec = mapping(doc.get("spec"), f"{where}: spec")
-        for key, value in spec.items():
-            if key == "reclaimable" and value is True:
-                continue  # Volcano's default, and Kueue's reclaim within a cohort
-            if key not in _SPEC_FIELDS:
-                what = "reclaimable: false" if key == "reclaimable" else key
-                raise InvalidValue(f"{where}: spec.{key}", f"{what} has no Kueue equivalent")
-        parent = spec.get("parent") or None
-        if parent == ROOT:
-            parent = None
-        if parent is not None and not isinstance(parent, str):
-            raise InvalidValue(f"{where}: spec.parent", "expected a queue name")
-        raw.append((name, kind, parent, spec, meta, where))
-    parents = {p for _, _, p, _, _, _ in raw if p}
     out: list[ImportedQueue] = []
-    for name, kind, parent, spec, meta, where in raw:
-        if name == ROOT:
-            raise InvalidValue(
-                f"{where}: metadata.name", "Volcano's root queue is implicit; leave it out"
-            )
-        kind = kind or (COHORT if name in parents else CLUSTER_QUEUE)
+    queues = queue_documents(
+        docs,
+        source,
+        API_VERSION,
+        _SPEC_FIELDS,
+        "parent",
+        "Volcano Queue",
+        root=ROOT,
+        defaults={"reclaimable": True},  # Volcano's default: Kueue reclaims within a cohort
+    )
+    for doc in queues:
+        name, kind, parent, spec, where = doc.name, doc.kind, doc.parent, doc.spec, doc.where
         if kind == CLUSTER_QUEUE and parent is None:
             parent = cohort
         deserved = _resource_list(spec.get("deserved") or {}, f"{where}: spec.deserved")
@@ -202,11 +180,5 @@ def read_volcano_queues(
                 f"{where}: spec.dequeueStrategy", "a parent queue has no queueing order in Kueue"
             )
         queue.strict_fifo = strategy == "fifo"
-        if kind == CLUSTER_QUEUE:
-            queue.local_queues = local_queue_documents(meta, name, where)
-        elif local_queue_documents(meta, name, where):
-            raise InvalidValue(
-                f"{where}: metadata.annotations", "a Cohort has no LocalQueues in Kueue"
-            )
-        out.append(queue)
+        out.append(with_local_queues(queue, doc.meta))
     return out
