@@ -251,3 +251,20 @@ def test_round_trip_where_it_maps(api: Api, scheduler: str) -> None:
 def test_export_is_the_providers(api: Api) -> None:
     assert api.as_(None).get("/v1/kai/export").status_code == 401
     assert api.get("/v1/volcano/export", params={"tenant": "nobody"}).status_code == 422
+
+
+def test_top_level_kai_queues_share_only_through_a_named_cohort(api: Api) -> None:
+    """KAI lets a top-level queue use more than its quota; Kueue borrows only in a cohort."""
+    api.post("/v1/flavors", json={"name": "gpu", "spec": {}})
+    text = (
+        "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: research-team}\n"
+        "spec: {resources: {cpu: {quota: 1000, limit: 2000}, gpu: {quota: 1, limit: 2}}}"
+    )  # KAI's docs/queues/README.md "Basic Queue", displayName left out
+    detail = _refused(api, "kai", text, flavor="gpu")
+    assert "spec.resources.cpu.limit" in detail and "cohort=NAME" in detail
+    _import(api, "kai", text, flavor="gpu", cohort="cluster")
+    cq = api.get("/v1/cluster-queues/research-team").json()["spec"]
+    assert cq["cohortName"] == "cluster"
+    quotas = {q["name"]: q for q in cq["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert quotas["cpu"] == {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}
+    assert quotas["nvidia.com/gpu"]["borrowingLimit"] == "1"

@@ -372,7 +372,7 @@ SCHEDULERS = {
 }
 
 
-COHORT_HELP = "Volcano only: the cohort of top-level leaf queues (Volcano shares them via root)."
+COHORT_HELP = "Cohort of the top-level leaf queues (the scheduler lets them share the cluster)."
 
 
 def add_scheduler_group(scheduler: str, what: str) -> typer.Typer:

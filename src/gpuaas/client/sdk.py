@@ -548,8 +548,8 @@ class Client:
         tenant: str | None = None,
     ) -> JSON:
         """KAI or Volcano Queues as Cohorts and ClusterQueues on ``flavor``; a field with no
-        Kueue equivalent is refused (422 naming it). ``cohort`` (Volcano): the cohort of
-        top-level leaf queues; ``namespace_map``/``tenant`` place exported LocalQueues."""
+        Kueue equivalent is refused (422 naming it). ``cohort``: the cohort of top-level leaf
+        queues; ``namespace_map``/``tenant`` place exported LocalQueues."""
         entries = [f"{ns}={t}" for ns, t in (namespace_map or {}).items()]
         return self.request(
             "POST",

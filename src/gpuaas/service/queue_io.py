@@ -81,9 +81,7 @@ def import_queues(
         gv.check_name("cohort", cohort)
     source = f"{scheduler} import"
     if scheduler == "kai":
-        if cohort is not None:
-            raise InvalidValue("cohort", "only for Volcano (a KAI queue names its parent)")
-        queues = read_kai_queues(list(docs), source)
+        queues = read_kai_queues(list(docs), source, cohort)
     else:
         queues = read_volcano_queues(list(docs), source, cohort)
     same = _unchanged(session, scheduler, docs)

@@ -25,9 +25,12 @@ has no field for. ``gpuaas.io/gpu-milli`` counts as fractions of a GPU.
 their ``parentQueue`` names, on the one flavor the import names. ``quota`` is the nominal quota
 (a parent's own quota is what its children in the import do not take), ``limit - quota`` the
 borrowing limit (``-1``: unlimited; ``0`` or unset: no borrowing, as KAI's docs define),
-``overQuotaWeight`` the fair-sharing weight. What KAI says that Kueue cannot is refused naming
-the field, never dropped: an unlimited quota (``-1``), a fraction of a GPU or of a millicore,
-different weights per resource, ``priority``, ``displayName`` and the minimum runtimes. KAI's
+``overQuotaWeight`` the fair-sharing weight. KAI lets top-level queues share the cluster over
+their quota; in Kueue that needs a cohort, which the import names for top-level leaves
+(``cohort``); without one, a top-level leaf whose limit exceeds its quota is refused. What KAI
+says that Kueue cannot is refused naming the field, never dropped: an unlimited quota
+(``-1``), a fraction of a GPU or of a millicore, different weights per resource,
+``priority``, ``displayName`` and the minimum runtimes. KAI's
 ``gpu`` comes back as ``nvidia.com/gpu``: MIG instances folded into it on export do not return.
 """
 
@@ -42,6 +45,7 @@ from gpuaas.model.document import mapping
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.resources import CPU, GPU_MILLI, MEMORY, MIG_PREFIX, NVIDIA_GPU
 from gpuaas.supply.queue_tree import (
+    CLUSTER_QUEUE,
     COHORT,
     ImportedQueue,
     QueueNode,
@@ -162,11 +166,16 @@ def _canonical(name: str, value: Fraction, where: str) -> tuple[str, int]:
     return resource, amount.numerator
 
 
-def read_kai_queues(docs: list[Mapping[str, Any]], source: str) -> list[ImportedQueue]:
-    """The import's queues, checked field by field (see the module)."""
+def read_kai_queues(
+    docs: list[Mapping[str, Any]], source: str, cohort: str | None = None
+) -> list[ImportedQueue]:
+    """The import's queues, checked field by field (see the module); ``cohort``: the cohort of
+    the top-level leaves."""
     out: list[ImportedQueue] = []
     for doc in queue_documents(docs, source, API_VERSION, _SPEC_FIELDS, "parentQueue", "KAI Queue"):
         name, kind, parent, spec, where = doc.name, doc.kind, doc.parent, doc.spec, doc.where
+        if kind == CLUSTER_QUEUE and parent is None:
+            parent = cohort
         queue = ImportedQueue(name, kind, parent, {}, {}, where=where)
         weights: dict[str, Fraction] = {}
         resources = mapping(spec.get("resources"), f"{where}: spec.resources")
@@ -189,12 +198,11 @@ def read_kai_queues(docs: list[Mapping[str, Any]], source: str) -> list[Imported
             resource, nominal = _canonical(rname, quota, f"{field}.quota")
             queue.quota[resource] = nominal
             limit = number(body.get("limit", 0), f"{field}.limit")
-            if parent is None:
-                pass  # a root borrows from nobody: its limit caps nothing its quota does not
-            elif limit == UNLIMITED:
-                queue.borrowing[resource] = None
+            borrowing: int | None
+            if limit == UNLIMITED:
+                borrowing = None
             elif limit == 0:
-                queue.borrowing[resource] = 0  # KAI: no resources beyond the quota
+                borrowing = 0  # KAI: no resources beyond the quota
             elif limit < quota:
                 raise InvalidValue(
                     f"{field}.limit",
@@ -202,7 +210,17 @@ def read_kai_queues(docs: list[Mapping[str, Any]], source: str) -> list[Imported
                     "under the nominal quota",
                 )
             else:
-                queue.borrowing[resource] = _canonical(rname, limit - quota, f"{field}.limit")[1]
+                borrowing = _canonical(rname, limit - quota, f"{field}.limit")[1]
+            if parent is not None:
+                queue.borrowing[resource] = borrowing
+            elif kind == CLUSTER_QUEUE and borrowing != 0:
+                raise InvalidValue(
+                    f"{field}.limit",
+                    "lets a top-level queue use more than its quota (KAI shares the cluster "
+                    "between top-level queues), but in Kueue a queue borrows only within a "
+                    "cohort: import with a cohort for top-level queues (cohort=NAME)",
+                )
+            # a root cohort borrows from nobody: its limit caps nothing its members' quota does not
             if "overQuotaWeight" in body:
                 weights[rname] = number(body["overQuotaWeight"], f"{field}.overQuotaWeight")
         distinct = sorted(set(weights.values()))

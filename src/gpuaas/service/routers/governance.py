@@ -251,7 +251,7 @@ def _add_scheduler_routes(scheduler: str, what: str) -> None:
             None, description="the ResourceFlavor the queues' quota is on (queues have none)"
         ),
         cohort: str | None = Query(
-            None, description="Volcano: the cohort of top-level leaf queues (default: none)"
+            None, description="the cohort of top-level leaf queues (default: none)"
         ),
         namespace_map: list[str] = Query(
             [], alias="namespaceMap", description="LocalQueue namespace -> tenant, as ns=tenant"
@@ -263,8 +263,6 @@ def _add_scheduler_routes(scheduler: str, what: str) -> None:
         require_platform(p, write=True)
         mapping = NamespaceMapping.parse(namespace_map, tenant)
         docs = _parse_import(await request.body(), request.headers.get("content-type", ""))
-        if scheduler == "kai" and cohort is not None:
-            raise invalid("cohort", "only for Volcano (a KAI queue names its parent)")
         done = import_queues(
             session,
             scheduler,
