@@ -268,3 +268,12 @@ def test_top_level_kai_queues_share_only_through_a_named_cohort(api: Api) -> Non
     quotas = {q["name"]: q for q in cq["resourceGroups"][0]["flavors"][0]["resources"]}
     assert quotas["cpu"] == {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}
     assert quotas["nvidia.com/gpu"]["borrowingLimit"] == "1"
+
+
+def test_top_level_volcano_queue_without_capability_needs_a_cohort(api: Api) -> None:
+    """Volcano's sample queues have no capability (up to the cluster): without a cohort for
+    them that sharing has no Kueue equivalent, and the import says which field."""
+    api.post("/v1/flavors", json={"name": "cpu", "spec": {}})
+    text = (FIXTURES / "volcano-capacity-queues.yaml").read_text()
+    detail = _refused(api, "volcano", text, flavor="cpu")
+    assert "Queue queue1: spec.capability.cpu" in detail and "cohort=NAME" in detail

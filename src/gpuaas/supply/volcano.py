@@ -20,11 +20,12 @@ import, or exported as a Cohort) becomes a Cohort, the rest ClusterQueues; ``des
 nominal quota (a parent's own quota is what its children do not take), ``capability -
 deserved`` the borrowing limit, ``deserved - guarantee`` the lending limit. A queue without a
 parent (or with parent ``root``) gets no cohort unless the import names one for such leaves
-(``cohort``): Volcano lets top-level queues share through ``root``, and in Kueue sharing needs a
-cohort. Refused by field: ``reclaimable: false`` (Kueue has no non-reclaimable borrowing),
-``priority``, ``type``, ``affinity``, ``extendClusters``, the annotation-based hierarchy
-(``volcano.sh/hierarchy``: use ``spec.parent``), a capability below deserved and a guarantee
-above it.
+(``cohort``): Volcano lets top-level queues share through ``root`` (up to their capability, the
+cluster when unset), and in Kueue sharing needs a cohort, so without one such a leaf must have a
+capability equal to deserved. Refused by field: ``reclaimable: false`` (Kueue has no
+non-reclaimable borrowing), ``priority``, ``type``, ``affinity``, ``extendClusters``, the
+annotation-based hierarchy (``volcano.sh/hierarchy``: use ``spec.parent``), a capability below
+deserved and a guarantee above it.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def volcano_queue(node: QueueNode) -> dict[str, Any]:
     if node.subtree:
         spec["deserved"] = _amounts(node.subtree)
     if node.parent is None and node.kind == CLUSTER_QUEUE:
-        spec["capability"] = _amounts(node.subtree)
+        if node.subtree:
+            spec["capability"] = _amounts(node.subtree)  # it cannot borrow
     elif node.parent is not None:
         capability = {
             r: amount + borrowing
@@ -160,8 +162,17 @@ def read_volcano_queues(
             queue.quota.setdefault(r, 0)
             queue.borrowing[r] = cap - deserved.get(r, 0)
         for r in queue.quota:
-            if parent is not None and r not in capability:
+            if r in capability:
+                continue
+            if parent is not None:
                 queue.borrowing[r] = None
+            elif kind == CLUSTER_QUEUE:
+                raise InvalidValue(
+                    f"{where}: spec.capability.{r}",
+                    "is not set, so Volcano lets this top-level queue use the cluster beyond "
+                    "deserved, but in Kueue a queue borrows only within a cohort: import with a "
+                    "cohort for top-level queues (cohort=NAME), or set capability",
+                )
         for r, kept in guarantee.items():
             field = f"{where}: spec.guarantee.resource.{r}"
             if kept > deserved.get(r, 0):
