@@ -21,6 +21,7 @@ from gpuaas.client import Client
 from gpuaas.service.app import create_app
 from gpuaas.service.settings import Settings
 from gpuaas.store.tables import Job
+from kube_fakes import FakeTransport, fake_client, node_list
 
 ADMIN = "gpa_cli-admin-token-0123456789abcdef"
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue-samples"
@@ -263,6 +264,71 @@ def test_nodes_and_kueue(http: TestClient, tmp_path: Path) -> None:
     out = tmp_path / "kueue.yaml"
     out.write_text(exported.stdout)
     assert gpuaas("kueue", "import", str(out), "--dry-run").exit_code == 0
+
+
+@pytest.mark.parametrize("scheduler", ["kai", "volcano"])
+def test_kai_and_volcano_export_and_import(
+    http: TestClient, tmp_path: Path, scheduler: str
+) -> None:
+    """`gpuaas kai|volcano export` prints the queues; importing them back changes nothing; a
+    field with no Kueue equivalent is an error naming it."""
+    gpuaas("login", URL, ADMIN)
+    set_up_acme(tmp_path)
+    exported = gpuaas(scheduler, "export", "--tenant", "acme")
+    assert exported.exit_code == 0, exported.output
+    queues = [d for d in yaml.safe_load_all(exported.stdout) if d]
+    assert queues and {d["kind"] for d in queues} == {"Queue"}
+    out = tmp_path / f"{scheduler}.yaml"
+    assert gpuaas(scheduler, "export", "-o", str(out)).exit_code == 0
+    flavor = next(iter(ok_json("flavors", "list")["items"]))["name"]  # type: ignore[index]
+    done = ok_json(scheduler, "import", str(out), "--flavor", flavor)
+    assert done["created"] == [] and done["updated"] == [], done  # type: ignore[index]
+    bad = tmp_path / "bad.yaml"
+    kind = "scheduling.run.ai/v2" if scheduler == "kai" else "scheduling.volcano.sh/v1beta1"
+    bad.write_text(f"apiVersion: {kind}\nkind: Queue\nmetadata: {{name: x}}\nspec: {{priority: 3}}")
+    assert "spec.priority" in failed(scheduler, "import", str(bad))
+
+
+GPU_NODES = Path(__file__).resolve().parents[1] / "fixtures" / "kubectl-get-nodes-gpu-operator.yaml"
+
+
+def test_nodes_import_from_kubernetes(
+    http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a file, then live (the official client over a fake transport, never a real API
+    server): the first import registers, the second finds them unchanged, a changed node is
+    updated in place."""
+    from gpuaas.supply.loaders import kubernetes_api
+
+    gpuaas("login", URL, ADMIN)
+    first = ok_json(
+        "nodes", "import", "--from", "kubernetes", str(GPU_NODES),
+        "--topology-label", "rack=example.com/rack",
+    )  # fmt: skip
+    assert isinstance(first, dict) and len(first["created"]) == 5
+    assert ok_json("nodes", "get", "hgx-h100-a01")["topology"] == {  # type: ignore[index]
+        "zone": "eu-west-1a",
+        "rack": "r12",
+        "nvlinkDomain": "7f2c9a4e-51d3-4b0e-9a55-3f1e2d0c8b71.1",
+    }
+    document = yaml.safe_load(GPU_NODES.read_text())
+    item = next(i for i in document["items"] if i["metadata"]["name"] == "hgx-h100-a02")
+    item["metadata"]["labels"]["example.com/rack"] = "r13"
+    transport = FakeTransport([(200, node_list(document["items"]))])
+    monkeypatch.setattr(
+        kubernetes_api, "api_client", lambda path, context=None: fake_client(transport)
+    )
+    shown = gpuaas(
+        "nodes", "import", "--from", "kubernetes", "--kubeconfig", str(tmp_path / "kubeconfig"),
+        "--topology-label", "rack=example.com/rack",
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.stdout.split())  # the table's title may wrap
+    assert "1 updated, 4 unchanged" in said and "hgx-h100-a02 │ updated" in said
+    assert "give exactly one" in failed(
+        "nodes", "import", "--from", "kubernetes", str(GPU_NODES), "--kubeconfig", "k"
+    )
+    assert "unknown source" in failed("nodes", "import", "--from", "lsf", str(GPU_NODES))
 
 
 def test_several_documents_and_every_field_error_once(http: TestClient, tmp_path: Path) -> None:

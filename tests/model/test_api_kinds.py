@@ -25,7 +25,11 @@ from gpuaas.service.settings import Settings
 from kind_samples import KIND_SCOPES, SAMPLES
 
 #: governance routes that are not a kind's verb
-OTHER_ROUTES = {"POST /v1/kueue/import", "GET /v1/kueue/export"}
+OTHER_ROUTES = {
+    f"{method} /v1/{scheduler}/{verb}"
+    for scheduler in ("kueue", "kai", "volcano")
+    for method, verb in (("POST", "import"), ("GET", "export"))
+}
 
 
 def _openapi(tmp_path: Path) -> dict:  # type: ignore[type-arg]

@@ -866,6 +866,9 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/hardware-profiles": (),
     "PUT /v1/hardware-profiles/{}": ("junk-global-hp",),
     "POST /v1/kueue/import": (),
+    "POST /v1/kai/import": (),
+    "POST /v1/volcano/import": (),
+    "PUT /v1/nodes": (),
     "POST /v1/tenants/{}/cluster-queues": ("junk",),
     "PUT /v1/tenants/{}/cluster-queues/{}": ("junk", "junk-cq"),
     "POST /v1/tenants/{}/cohorts": ("junk",),
@@ -915,6 +918,23 @@ VALID: dict[str, Any] = {
     "PUT /v1/priority-classes/{}": {"name": "junk-pc", "value": 5},
     "POST /v1/hardware-profiles": hardware_profile("fresh-hp", "junk-lq", ["junk"]),
     "PUT /v1/hardware-profiles/{}": hardware_profile("junk-global-hp", "junk-lq", ["junk"]),
+    "POST /v1/kai/import": [
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": "fresh-kai"},
+            "spec": {"parentQueue": "junk-cohort", "resources": {"gpu": {"quota": 0}}},
+        }
+    ],
+    "POST /v1/volcano/import": [
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "fresh-volcano"},
+            "spec": {"parent": "junk-cohort", "weight": 2},
+        }
+    ],
+    "PUT /v1/nodes": node_entry("fresh-put-node"),
     "POST /v1/kueue/import": [
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",

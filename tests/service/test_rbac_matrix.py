@@ -609,6 +609,16 @@ def kueue_import(w: World, role: str, scope: str, ok: bool) -> Call:
     return Call(body=[doc])
 
 
+def queue_import(api_version: str) -> Prepare:
+    """A KAI or Volcano queue without quota (so no flavor is needed): one new ClusterQueue."""
+
+    def prepare(w: World, role: str, scope: str, ok: bool) -> Call:
+        name = w.fresh("q-imported")
+        return Call(body=[{"apiVersion": api_version, "kind": "Queue", "metadata": {"name": name}}])
+
+    return prepare
+
+
 def _flavor(name: str) -> dict[str, Any]:
     return {"name": name, "spec": {}}
 
@@ -694,6 +704,7 @@ ROUTES: list[Route] = [
     # fleet
     Route("GET", "/v1/nodes", PLATFORM_READ),
     Route("POST", "/v1/nodes", PLATFORM_WRITE, 201, NEW_NODE),
+    Route("PUT", "/v1/nodes", PLATFORM_WRITE, 200, NEW_NODE),
     Route("GET", "/v1/nodes/{}", PLATFORM_READ, prepare=global_object("node-1")),
     Route("DELETE", "/v1/nodes/{}", PLATFORM_WRITE, 204, disposable_node),
     Route("POST", "/v1/nodes/{}/cordon", PLATFORM_WRITE, prepare=disposable_node),
@@ -728,6 +739,15 @@ ROUTES: list[Route] = [
     Route("DELETE", "/v1/hardware-profiles/{}", PLATFORM_WRITE, 204, HP_TMP),
     Route("POST", "/v1/kueue/import", PLATFORM_WRITE, prepare=kueue_import),
     Route("GET", "/v1/kueue/export", PLATFORM_READ),
+    Route("POST", "/v1/kai/import", PLATFORM_WRITE, prepare=queue_import("scheduling.run.ai/v2")),
+    Route("GET", "/v1/kai/export", PLATFORM_READ),
+    Route(
+        "POST",
+        "/v1/volcano/import",
+        PLATFORM_WRITE,
+        prepare=queue_import("scheduling.volcano.sh/v1beta1"),
+    ),
+    Route("GET", "/v1/volcano/export", PLATFORM_READ),
     # governance: a tenant's own objects
     Route("GET", T + "/cluster-queues", TENANT_READ, prepare=tenant),
     Route("POST", T + "/cluster-queues", TENANT_ADMIN, 201, NEW_TENANT_CQ),

@@ -34,6 +34,8 @@ from gpuaas.store.tables import GovernanceObject, Job, Tenant, Token, User
 
 GPU = "nvidia.com/gpu"
 KUEUE = "kueue.x-k8s.io/v1beta2"
+KAI = "scheduling.run.ai/v2"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
 ROLES = ("anonymous", "provider-admin", "platform-viewer", "tenant-admin", "tenant-user", "viewer")
 
 
@@ -342,6 +344,24 @@ ATTEMPTS: dict[str, list[Attempt]] = {
             "apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": "acme-team"},
             "spec": {"parentName": "cloud"}}]),
     ],
+    # KAI and Volcano queues are stored through the Kueue import: the same attempts
+    "POST /v1/kai/import": [
+        ("POST", "/v1/kai/import?flavor=h100", [{
+            "apiVersion": KAI, "kind": "Queue", "metadata": {"name": "x"},
+            "spec": {"parentQueue": "acme", "resources": {"gpu": {"quota": 8, "limit": -1}}}}]),
+        ("POST", "/v1/kai/import?flavor=h100", [{
+            "apiVersion": KAI, "kind": "Queue",
+            "metadata": {"name": "acme", "annotations": {"gpuaas.io/kueue-kind": "Cohort"}},
+            "spec": {"parentQueue": "cloud", "resources": {"gpu": {"quota": 0, "limit": 64}}}}]),
+    ],
+    "POST /v1/volcano/import": [
+        ("POST", "/v1/volcano/import?flavor=h100", [{
+            "apiVersion": VOLCANO, "kind": "Queue", "metadata": {"name": "acme-h100"},
+            "spec": {"parent": "globex-team", "deserved": {GPU: 1}}}]),
+        ("POST", "/v1/volcano/import?flavor=h100", [{
+            "apiVersion": VOLCANO, "kind": "Queue", "metadata": {"name": "x"},
+            "spec": {"parent": "acme", "deserved": {GPU: 8}}}]),
+    ],
     "POST /v1/tenants": [
         ("POST", "/v1/tenants", {"name": "evil", "parentCohort": "acme"}),
         ("POST", "/v1/tenants", {"name": "globex-team"}),
@@ -418,7 +438,7 @@ NO_GOVERNANCE: dict[str, str] = {
     "DELETE /v1/tenants/{}/tokens/{}": "identity",
     "DELETE /v1/tenants/{}/invitations/{}": "identity",
     "POST /v1/tenants/{}/invitations/{}/accept": "identity (a membership, no governance)",
-    "POST /v1/nodes": "fleet", "DELETE /v1/nodes/{}": "fleet",
+    "POST /v1/nodes": "fleet", "PUT /v1/nodes": "fleet", "DELETE /v1/nodes/{}": "fleet",
     "POST /v1/nodes/{}/cordon": "fleet", "POST /v1/nodes/{}/uncordon": "fleet",
     "POST /v1/nodes/{}/drain": "fleet", "PUT /v1/nodes/{}/partition": "fleet",
     "POST /v1/flavors": "a flavor holds no quota", "PUT /v1/flavors/{}": "no quota",

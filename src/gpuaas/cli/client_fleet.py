@@ -1,4 +1,5 @@
-"""Client commands for the fleet: ``nodes`` (register, cordon, drain, partition, delete)."""
+"""Client commands for the fleet: ``nodes`` (register, import, cordon, drain, partition,
+delete)."""
 
 from __future__ import annotations
 
@@ -109,34 +110,70 @@ def nodes_register(file: FileArgument, as_json: JsonOption = False) -> None:
         show_table(created, NODE_COLUMNS, title=f"{len(created)} nodes registered")
 
 
-@nodes_app.command("import")
-@handles_errors
-def nodes_import(
-    source: Annotated[str, typer.Option("--from", help="Where the nodes come from: slurm.")],
-    slurmrestd: Annotated[
-        str | None,
-        typer.Option(
-            "--slurmrestd",
-            help="slurmrestd's URL (JWT from GPUAAS_SLURM_USER and GPUAAS_SLURM_TOKEN).",
-        ),
-    ] = None,
-    socket: Annotated[
-        str | None, typer.Option("--socket", help="slurmrestd's unix socket.")
-    ] = None,
-    partition: Annotated[
-        list[str] | None, typer.Option("--partition", help="Only nodes of these partitions.")
-    ] = None,
-    gpu_model: Annotated[
-        str | None, typer.Option("--gpu-model", help="The model of untyped GPUs (gres gpu:N).")
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the inventory; register nothing.")
-    ] = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Register a Slurm cluster's nodes: typed GPUs mapped to the catalogue, CPUs, memory,
-    partitions as labels, label gpuaas.io/backend=slurm. Asks slurmrestd (--socket or
-    --slurmrestd) or, with neither, `sinfo --json` (SLURM_CONF / GPUAAS_SLURM_CONF)."""
+APPLIED_COLUMNS: list[Column] = [("NODE", field("node")), ("RESULT", field("result"))]
+
+
+def kubernetes_fleet(
+    file: Path | None,
+    kubeconfig: str | None,
+    context: str | None,
+    selector: str | None,
+    topology: list[str],
+) -> dict[str, Any]:
+    """The cluster's GPU nodes (a ``kubectl get nodes`` file, or live with the official client)
+    as a gpuaas Fleet document, read by the supply plane's Kubernetes loader; problems are
+    UsageErrors naming the file, node and field."""
+    from gpuaas.model.errors import GpuaasError
+    from gpuaas.supply.loaders._yaml import parse_json, parse_yaml
+    from gpuaas.supply.loaders.entries import nodes_entries
+    from gpuaas.supply.loaders.errors import FleetFileError
+    from gpuaas.supply.loaders.inventory import API_VERSION, KIND
+    from gpuaas.supply.loaders.kubernetes import nodes_from_document, topology_labels
+    from gpuaas.supply.loaders.kubernetes_api import GPU_NODE_SELECTOR, api_client, list_gpu_nodes
+
+    if (file is None) == (kubeconfig is None):
+        raise UsageError(
+            "--from kubernetes reads a FILE (kubectl get nodes -o yaml) or a "
+            "cluster (--kubeconfig K [--context C]): give exactly one"
+        )
+    configured: dict[str, str] = {}
+    for item in topology:
+        level, sep, label = (part.strip() for part in item.partition("="))
+        if not sep or not level or not label:
+            raise UsageError(
+                f"--topology-label {item!r}: expected LEVEL=LABEL (rack=example.com/rack)"
+            )
+        configured[level] = label
+    try:
+        if file is not None:
+            source = str(file)
+            text = read_text(file)
+            document = (
+                parse_json(text, source) if file.suffix == ".json" else parse_yaml(text, source)
+            )
+        else:
+            source = f"{kubeconfig}" + (f" (context {context})" if context else "")
+            client = api_client(str(kubeconfig), context)
+            document = list_gpu_nodes(client, GPU_NODE_SELECTOR if selector is None else selector)
+            if not document["items"]:
+                raise UsageError(
+                    f"{source}: no nodes match the selector {selector or GPU_NODE_SELECTOR!r}"
+                )
+        fleet = nodes_from_document(document, source, topology_labels(configured))
+        entries = nodes_entries(fleet.nodes, source)
+    except FleetFileError as exc:
+        raise UsageError(str(exc)) from None
+    except GpuaasError as exc:
+        raise UsageError(str(exc)) from None
+    return {"apiVersion": API_VERSION, "kind": KIND, "nodes": entries}
+
+
+def slurm_fleet(
+    slurmrestd: str | None, socket: str | None, partition: list[str] | None, gpu_model: str | None
+) -> dict[str, Any]:
+    """A Slurm cluster's nodes as a gpuaas Fleet document: typed GPUs mapped to the catalogue,
+    CPUs, memory, partitions as labels, label gpuaas.io/backend=slurm. Asks slurmrestd
+    (--socket or --slurmrestd) or, with neither, `sinfo --json` (GPUAAS_SLURM_CONF)."""
     import os
 
     from gpuaas.backends.base import BackendUnavailable
@@ -146,8 +183,6 @@ def nodes_import(
     from gpuaas.backends.slurm.rest import SlurmRest
     from gpuaas.model.errors import GpuaasError
 
-    if source != "slurm":
-        raise UsageError(f"--from {source!r}: only slurm is known")
     try:
         if socket or slurmrestd:
             rest = SlurmRest(socket, slurmrestd, os.environ.get("GPUAAS_SLURM_USER"),
@@ -165,17 +200,95 @@ def nodes_import(
         raise UsageError(str(exc)) from None
     if not entries:
         raise UsageError("Slurm listed no nodes" + (" in those partitions" if partition else ""))
-    document = fleet_document(entries)
+    return fleet_document(entries)
+
+
+#: Where ``nodes import`` reads nodes from.
+IMPORT_SOURCES = ("slurm", "kubernetes")
+
+
+@nodes_app.command("import")
+@handles_errors
+def nodes_import(
+    source: Annotated[
+        str, typer.Option("--from", help="Where the nodes come from: slurm or kubernetes.")
+    ],
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="kubernetes: kubectl get nodes -o yaml|json output ('-': stdin)."),
+    ] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option("--kubeconfig", help="kubernetes: read the nodes live from this cluster."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="kubernetes: the kubeconfig context.")
+    ] = None,
+    selector: Annotated[
+        str | None,
+        typer.Option(
+            "--selector",
+            "-l",
+            help="kubernetes: label selector of the GPU nodes (default "
+            "nvidia.com/gpu.present=true; '' = all).",
+        ),
+    ] = None,
+    topology: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topology-label",
+            help="kubernetes: LEVEL=LABEL, the cluster's own label for zone, block, rack or "
+            "nvlink (repeatable; e.g. rack=example.com/rack).",
+        ),
+    ] = None,
+    slurmrestd: Annotated[
+        str | None,
+        typer.Option(
+            "--slurmrestd",
+            help="slurm: slurmrestd's URL (JWT from GPUAAS_SLURM_USER and GPUAAS_SLURM_TOKEN).",
+        ),
+    ] = None,
+    socket: Annotated[
+        str | None, typer.Option("--socket", help="slurm: slurmrestd's unix socket.")
+    ] = None,
+    partition: Annotated[
+        list[str] | None,
+        typer.Option("--partition", help="slurm: only nodes of these partitions."),
+    ] = None,
+    gpu_model: Annotated[
+        str | None,
+        typer.Option("--gpu-model", help="slurm: the model of untyped GPUs (gres gpu:N)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the inventory; register nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Register a Slurm or Kubernetes cluster's GPU nodes, or update the ones registered
+    before, in place (a repeated import changes only what changed)."""
+    if source == "slurm":
+        fleet = slurm_fleet(slurmrestd, socket, partition, gpu_model)
+    elif source == "kubernetes":
+        fleet = kubernetes_fleet(file, kubeconfig, context, selector, topology or [])
+    else:
+        raise UsageError(f"--from {source!r}: unknown source (known: {', '.join(IMPORT_SOURCES)})")
     if dry_run:
-        print_json(document) if as_json else typer.echo(yaml.safe_dump(document, sort_keys=False))
+        print_json(fleet) if as_json else typer.echo(yaml.safe_dump(fleet, sort_keys=False))
         return
     with connect() as client:
-        result = client.register_nodes(document)
-    created: list[Any] = result if isinstance(result, list) else [result]
+        result = client.apply_nodes(fleet)
     if as_json:
-        print_json(created)
-    else:
-        show_table(created, NODE_COLUMNS, title=f"{len(created)} Slurm nodes registered")
+        print_json(result)
+        return
+    rows = [
+        {"node": name, "result": outcome}
+        for outcome in ("created", "updated", "unchanged")
+        for name in (result.get(outcome) or [] if isinstance(result, dict) else [])
+    ]
+    counts = ", ".join(
+        f"{len(result.get(k) or [])} {k}" for k in ("created", "updated", "unchanged")
+    )
+    show_table(rows, APPLIED_COLUMNS, title=f"{source} nodes imported: {counts}")
 
 
 def _node_action(action: str, past: str) -> Callable[[str, bool], None]:

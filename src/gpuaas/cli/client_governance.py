@@ -329,12 +329,7 @@ def kueue_import(
         result = client.import_kueue(
             read_text(file), dry_run=dry_run, namespace_map=mapping, tenant=tenant
         )
-    if as_json:
-        print_json(result)
-    elif isinstance(result, Mapping):
-        show_object(result, title="dry run: nothing stored" if dry_run else "imported")
-    else:
-        typer.echo(cell(result))
+    _show_import(result, dry_run, as_json)
 
 
 @kueue_app.command("export")
@@ -348,6 +343,10 @@ def kueue_export(
     """Every governance object as Kueue YAML."""
     with connect() as client:
         text = client.export_kueue()
+    _write_export(text, output, as_json)
+
+
+def _write_export(text: str, output: Path | None, as_json: bool) -> None:
     if as_json:
         print_json([d for d in yaml.safe_load_all(text) if d is not None])
     elif output is not None:
@@ -355,3 +354,86 @@ def kueue_export(
         typer.echo(f"wrote {output}", err=True)
     else:
         typer.echo(text, nl=not text.endswith("\n"))
+
+
+def _show_import(result: Any, dry_run: bool, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+    elif isinstance(result, Mapping):
+        show_object(result, title="dry run: nothing stored" if dry_run else "imported")
+    else:
+        typer.echo(cell(result))
+
+
+#: scheduler -> (its queue kind, as --help names it)
+SCHEDULERS = {
+    "kai": "KAI scheduler (Run:ai) scheduling.run.ai/v2 Queues",
+    "volcano": "Volcano scheduling.volcano.sh/v1beta1 Queues",
+}
+
+
+COHORT_HELP = "Cohort of the top-level leaf queues (the scheduler lets them share the cluster)."
+
+
+def add_scheduler_group(scheduler: str, what: str) -> typer.Typer:
+    """``gpuaas <scheduler> export|import``, as ``gpuaas kueue`` but for another scheduler."""
+    sub = group(scheduler, f"The governance as {what}, and back where it maps.")
+
+    @sub.command("export")
+    @handles_errors
+    def export(
+        tenant: Annotated[
+            str | None,
+            typer.Option("--tenant", help="Only this tenant's queues and the cohorts above them."),
+        ] = None,
+        output: Annotated[
+            Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        with connect() as client:
+            text = client.export_scheduler_queues(scheduler, tenant=tenant)
+        _write_export(text, output, as_json)
+
+    export.__doc__ = f"Every Cohort and ClusterQueue as {what}."
+
+    @sub.command("import")
+    @handles_errors
+    def import_(
+        file: Annotated[Path, typer.Argument(help="Queues (multi-document YAML); '-' for stdin.")],
+        flavor: Annotated[
+            str | None,
+            typer.Option("--flavor", help="The ResourceFlavor the queues' quota is on."),
+        ] = None,
+        cohort: Annotated[str | None, typer.Option("--cohort", help=COHORT_HELP)] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate only.")] = False,
+        namespace_map: Annotated[
+            list[str] | None,
+            typer.Option("--namespace-map", help="NAMESPACE=TENANT for exported LocalQueues."),
+        ] = None,
+        tenant: Annotated[
+            str | None,
+            typer.Option("--tenant", help="Tenant of every LocalQueue namespace not mapped."),
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        with connect() as client:
+            result = client.import_scheduler_queues(
+                scheduler,
+                read_text(file),
+                flavor=flavor,
+                cohort=cohort,
+                dry_run=dry_run,
+                namespace_map=_namespace_map(namespace_map or []),
+                tenant=tenant,
+            )
+        _show_import(result, dry_run, as_json)
+
+    import_.__doc__ = (
+        f"Import {what} as Cohorts and ClusterQueues; a field with no Kueue equivalent is "
+        "refused, naming it (docs/kubernetes.md)."
+    )
+    return sub
+
+
+SCHEDULER_GROUPS = {name: add_scheduler_group(name, what) for name, what in SCHEDULERS.items()}

@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "priority-classes": ("client_governance",),
     "profiles": ("client_governance",),
     "kueue": ("client_governance",),
+    "kai": ("client_governance",),
+    "volcano": ("client_governance",),
     "jobs": ("client_jobs",),
     "workloads": ("client_jobs",),
 }

@@ -16,6 +16,7 @@ import copy
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,60 @@ def register_nodes(
     bump_version(session, FLEET_VERSION)
     session.flush()
     return rows
+
+
+@dataclass
+class Applied:
+    """What :func:`apply_nodes` did, by node name."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    rows: list[NodeRow] = field(default_factory=list)
+
+
+def apply_nodes(
+    session: Session,
+    entries: list[dict[str, Any]],
+    now: float,
+    defaults: dict[str, Any] | None = None,
+) -> Applied:
+    """Register the nodes of ``entries`` or replace the stored ones of the same name (all or
+    none): what a repeated import of a cluster's nodes does.
+
+    A replaced node keeps its cordon and drain state (those are the operator's, not the
+    source's) and its row, so the reconciler sees the change as a fleet diff and applies it in
+    place: workloads whose devices still exist keep them, the others are displaced and queue
+    again (:mod:`gpuaas.engine.admission.fleet_changes`). A node whose entry is what is stored
+    is left alone; the fleet version moves once, and only when something changed."""
+    resolved = resolve_entries(entries, defaults)
+    take_turn_on(session, FLEET_VERSION)
+    names = [entry["name"] for entry in resolved]
+    stored: dict[str, NodeRow] = {}
+    for start in range(0, len(names), 1000):  # bounded IN lists (SQLite caps parameters)
+        chunk = names[start : start + 1000]
+        stored.update(
+            (row.name, row)
+            for row in session.scalars(select(NodeRow).where(NodeRow.name.in_(chunk)))
+        )
+    done = Applied()
+    for entry in resolved:
+        row = stored.get(entry["name"])
+        if row is None:
+            row = NodeRow(name=entry["name"], spec=entry, created_at=now, updated_at=now)
+            session.add(row)
+            done.created.append(row.name)
+        elif row.spec == entry:
+            done.unchanged.append(row.name)
+        else:
+            row.spec = entry
+            row.updated_at = now
+            done.updated.append(row.name)
+        done.rows.append(row)
+    if done.created or done.updated:
+        bump_version(session, FLEET_VERSION)
+    session.flush()
+    return done
 
 
 #: The request body that carries a fleet file's text: ``{"content": TEXT, "source": NAME}``.

@@ -74,3 +74,11 @@ class NodeOut(CamelOut):
     )
     created_at: float
     updated_at: float
+
+
+class NodesApplied(CamelOut):
+    """What ``PUT /v1/nodes`` did, by node name."""
+
+    created: list[str]
+    updated: list[str]
+    unchanged: list[str]

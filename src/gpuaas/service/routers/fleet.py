@@ -24,6 +24,7 @@ from gpuaas.service.models.fleet import (
     GpuOut,
     MigInstanceOut,
     NodeOut,
+    NodesApplied,
     PartitionIn,
     PartitionOut,
     PodOnNode,
@@ -174,6 +175,12 @@ def register(
 ) -> list[NodeOut]:
     """Register nodes, all or none; 409 when a name is taken."""
     require_platform(p, write=True)
+    entries, defaults = _bounded_entries(body)
+    rows = fleet.register_nodes(session, entries, time.time(), defaults)
+    return [node_out(r, n) for r, n in zip(rows, fleet.nodes_from_rows(rows), strict=True)]
+
+
+def _bounded_entries(body: dict[str, Any]) -> tuple[list[Any], dict[str, Any] | None]:
     entries, defaults = fleet.request_entries(body)
     for number, entry in enumerate(entries):
         count = entry.get("count", 1) if isinstance(entry, dict) else 1
@@ -182,8 +189,24 @@ def register(
             raise invalid(where, f"at most {MAX_NODES_PER_REQUEST} nodes per request, got {count}")
     if len(entries) > MAX_NODES_PER_REQUEST:
         raise invalid("nodes", f"at most {MAX_NODES_PER_REQUEST} nodes per request")
-    rows = fleet.register_nodes(session, entries, time.time(), defaults)
-    return [node_out(r, n) for r, n in zip(rows, fleet.nodes_from_rows(rows), strict=True)]
+    return entries, defaults
+
+
+@router.put("", response_model=NodesApplied)
+def apply(
+    session: SessionDep,
+    p: PrincipalDep,
+    body: dict[str, Any] = Body(
+        ..., description="what `POST /v1/nodes` takes (inventory entries, a Fleet, Node objects)"
+    ),
+) -> NodesApplied:
+    """Register or replace nodes, all or none: new names are registered, stored ones replaced
+    in place (their cordon and drain state kept; the reconciler applies the change as a fleet
+    diff), identical ones left alone. What a repeated `gpuaas nodes import` sends."""
+    require_platform(p, write=True)
+    entries, defaults = _bounded_entries(body)
+    done = fleet.apply_nodes(session, entries, time.time(), defaults)
+    return NodesApplied(created=done.created, updated=done.updated, unchanged=done.unchanged)
 
 
 @router.post("/{name}/cordon", response_model=NodeOut)

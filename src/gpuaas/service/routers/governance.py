@@ -32,6 +32,7 @@ from gpuaas.service.governance_kinds import At
 from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
 from gpuaas.service.models.common import Page
 from gpuaas.service.models.governance import ImportResult
+from gpuaas.service.queue_io import export_queues, import_queues
 
 router = APIRouter(prefix="/v1", tags=["governance"])
 
@@ -212,3 +213,90 @@ def export_kueue(session: SessionDep, p: PrincipalDep) -> Response:
     tenants' own priority classes are left out."""
     require_platform(p, write=False)
     return Response(export_yaml(session), media_type="application/yaml")
+
+
+# --- KAI and Volcano queues out and in ----------------------------------------------------
+
+_SCHEDULERS = {
+    "kai": "KAI scheduler (Run:ai) `scheduling.run.ai/v2` Queues",
+    "volcano": "Volcano `scheduling.volcano.sh/v1beta1` Queues",
+}
+
+
+def _add_scheduler_routes(scheduler: str, what: str) -> None:
+    """``GET /v1/<scheduler>/export`` and ``POST /v1/<scheduler>/import``, with the Kueue
+    routes' roles (the provider's; reading for the export, writing for the import)."""
+
+    def export(
+        session: SessionDep,
+        p: PrincipalDep,
+        tenant: str | None = Query(
+            None, description="only this tenant's ClusterQueues and the cohorts above them"
+        ),
+    ) -> Response:
+        require_platform(p, write=False)
+        return Response(export_queues(session, scheduler, tenant), media_type="application/yaml")
+
+    export.__doc__ = (
+        f"Every Cohort and ClusterQueue as {what} (YAML), for the cluster's own scheduler; "
+        "docs/kubernetes.md says how each field maps and what is refused."
+    )
+
+    async def import_(
+        request: Request,
+        session: SessionDep,
+        p: PrincipalDep,
+        dry_run: bool = Query(False, alias="dryRun", description="validate only, store nothing"),
+        flavor: str | None = Query(
+            None, description="the ResourceFlavor the queues' quota is on (queues have none)"
+        ),
+        cohort: str | None = Query(
+            None, description="the cohort of top-level leaf queues (default: none)"
+        ),
+        namespace_map: list[str] = Query(
+            [], alias="namespaceMap", description="LocalQueue namespace -> tenant, as ns=tenant"
+        ),
+        tenant: str | None = Query(
+            None, description="the tenant of every LocalQueue namespace namespaceMap does not name"
+        ),
+    ) -> ImportResult:
+        require_platform(p, write=True)
+        mapping = NamespaceMapping.parse(namespace_map, tenant)
+        docs = _parse_import(await request.body(), request.headers.get("content-type", ""))
+        done = import_queues(
+            session,
+            scheduler,
+            docs,
+            flavor=flavor,
+            cohort=cohort,
+            mapping=mapping,
+            dry_run=dry_run,
+        )
+        return ImportResult(
+            dry_run=dry_run, created=done.created, updated=done.updated, unchanged=done.unchanged
+        )
+
+    import_.__doc__ = (
+        f"Create or replace Cohorts and ClusterQueues from {what}, where they map; a field "
+        "with no Kueue equivalent is a 422 naming it. Stored as a Kueue import is: all or none, "
+        "unchanged objects left alone."
+    )
+    router.add_api_route(
+        f"/{scheduler}/export",
+        export,
+        methods=["GET"],
+        response_class=Response,
+        name=f"export_{scheduler}",
+    )
+    router.add_api_route(
+        f"/{scheduler}/import",
+        import_,
+        methods=["POST"],
+        response_model=ImportResult,
+        openapi_extra=_IMPORT_BODY,
+        name=f"import_{scheduler}",
+    )
+
+
+for _scheduler, _what in _SCHEDULERS.items():
+    _add_scheduler_routes(_scheduler, _what)

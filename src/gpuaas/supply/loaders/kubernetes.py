@@ -25,8 +25,10 @@ A GPU the catalogue does not know registers from its GFD labels: the model is na
 MIG geometry cannot be read from labels, so MIG devices on such a GPU are refused with a pointer
 to the catalogue file that adds it.
 
-Topology comes from the labels gpuaas uses (:class:`gpuaas.model.topology.Level`), else from the
-well-known cloud ones (GKE's ``cloud.google.com/gce-topology-*``, EKS's
+Topology comes from the labels a caller configures per level (:func:`topology_labels`: a
+cluster's own rack or block label), then the labels gpuaas uses
+(:class:`gpuaas.model.topology.Level`, whose NVLink domain is GFD's ``nvidia.com/gpu.clique``),
+else the well-known cloud ones (GKE's ``cloud.google.com/gce-topology-*``, EKS's
 ``topology.k8s.aws/network-node-layer-*``). Labels and taints are kept as they are.
 """
 
@@ -108,8 +110,32 @@ def load_kubernetes_nodes(path: str | PathLike[str]) -> Fleet:
     return nodes_from_document(document, path)
 
 
-def nodes_from_document(document: object, path: str | PathLike[str]) -> Fleet:
-    """Build a Fleet from parsed Node objects; ``path`` names the source in errors."""
+def topology_labels(configured: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...]]:
+    """The labels read for each topology level: ``configured`` (level -> label, e.g. ``rack``
+    -> ``example.com/rack``: the cluster's own rack or block label) first, then the usual ones.
+    Levels: ``zone``, ``block``, ``rack``, ``nvlink`` (the NVLink domain, GFD's
+    ``nvidia.com/gpu.clique`` by default)."""
+    out = dict(TOPOLOGY_LABELS)
+    for level, label in (configured or {}).items():
+        key = "nvlink_domain" if level in ("nvlink", "nvlink-domain", "nvlink_domain") else level
+        if key not in out:
+            raise InvalidValue(
+                "topologyLabels",
+                f"unknown level {level!r} (zone, block, rack or nvlink)",
+            )
+        if not isinstance(label, str) or not label:
+            raise InvalidValue(f"topologyLabels.{level}", "expected a node label name")
+        out[key] = (label, *(k for k in out[key] if k != label))
+    return out
+
+
+def nodes_from_document(
+    document: object,
+    path: str | PathLike[str],
+    labels: Mapping[str, tuple[str, ...]] | None = None,
+) -> Fleet:
+    """Build a Fleet from parsed Node objects; ``path`` names the source in errors;
+    ``labels``: the topology labels per level (:func:`topology_labels`)."""
     if not isinstance(document, Mapping):
         raise FleetFileError(path, "expected a Kubernetes Node or NodeList object")
     kind = document.get("kind")
@@ -131,7 +157,7 @@ def nodes_from_document(document: object, path: str | PathLike[str]) -> Fleet:
         if name:
             entry = f"{entry} ({name})" if entry else name
         try:
-            node = node_from_object(item)
+            node = node_from_object(item, labels)
         except InvalidValue as exc:
             raise FleetFileError(path, exc.problem, entry=entry, field=exc.field) from None
         except GpuaasError as exc:
@@ -175,8 +201,9 @@ def _bounded(amount: int, field: str, maximum: int) -> int:
     return amount
 
 
-def node_from_object(obj: object) -> Node:
-    """One Node object to a :class:`Node`; raises InvalidValue naming the field."""
+def node_from_object(obj: object, levels: Mapping[str, tuple[str, ...]] | None = None) -> Node:
+    """One Node object to a :class:`Node`; raises InvalidValue naming the field. ``levels``:
+    the labels read per topology level (default :data:`TOPOLOGY_LABELS`)."""
     if not isinstance(obj, Mapping):
         raise InvalidValue("", f"expected a Node object, got {type(obj).__name__}")
     if obj.get("kind", "Node") != "Node":
@@ -224,7 +251,7 @@ def node_from_object(obj: object) -> Node:
     topology = Topology(
         **{
             level: next((labels[key] for key in keys if labels.get(key)), "")
-            for level, keys in TOPOLOGY_LABELS.items()
+            for level, keys in (levels or TOPOLOGY_LABELS).items()
         }
     )
     if gpus and labels.get(PRODUCT):
