@@ -6,7 +6,9 @@ fleet.register_nodes), so the reconciler sees what a server would.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -16,6 +18,7 @@ from gpuaas.model.job_state import ACTIVE
 from gpuaas.service.auth import Role, mint_token, user_scope
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.governance import put_objects
+from gpuaas.service.reconciler import Reconciler
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, JobEvent, Membership, Tenant, User
 
@@ -138,3 +141,23 @@ def devices_given_twice(session: Session) -> list[tuple[str, int]]:
             for slot, milli in pod["assignment"]["gpus"]:
                 held[(pod["node"], slot)] += milli
     return [key for key, milli in held.items() if milli > 1000]
+
+
+def job_row(db: Database, job_id: int) -> Job:
+    """The job's row as stored now."""
+    with db.sessions() as s:
+        job = s.scalar(select(Job).where(Job.id == job_id))
+        assert job is not None
+        return job
+
+
+def step_until(reconciler: Reconciler, check: Callable[[], bool], seconds: float = 15.0) -> None:
+    """Step ``reconciler`` on the wall clock until ``check()`` holds; fail after ``seconds``
+    (a backend on its own thread reports between steps, so tests cannot count steps)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        reconciler.step(time.time())
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached")

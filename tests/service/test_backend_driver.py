@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from job_world import build_world, job_spec
-from sqlalchemy import select
+from job_world import build_world, job_row, job_spec, step_until
 
 from gpuaas.backends.base import (
     DEFAULT_GRACE,
@@ -26,7 +25,7 @@ from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Job, Tenant
+from gpuaas.store.tables import Tenant
 
 
 class ScriptedBackend:
@@ -108,23 +107,6 @@ def _gang(name: str, pods: int, gpus: int) -> dict:
     return spec
 
 
-def _row(db: Database, job_id: int) -> Job:
-    with db.sessions() as s:
-        job = s.scalar(select(Job).where(Job.id == job_id))
-        assert job is not None
-        return job
-
-
-def _until(r: Reconciler, check: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        r.step(time.time())
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached")
-
-
 def test_a_launch_that_blocks_does_not_hold_up_the_step(
     db: Database, world: dict[str, int], tmp_path: Path
 ) -> None:
@@ -136,10 +118,10 @@ def test_a_launch_that_blocks_does_not_hold_up_the_step(
         r.step(time.time())  # admits and queues the launch, which now blocks on the gate
         second = _submit(db, world, job_spec("second"))
         r.step(time.time())  # would never return if the step called launch itself
-        assert _row(db, first).state == "Admitted" and _row(db, second).state == "Admitted"
+        assert job_row(db, first).state == "Admitted" and job_row(db, second).state == "Admitted"
         backend.gate.set()
-        _until(r, lambda: _row(db, second).state == "Running")
-        assert _row(db, first).state == "Running"
+        step_until(r, lambda: job_row(db, second).state == "Running")
+        assert job_row(db, first).state == "Running"
     finally:
         backend.gate.set()
         r.stop()
@@ -153,8 +135,8 @@ def test_an_unreachable_backend_is_a_reason_and_a_metric_then_the_job_starts(
     r = _reconciler(db, tmp_path, backend)
     try:
         job = _submit(db, world, job_spec("waits"))
-        _until(r, lambda: _row(db, job).reason_code == "BackendUnavailable")
-        row = _row(db, job)
+        step_until(r, lambda: job_row(db, job).reason_code == "BackendUnavailable")
+        row = job_row(db, job)
         assert row.state == "Admitted"
         assert row.reason == (
             "admitted; waiting for the scripted backend, which cannot be reached: "
@@ -162,7 +144,7 @@ def test_an_unreachable_backend_is_a_reason_and_a_metric_then_the_job_starts(
         )
         assert r.telemetry.backend_up.labels("scripted")._value.get() == 0
         backend.down = None
-        _until(r, lambda: _row(db, job).state == "Running")
+        step_until(r, lambda: job_row(db, job).state == "Running")
         assert r.telemetry.backend_up.labels("scripted")._value.get() == 1
         assert [j.id for j in backend.launched] == [job]  # launched once, after the retries
     finally:
@@ -177,13 +159,13 @@ def test_a_backend_that_raises_rejects_the_job_and_frees_its_quota(
     r = _reconciler(db, tmp_path, backend)
     try:
         job = _submit(db, world, _gang("bug", 2, 4))  # every GPU of the fleet
-        _until(r, lambda: _row(db, job).state == "Failed")
-        row = _row(db, job)
+        step_until(r, lambda: job_row(db, job).state == "Failed")
+        row = job_row(db, job)
         assert row.reason_code == "BackendRejected"
         assert row.reason == "the scripted backend cannot run it: RuntimeError: driver bug"
         backend.broken = False
         again = _submit(db, world, _gang("fits-again", 2, 4))
-        _until(r, lambda: _row(db, again).state == "Running")
+        step_until(r, lambda: job_row(db, again).state == "Running")
     finally:
         r.stop()
 
@@ -193,10 +175,10 @@ def test_an_exit_code_is_the_reason(db: Database, world: dict[str, int], tmp_pat
     r = _reconciler(db, tmp_path, backend)
     try:
         job = _submit(db, world, job_spec("fails"))
-        _until(r, lambda: _row(db, job).state == "Running")
+        step_until(r, lambda: job_row(db, job).state == "Running")
         backend.finish(job, 3, "pod 0 exited with code 3: boom")
-        _until(r, lambda: _row(db, job).state == "Failed")
-        row = _row(db, job)
+        step_until(r, lambda: job_row(db, job).state == "Failed")
+        row = job_row(db, job)
         assert row.reason_code == "ExitedWithError"
         assert row.reason == (
             "exited with code 3 on the scripted backend: pod 0 exited with code 3: boom"
@@ -223,17 +205,17 @@ def test_jobs_run_on_their_nodes_backend_and_never_across_two(
     try:
         # four jobs of a whole node each: one on every node, two on each backend
         whole = [_submit(db, world, job_spec(f"whole-{i}", gpus=4)) for i in range(4)]
-        _until(r, lambda: all(_row(db, j).state == "Running" for j in whole))
+        step_until(r, lambda: all(job_row(db, j).state == "Running" for j in whole))
         for backend, prefix in ((default, "node-"), (other, "other-")):
             assert len(backend.launched) == 2
             assert all(p.node.startswith(prefix) for j in backend.launched for p in j.pods)
         for j in whole:
             (default if j in {x.id for x in default.launched} else other).finish(j, 0, "")
-        _until(r, lambda: all(_row(db, j).state == "Succeeded" for j in whole))
+        step_until(r, lambda: all(job_row(db, j).state == "Succeeded" for j in whole))
         # a gang of 4 x 4 GPUs needs all four nodes: two of each backend
         spanning = _submit(db, world, _gang("both", 4, 4))
-        _until(r, lambda: _row(db, spanning).state in ("Failed", "Running"))
-        row = _row(db, spanning)
+        step_until(r, lambda: job_row(db, spanning).state in ("Failed", "Running"))
+        row = job_row(db, spanning)
         assert row.state == "Failed" and row.reason_code == "BackendRejected"
         assert "different backends" in row.reason
         assert spanning not in {j.id for j in default.launched + other.launched}

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from job_world import build_world, job_spec
+from job_world import build_world, job_row, job_spec, step_until
 from sqlalchemy import select
 
 from gpuaas.backends.kubernetes.backend import KubernetesBackend
@@ -34,23 +34,6 @@ def db(db_url: str) -> Iterator[Database]:
     database.dispose()
 
 
-def _row(db: Database, job_id: int) -> Job:
-    with db.sessions() as s:
-        job = s.scalar(select(Job).where(Job.id == job_id))
-        assert job is not None
-        return job
-
-
-def _until(r: Reconciler, check: Callable[[], bool], seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        r.step(time.time())
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached")
-
-
 def test_a_job_runs_on_kubernetes_pinned_where_gpuaas_placed_it(
     db: Database, tmp_path: Path
 ) -> None:
@@ -69,25 +52,25 @@ def test_a_job_runs_on_kubernetes_pinned_where_gpuaas_placed_it(
     assert "affinity" not in before["spec"]["template"]["spec"]  # not admitted: not pinned
     r = Reconciler(db, settings, backend=backend)
     try:
-        _until(r, lambda: bool(server.objects))
+        step_until(r, lambda: bool(server.objects))
         (applied,) = server.objects.values()
         assert applied["metadata"]["name"] == f"gpuaas-{job_id}-0"
         assert applied["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
-        row = _row(db, job_id)
+        row = job_row(db, job_id)
         nodes = sorted({pod["node"] for pod in row.placement})
         affinity = applied["spec"]["template"]["spec"]["affinity"]
         term = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == nodes
         with db.sessions() as s:
-            (shown,) = job_manifests(s, _row(db, job_id), "acme", settings, "kueue")
+            (shown,) = job_manifests(s, job_row(db, job_id), "acme", settings, "kueue")
         assert shown["spec"] == {k: v for k, v in applied["spec"].items()}
         server.set_status(applied["metadata"]["name"], {"active": 2})
-        _until(r, lambda: _row(db, job_id).state == "Running")
+        step_until(r, lambda: job_row(db, job_id).state == "Running")
         server.set_status(
             applied["metadata"]["name"],
             {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]},
         )
-        _until(r, lambda: _row(db, job_id).state == "Succeeded")
+        step_until(r, lambda: job_row(db, job_id).state == "Succeeded")
         # a second job, cancelled while running: its Job is deleted in the foreground
         with db.session() as s:
             tenant = s.get(Tenant, world["tenant"])
@@ -96,12 +79,12 @@ def test_a_job_runs_on_kubernetes_pinned_where_gpuaas_placed_it(
             second, _ = submit_job(s, tenant, world["alice"], small, time.time())
             second_id = second.id
         name = f"gpuaas-{second_id}-0"
-        _until(r, lambda: any(k[2] == name for k in server.objects))
+        step_until(r, lambda: any(k[2] == name for k in server.objects))
         server.set_status(name, {"active": 1})
-        _until(r, lambda: _row(db, second_id).state == "Running")
+        step_until(r, lambda: job_row(db, second_id).state == "Running")
         with db.session() as s:
             cancel_job(s, s.scalars(select(Job).where(Job.id == second_id)).one(), time.time())
-        _until(r, lambda: not any(k[2] == name for k in server.objects))
+        step_until(r, lambda: not any(k[2] == name for k in server.objects))
         deletes = [p for m, p, _ in server.requests if m == "DELETE"]
         assert any(name in p and "propagationPolicy=Foreground" in p for p in deletes)
     finally:
