@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from gpuaas.service.app import create_app
 from gpuaas.service.settings import Settings
+from gpuaas.store.db import Database
 
 ADMIN_TOKEN = "gpa_test-admin-token-0123456789"
 
@@ -82,3 +83,11 @@ def settings_for() -> Any:
     """``settings_for(db_url, tmp_path, **overrides)``: test settings (no reconciler, the test
     admin token) for tests that create their own app."""
     return make_settings
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    """A handle on the test's database (SQLite or PostgreSQL), disposed after the test."""
+    database = Database(db_url)
+    yield database
+    database.dispose()

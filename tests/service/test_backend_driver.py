@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,13 +73,6 @@ class ScriptedBackend:
         kind = EventKind.SUCCEEDED if exit_code == 0 else EventKind.FAILED
         with self._lock:
             self._events.append(BackendEvent(job_id, kind, time.time(), detail, exit_code))
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    yield database
-    database.dispose()
 
 
 @pytest.fixture

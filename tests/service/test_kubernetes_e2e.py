@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from job_world import build_world, job_row, job_spec, step_until
 from sqlalchemy import select
 
@@ -25,13 +23,6 @@ from gpuaas.store.tables import Job, Tenant
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends" / "kubernetes"))
 from fake_apiserver import FakeApiServer
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    yield database
-    database.dispose()
 
 
 def test_a_job_runs_on_kubernetes_pinned_where_gpuaas_placed_it(

@@ -14,7 +14,6 @@ the same instant.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +55,6 @@ ARRIVALS = [
     (41, 1, 3, "low", 5),
 ]
 PRIORITY = {"low": 0, "high": 1000}
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    yield database
-    database.dispose()
 
 
 def _spec(k: int, pods: int, gpus: int, priority: str, run: int) -> dict[str, Any]:

@@ -36,13 +36,6 @@ T0 = 1_000_000.0
 
 
 @pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
 def world(db: Database) -> dict[str, int]:
     return build_world(db, quota_gpus=8, nodes=2)
 

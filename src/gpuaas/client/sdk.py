@@ -114,6 +114,19 @@ def _query(**params: object) -> dict[str, Any]:
     return out
 
 
+def _logs_request(
+    tenant: str,
+    job_id: int | str,
+    pod: int | None,
+    tail: int | None,
+    stream: str,
+    attempt: int | None,
+) -> tuple[str, dict[str, Any]]:
+    """The path and query of a job's logs, shared by reading them now and following them."""
+    path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/logs"
+    return path, _query(pod=pod, tail=tail, stream=stream, attempt=attempt)
+
+
 def _body(**fields: object) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
@@ -707,8 +720,7 @@ class Client:
         ``stream``: ``stdout``, ``stderr`` or ``all``; ``tail``: the last N lines of each file;
         ``attempt``: a run of a requeued job (default: the latest). A :class:`JobLogs` is the
         text, with what the server said about it (attempt, no output yet, truncated)."""
-        path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/logs"
-        params = _query(pod=pod, tail=tail, stream=stream, attempt=attempt)
+        path, params = _logs_request(tenant, job_id, pod, tail, stream, attempt)
         response = self._http.get(path, params=params, headers=self._headers)
         if response.is_error:
             raise ApiError.from_response(response)
@@ -727,8 +739,8 @@ class Client:
         """The job's output line by line (without the newline) as it is written, until the job
         is finished; the same filters as :meth:`job_logs`. The stream waits as long as the job
         runs (no read timeout); closing the generator closes the connection."""
-        path = f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/logs"
-        params = _query(pod=pod, tail=tail, stream=stream, attempt=attempt, follow=True)
+        path, params = _logs_request(tenant, job_id, pod, tail, stream, attempt)
+        params["follow"] = "true"
         timeout = httpx.Timeout(self._http.timeout.connect, read=None)
         with self._http.stream(
             "GET", path, params=params, headers=self._headers, timeout=timeout
