@@ -77,7 +77,8 @@ class Partition:
 
 @dataclass(frozen=True, slots=True)
 class GPU:
-    """A physical GPU in a node."""
+    """A physical GPU in a node; ``pcie_root`` names the PCIe switch / root complex it hangs
+    off (empty = unknown), which NICs share for GPUDirect RDMA."""
 
     index: int
     uuid: str
@@ -85,6 +86,7 @@ class GPU:
     memory_mib: int
     partition: Partition = field(default_factory=Partition)
     numa_node: int = 0
+    pcie_root: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpuaas.model.devices import GPU
+from gpuaas.model.network import Nic
 from gpuaas.model.topology import Topology
 
 
@@ -47,7 +48,8 @@ class Toleration:
 
 @dataclass(slots=True)
 class Node:
-    """A GPU server. CPU in milli-cores, memory in bytes; ``extra`` holds other allocatables."""
+    """A GPU server. CPU in milli-cores, memory in bytes; ``extra`` holds other allocatables;
+    ``nics`` the RDMA / SR-IOV NICs beside the GPUs (see :mod:`gpuaas.model.network`)."""
 
     name: str
     cpu_milli: int
@@ -57,6 +59,7 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[Taint] = field(default_factory=list)
     extra: dict[str, int] = field(default_factory=dict)
+    nics: list[Nic] = field(default_factory=list)
 
     @property
     def gpu_model(self) -> str:

@@ -20,6 +20,7 @@ class DeviceKind(StrEnum):
     SHARE = "share"  # a fraction of one GPU (milli-GPU)
     MIG = "mig"  # a MIG instance
     REPLICA = "replica"  # a time-sliced or MPS replica
+    NIC = "nic"  # an RDMA NIC or one of its SR-IOV virtual functions (gpuaas.model.network)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class DeviceRef:
 
     ``gpu``: the index of the (parent) GPU on its node, which Slurm's typed gres and
     ``nvidia-smi -i`` use; ``milli``: the share of that GPU (1000 for a whole GPU).
+    A NIC (``kind`` NIC) is named ``mlx5_0`` or ``mlx5_0-vf-3``, its ``uuid`` is its PCI
+    address (may be empty) and ``gpu`` is -1.
     """
 
     name: str
@@ -53,9 +56,18 @@ class PodPlacement:
     @property
     def visible_devices(self) -> str:
         """``CUDA_VISIBLE_DEVICES`` for this pod: its devices' UUIDs, each once, in order."""
-        return ",".join(dict.fromkeys(d.uuid for d in self.devices))
+        return ",".join(dict.fromkeys(d.uuid for d in self.gpu_devices))
 
     @property
     def gpu_indexes(self) -> tuple[int, ...]:
         """The GPU indexes on the node this pod uses (a MIG instance counts its parent)."""
-        return tuple(sorted({d.gpu for d in self.devices}))
+        return tuple(sorted({d.gpu for d in self.gpu_devices}))
+
+    @property
+    def gpu_devices(self) -> tuple[DeviceRef, ...]:
+        return tuple(d for d in self.devices if d.kind is not DeviceKind.NIC)
+
+    @property
+    def nics(self) -> tuple[DeviceRef, ...]:
+        """The NICs / VFs this pod was given (``NCCL_IB_HCA`` takes their NIC names)."""
+        return tuple(d for d in self.devices if d.kind is DeviceKind.NIC)

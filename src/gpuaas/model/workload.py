@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpuaas.model.dataset import DataRequest
+from gpuaas.model.network import NetworkRequest
 from gpuaas.model.node import Toleration
 from gpuaas.model.topology import Level
 
@@ -44,7 +46,8 @@ class PodRequest:
     GPU forms, at most one per pod: ``gpus`` whole GPUs; ``gpu_milli`` a share of one GPU (the
     Alibaba trace's ``gpu_milli``, with ``gpus == 1`` and ``0 < gpu_milli < 1000``); ``mig`` MIG
     instances by profile; ``replicas`` time-sliced replicas; ``claims`` DRA device claims.
-    ``gpu_models`` restricts the GPU model (empty = any).
+    ``gpu_models`` restricts the GPU model (empty = any); ``network`` asks for RDMA NICs / VFs
+    beside the GPUs.
     """
 
     cpu_milli: int = 0
@@ -57,6 +60,7 @@ class PodRequest:
     gpu_models: frozenset[str] = frozenset()
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    network: NetworkRequest | None = None
 
     @property
     def milli_gpu(self) -> int:
@@ -78,11 +82,14 @@ class PodSet:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """The unit that is admitted, placed, preempted and metered: all pod sets, all or nothing."""
+    """The unit that is admitted, placed, preempted and metered: all pod sets, all or nothing.
+
+    ``data``: the dataset it reads, which placement prefers (or requires) warm on its nodes."""
 
     name: str
     pod_sets: tuple[PodSet, ...]
     priority: int = 0
+    data: DataRequest | None = None
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property

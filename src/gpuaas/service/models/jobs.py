@@ -93,6 +93,56 @@ class Topology(Strict):
 Quantity = Text | int | float
 
 
+class NetworkSpec(Strict):
+    """RDMA NICs / SR-IOV VFs per pod: ``count`` of them, or ``perGpu`` one per GPU; ``pool``
+    the extended resource they are advertised as (empty: any RDMA pool of the node);
+    ``alignment`` with the pod's GPUs (same PCIe root, else NUMA node): required, preferred,
+    none; ``attachment`` the tenant's NetworkAttachmentDefinition the pods join (Kubernetes)."""
+
+    pool: Text = Field(default="", max_length=253)
+    count: int = Field(default=0, ge=0, le=64, strict=True)
+    perGpu: bool = False
+    alignment: str = "preferred"
+    attachment: Text | None = Field(default=None, min_length=1, max_length=253)
+
+    @field_validator("alignment")
+    @classmethod
+    def _alignment(cls, value: str) -> str:
+        if value not in ("required", "preferred", "none"):
+            raise ValueError(f"must be required, preferred or none, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _count_or_per_gpu(self) -> NetworkSpec:
+        if self.perGpu == (self.count > 0):
+            raise ValueError("give count (NICs per pod) or perGpu: true, exactly one")
+        return self
+
+
+class DatasetRef(Strict):
+    """The registered dataset the job reads, mounted at ``mountPath`` (default
+    ``/datasets/<name>``); ``locality`` preferred or required (run only where it is warm)."""
+
+    name: Text = Field(min_length=1, max_length=63)
+    locality: str = "preferred"
+    mountPath: Text | None = Field(default=None, min_length=1, max_length=1000)
+
+    @field_validator("locality")
+    @classmethod
+    def _locality(cls, value: str) -> str:
+        if value not in ("preferred", "required"):
+            raise ValueError(f"must be preferred or required, got {value!r}")
+        return value
+
+
+class VolumeMount(Strict):
+    """A volume of the job's cluster, by name, mounted at ``mountPath``."""
+
+    name: Text = Field(min_length=1, max_length=63)
+    mountPath: Text = Field(min_length=1, max_length=1000)
+    readOnly: bool = False
+
+
 class PodSetSpec(Strict):
     """``count`` identical pods: per-pod ``resources``, or a ``hardwareProfile`` (whose defaults
     ``resources`` may then override)."""
@@ -102,6 +152,7 @@ class PodSetSpec(Strict):
     resources: dict[Text, Quantity] | None = None
     hardwareProfile: Text | None = Field(default=None, min_length=1, max_length=253)
     topology: Topology | None = None
+    network: NetworkSpec | None = None
 
     @field_validator("name")
     @classmethod
@@ -139,6 +190,10 @@ class JobSpec(Strict):
     env: dict[Text, Text] | None = Field(default=None, max_length=1000)
     podSets: list[PodSetSpec] = Field(min_length=1, max_length=16)
     duration: float | None = Field(default=None, gt=0, le=365 * 86400)
+    #: the tenant cluster the job runs in (its nodes only); None: the shared pool
+    cluster: Text | None = Field(default=None, min_length=1, max_length=63)
+    dataset: DatasetRef | None = None
+    volumes: list[VolumeMount] = Field(default_factory=list, max_length=32)
 
     @field_validator("name")
     @classmethod

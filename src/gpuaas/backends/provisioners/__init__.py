@@ -1,0 +1,1 @@
+"""Cluster provisioners: what carries a tenant cluster out (see :mod:`.base`)."""
