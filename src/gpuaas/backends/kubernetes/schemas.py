@@ -3,7 +3,7 @@
 Core kinds (``batch/v1`` Job, ``resource.k8s.io/v1`` ResourceClaimTemplate, ...) are checked
 against the Kubernetes 1.36 Swagger definitions (``kubernetes/derived_definitions_<gv>.json``
 in the schema directory, see its SOURCES.md); custom resources (JobSet, Volcano Job, Kueue and
-KAI kinds) against the ``openAPIV3Schema`` of the CRD's version, and their ``metadata`` against
+KAI kinds, Cluster API and its providers' kinds) against the ``openAPIV3Schema`` of the CRD's version, and their ``metadata`` against
 the core ObjectMeta. Both are checked *strictly*: an object that names a field the schema does
 not have is refused (the API server, with ``fieldValidation=Strict``, refuses it; with the
 default it drops it with a warning, or a CRD prunes it, and the job would silently run
@@ -40,6 +40,11 @@ CRD_DIRS = {
     "scheduling.volcano.sh": "volcano",
     "scheduling.run.ai": "kai-scheduler",
     "kai.scheduler": "kai-scheduler",
+    "cluster.x-k8s.io": "cluster-api",
+    "controlplane.cluster.x-k8s.io": "cluster-api",
+    "bootstrap.cluster.x-k8s.io": "cluster-api",
+    "infrastructure.cluster.x-k8s.io": "cluster-api",
+    "addons.cluster.x-k8s.io": "cluster-api",
 }
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
