@@ -149,7 +149,8 @@ def base_name(spec: ClusterSpec) -> str:
 
 def check(spec: ClusterSpec, nodes: ClusterNodes | None = None) -> None:
     """Refuse, naming the field, what cannot become Cluster API objects: names that are not
-    DNS labels (they become object names and label values), a missing distribution, a
+    DNS labels (they become object names and label values; 48 characters leave room for the
+    longest suffix, ``-control-plane``), a missing distribution, a
     control plane of other than an odd count (etcd needs a majority)."""
     if spec.kind is not ClusterKind.KUBERNETES:
         raise InvalidValue("kind", f"the Cluster API provisioner makes kubernetes clusters, not {spec.kind}")
@@ -158,14 +159,14 @@ def check(spec: ClusterSpec, nodes: ClusterNodes | None = None) -> None:
     for what, value in (("tenant", spec.tenant), ("name", spec.name)):
         if not _DNS_LABEL.match(value):
             raise InvalidValue(what, f"{value!r} is not a DNS label (lower-case letters, digits, '-')")
-    if len(base_name(spec)) > 50:
-        raise InvalidValue("name", f"{base_name(spec)!r}: tenant and name together exceed 50 characters")
+    if len(base_name(spec)) > 48:
+        raise InvalidValue("name", f"{base_name(spec)!r}: tenant and name together exceed 48 characters")
     if spec.control_plane < 1 or spec.control_plane % 2 == 0:
         raise InvalidValue("controlPlane", f"{spec.control_plane}: must be odd (1, 3, 5) for etcd quorum")
     pools = [p.name for p in spec.pools] + list((nodes.pools if nodes else {}).keys())
-    for pool in pools:
-        if not _DNS_LABEL.match(pool) or len(pool) > 12:
-            raise InvalidValue("pools.name", f"{pool!r} is not a DNS label of at most 12 characters")
+    for pool in pools:  # object names <tenant>-<cluster>-<pool> are DNS labels too
+        if not _DNS_LABEL.match(pool) or len(base_name(spec)) + 1 + len(pool) > 63:
+            raise InvalidValue("pools.name", f"{pool!r}: {base_name(spec)}-{pool} is not a DNS label (at most 63 characters)")
 
 
 def _ref(group: str, kind: str, name: str) -> dict[str, str]:
@@ -317,7 +318,7 @@ def _machine_deployment(
         "infrastructureRef": _ref(INFRASTRUCTURE, "Metal3MachineTemplate", name),
     }
     if spec.distribution is not Distribution.OPENSHIFT:
-        machine["version"] = version(spec, options).split("+")[0]
+        machine["version"] = version(spec, options)
     meta = _meta(spec, options, name, annotations={HOSTS_ANNOTATION: ",".join(hosts)})
     return {
         "apiVersion": f"{CLUSTER_API}/v1beta2",
