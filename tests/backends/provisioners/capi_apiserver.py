@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kubernetes"))
 
-from fake_apiserver import FakeApiServer, _response, status  # noqa: E402
+from fake_apiserver import FakeApiServer, _response, status
 
 __all__ = ["CapiApiServer", "status"]
 
@@ -82,7 +82,9 @@ class CapiApiServer(FakeApiServer):
             obj = self.objects.get(key)
             if obj is None:
                 if "apply-patch" not in content_type:
-                    return _response(404, status(404, "NotFound", f'"{name}" not found'), "Not Found")  # fmt: skip
+                    return _response(
+                        404, status(404, "NotFound", f'"{name}" not found'), "Not Found"
+                    )
                 obj = self.objects[key] = {"metadata": {"name": name, "namespace": namespace}}
             _merge(obj, data)
             self._bump(obj)
@@ -91,7 +93,11 @@ class CapiApiServer(FakeApiServer):
             self.requests.append((method, parsed.path, json.loads(body) if body else None))
             self.objects[key]["metadata"]["deletionTimestamp"] = "2026-11-25T20:00:00Z"
             return _response(200, self.objects[key])
-        if method == "GET" and name and "deletionTimestamp" in self.objects.get(key, {}).get("metadata", {}):
+        if (
+            method == "GET"
+            and name
+            and "deletionTimestamp" in self.objects.get(key, {}).get("metadata", {})
+        ):
             if self.linger.get(name, 0) > 0:
                 self.linger[name] -= 1
             else:  # Cluster API has finished: the object is gone
@@ -100,7 +106,8 @@ class CapiApiServer(FakeApiServer):
         selector = query.get("labelSelector", [""])[0]
         if method == "GET" and name is None and selector:
             listed = json.loads(answer.data)
-            listed["items"] = [o for o in listed["items"]
-                               if _matches(o["metadata"].get("labels") or {}, selector)]  # fmt: skip
+            listed["items"] = [
+                o for o in listed["items"] if _matches(o["metadata"].get("labels") or {}, selector)
+            ]
             return _response(200, listed)
         return answer

@@ -11,7 +11,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from capi_cases import CREATED, CRS_SCHEMA, SCALED, SCHEMAS, check_golden, needs_schemas, scaled, spec
+from capi_cases import (
+    CREATED,
+    CRS_SCHEMA,
+    SCALED,
+    SCHEMAS,
+    check_golden,
+    needs_schemas,
+    scaled,
+    spec,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,9 +68,14 @@ def test_every_object_matches_its_upstream_schema(distribution: Distribution, sc
     _validate(_docs(distribution, scale))
 
 
-@pytest.mark.skipif(not CRS_SCHEMA.exists(), reason=f"{CRS_SCHEMA} is absent: the shared schemas "
-                    "hold no ClusterResourceSet CRD (add core/config/crd/bases/"
-                    "addons.cluster.x-k8s.io_clusterresourcesets.yaml of cluster-api @ ae7ff047)")  # fmt: skip
+NO_CRS = (
+    f"{CRS_SCHEMA} is absent: the shared schemas hold no ClusterResourceSet CRD (add "
+    "core/config/crd/bases/addons.cluster.x-k8s.io_clusterresourcesets.yaml of cluster-api "
+    "@ ae7ff047)"
+)
+
+
+@pytest.mark.skipif(not CRS_SCHEMA.exists(), reason=NO_CRS)
 @pytest.mark.parametrize("distribution", list(Distribution))
 def test_the_clusterresourceset_matches_its_upstream_schema(distribution: Distribution) -> None:
     validate(_by_kind(_docs(distribution), "ClusterResourceSet"), SCHEMAS)
@@ -70,7 +84,9 @@ def test_the_clusterresourceset_matches_its_upstream_schema(distribution: Distri
 @pytest.mark.parametrize("distribution", list(Distribution))
 @pytest.mark.parametrize("scale", [False, True], ids=["create", "scale"])
 def test_golden(distribution: Distribution, scale: bool) -> None:
-    check_golden(f"{distribution.value}.{'scale' if scale else 'create'}", _docs(distribution, scale))
+    check_golden(
+        f"{distribution.value}.{'scale' if scale else 'create'}", _docs(distribution, scale)
+    )
 
 
 @pytest.mark.parametrize("distribution", list(Distribution))
@@ -83,7 +99,9 @@ def test_the_objects_of_each_distribution_and_their_replicas(distribution: Distr
         assert [d["spec"]["replicas"] for d in _by_kind(docs, control_plane)] == [cp_replicas]
         mds = {d["metadata"]["name"]: d for d in _by_kind(docs, "MachineDeployment")}
         assert {n: d["spec"]["replicas"] for n, d in mds.items()} == {
-            "acme-train-h100": h100, "acme-train-l40s": 1}  # fmt: skip
+            "acme-train-h100": h100,
+            "acme-train-l40s": 1,
+        }
         names = {(d["kind"], d["metadata"]["name"]) for d in docs}
         for md in mds.values():  # each pool: its bootstrap template and machine template exist
             template = md["spec"]["template"]["spec"]
@@ -103,29 +121,47 @@ def test_host_selectors_are_stable_and_the_hosts_are_listed() -> None:
     md = {d["metadata"]["name"]: d for d in _by_kind(after, "MachineDeployment")}["acme-train-h100"]
     assert md["metadata"]["annotations"][HOSTS_ANNOTATION] == "gpu-01,gpu-02,gpu-03"
     selector = {d["metadata"]["name"]: d for d in _by_kind(after, "Metal3MachineTemplate")}[
-        "acme-train-h100"]["spec"]["template"]["spec"]["hostSelector"]  # fmt: skip
-    assert selector == {"matchLabels": {"gpuaas.io/tenant": "acme", "gpuaas.io/cluster": "train",
-                                        "gpuaas.io/pool": "h100"}}  # fmt: skip
+        "acme-train-h100"
+    ]["spec"]["template"]["spec"]["hostSelector"]
+    assert selector == {
+        "matchLabels": {
+            "gpuaas.io/tenant": "acme",
+            "gpuaas.io/cluster": "train",
+            "gpuaas.io/pool": "h100",
+        }
+    }
 
 
 def test_a_carved_control_plane_pool_pins_the_control_plane() -> None:
     nodes = ClusterNodes({**CREATED.pools, CONTROL_PLANE_POOL: ("cp-1",)})
     docs = documents(spec(Distribution.RANCHER), nodes, CapiOptions())
     assert [d["metadata"]["name"] for d in _by_kind(docs, "MachineDeployment")] == [
-        "acme-train-h100", "acme-train-l40s"]  # fmt: skip
+        "acme-train-h100",
+        "acme-train-l40s",
+    ]
     cp = {d["metadata"]["name"]: d for d in _by_kind(docs, "Metal3MachineTemplate")}[
-        "acme-train-control-plane"]  # fmt: skip
-    assert cp["spec"]["template"]["spec"]["hostSelector"]["matchLabels"]["gpuaas.io/pool"] == "control-plane"
+        "acme-train-control-plane"
+    ]
+    assert (
+        cp["spec"]["template"]["spec"]["hostSelector"]["matchLabels"]["gpuaas.io/pool"]
+        == "control-plane"
+    )
     with pytest.raises(InvalidValue, match="controlPlane"):
         documents(spec(Distribution.RANCHER, control_plane=3), nodes, CapiOptions())
 
 
 def test_the_addons_select_this_cluster_only() -> None:
-    for scheduler, addons in (("kueue", ["gpu-operator", "kueue"]), ("kai", ["gpu-operator", "kai"]),
-                              ("volcano", ["gpu-operator", "volcano"]), ("", ["gpu-operator"])):  # fmt: skip
+    for scheduler, addons in (
+        ("kueue", ["gpu-operator", "kueue"]),
+        ("kai", ["gpu-operator", "kai"]),
+        ("volcano", ["gpu-operator", "volcano"]),
+        ("", ["gpu-operator"]),
+    ):
         docs = documents(spec(Distribution.UPSTREAM), CREATED, CapiOptions(scheduler=scheduler))
         (crs,) = _by_kind(docs, "ClusterResourceSet")
-        assert [r["name"] for r in crs["spec"]["resources"]] == [f"gpuaas-addon-{a}" for a in addons]
+        assert [r["name"] for r in crs["spec"]["resources"]] == [
+            f"gpuaas-addon-{a}" for a in addons
+        ]
         labels = docs[-1]["metadata"]["labels"]
         assert crs["spec"]["clusterSelector"]["matchLabels"].items() <= labels.items()
     with pytest.raises(InvalidValue, match="scheduler"):
@@ -158,8 +194,12 @@ def test_bad_specs_are_refused_naming_the_field(change: dict, field: str) -> Non
 def test_any_size_validates_and_replicas_equal_the_hosts(
     distribution: Distribution, counts: list[int], control_plane: int
 ) -> None:
-    nodes = ClusterNodes({f"p{i}": tuple(f"n{i}-{j}" for j in range(c)) for i, c in enumerate(counts)})
+    nodes = ClusterNodes(
+        {f"p{i}": tuple(f"n{i}-{j}" for j in range(c)) for i, c in enumerate(counts)}
+    )
     docs = documents(spec(distribution, control_plane), nodes, CapiOptions())
     _validate(docs)
-    replicas = {d["metadata"]["name"]: d["spec"]["replicas"] for d in _by_kind(docs, "MachineDeployment")}
+    replicas = {
+        d["metadata"]["name"]: d["spec"]["replicas"] for d in _by_kind(docs, "MachineDeployment")
+    }
     assert replicas == {f"acme-train-p{i}": c for i, c in enumerate(counts)}

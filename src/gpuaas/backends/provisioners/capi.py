@@ -75,11 +75,15 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "Metal3MachineTemplate": (INFRASTRUCTURE, "v1beta2", "metal3machinetemplates"),
     "Metal3Machine": (INFRASTRUCTURE, "v1beta2", "metal3machines"),
     "ClusterResourceSet": (ADDONS, "v1beta2", "clusterresourcesets"),
-    **{p.control_plane: (CONTROL_PLANE, p.control_plane_version, p.control_plane.lower() + "s")
-       for p in PROVIDERS.values()},
-    **{p.bootstrap_template: (BOOTSTRAP, p.bootstrap_version, p.bootstrap_template.lower() + "s")
-       for p in PROVIDERS.values()},
-}  # fmt: skip
+    **{
+        p.control_plane: (CONTROL_PLANE, p.control_plane_version, p.control_plane.lower() + "s")
+        for p in PROVIDERS.values()
+    },
+    **{
+        p.bootstrap_template: (BOOTSTRAP, p.bootstrap_version, p.bootstrap_template.lower() + "s")
+        for p in PROVIDERS.values()
+    },
+}
 
 
 class ClusterApiProvisioner:
@@ -177,13 +181,21 @@ class ClusterApiProvisioner:
                 )
             self._sleep(self.poll_interval)
         provider = PROVIDERS[spec.distribution]  # type: ignore[index]
-        swept = ("ClusterResourceSet", "MachineDeployment", provider.control_plane,
-                 provider.bootstrap_template, "Metal3MachineTemplate", "Metal3Cluster")  # fmt: skip
+        swept = (
+            "ClusterResourceSet",
+            "MachineDeployment",
+            provider.control_plane,
+            provider.bootstrap_template,
+            "Metal3MachineTemplate",
+            "Metal3Cluster",
+        )
         for kind in swept:  # by label: a pool removed earlier included
             for obj in self._list(kind, _owned(spec)):
                 self._delete(kind, obj["metadata"]["name"])
         for host in self._list_hosts(_owned(spec)):
-            self._set_host_labels(host, {TENANT_LABEL: None, CLUSTER_NAME_LABEL: None, POOL_LABEL: None})
+            self._set_host_labels(
+                host, {TENANT_LABEL: None, CLUSTER_NAME_LABEL: None, POOL_LABEL: None}
+            )
 
     # --- hosts --------------------------------------------------------------------------------
     def _label_hosts(self, spec: ClusterSpec, nodes: ClusterNodes) -> None:
@@ -203,15 +215,21 @@ class ClusterApiProvisioner:
                 want = {TENANT_LABEL: spec.tenant, CLUSTER_NAME_LABEL: spec.name, POOL_LABEL: pool}
                 if any(host["metadata"]["labels"].get(k) != v for k, v in want.items()):
                     self._set_host_labels(host, dict(want))
-        released = [h for h in self._list_hosts(_owned(spec)) if h["metadata"]["name"] not in allocated]
+        released = [
+            h for h in self._list_hosts(_owned(spec)) if h["metadata"]["name"] not in allocated
+        ]
         if not released:
             return
         machines = self._machines_on_hosts(spec)
         for host in released:
             machine = machines.get(host["metadata"]["name"])
             if machine is not None:
-                self._patch("Machine", machine, {"metadata": {"annotations": {DELETE_MACHINE: "yes"}}})
-            self._set_host_labels(host, {TENANT_LABEL: None, CLUSTER_NAME_LABEL: None, POOL_LABEL: None})
+                self._patch(
+                    "Machine", machine, {"metadata": {"annotations": {DELETE_MACHINE: "yes"}}}
+                )
+            self._set_host_labels(
+                host, {TENANT_LABEL: None, CLUSTER_NAME_LABEL: None, POOL_LABEL: None}
+            )
 
     def _machines_on_hosts(self, spec: ClusterSpec) -> dict[str, str]:
         """BareMetalHost name -> the Machine consuming it, from the Metal3Machines' host
@@ -221,7 +239,14 @@ class ClusterApiProvisioner:
         for m3m in self._list("Metal3Machine", selector):
             meta = m3m["metadata"]
             host = (meta.get("annotations") or {}).get(HOST_ANNOTATION, "")
-            owner = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "Machine"), None)  # fmt: skip
+            owner = next(
+                (
+                    o["name"]
+                    for o in meta.get("ownerReferences") or []
+                    if o.get("kind") == "Machine"
+                ),
+                None,
+            )
             if host and owner:
                 out[host.rpartition("/")[2]] = owner
         return out
@@ -231,8 +256,12 @@ class ClusterApiProvisioner:
 
         group, version, plural = BMH
         api = client.CustomObjectsApi(self.api())
-        answer = self._call(f"list BareMetalHosts ({selector})", lambda: api.list_namespaced_custom_object(
-            group, version, self.options.namespace, plural, label_selector=selector))  # fmt: skip
+        answer = self._call(
+            f"list BareMetalHosts ({selector})",
+            lambda: api.list_namespaced_custom_object(
+                group, version, self.options.namespace, plural, label_selector=selector
+            ),
+        )
         return list(answer.get("items", []))
 
     def _set_host_labels(self, host: Mapping[str, Any], labels: dict[str, str | None]) -> None:
@@ -241,9 +270,18 @@ class ClusterApiProvisioner:
         group, version, plural = BMH
         api = client.CustomObjectsApi(self.api())
         name = host["metadata"]["name"]
-        self._call(f"label BareMetalHost {name}", lambda: api.patch_namespaced_custom_object(
-            group, version, self.options.namespace, plural, name,
-            {"metadata": {"labels": labels}}, _content_type=MERGE_PATCH))  # fmt: skip
+        self._call(
+            f"label BareMetalHost {name}",
+            lambda: api.patch_namespaced_custom_object(
+                group,
+                version,
+                self.options.namespace,
+                plural,
+                name,
+                {"metadata": {"labels": labels}},
+                _content_type=MERGE_PATCH,
+            ),
+        )
 
     # --- the client ---------------------------------------------------------------------------
     def api(self) -> Any:
@@ -278,42 +316,75 @@ class ClusterApiProvisioner:
         group, version, plural = RESOURCES[doc["kind"]]
         name = doc["metadata"]["name"]
         api = client.CustomObjectsApi(self.api())
-        self._call(f"apply {doc['kind']} {name}", lambda: api.patch_namespaced_custom_object(
-            group, version, self.options.namespace, plural, name, dict(doc),
-            field_manager=FIELD_MANAGER, force=True, _content_type=APPLY_PATCH))  # fmt: skip
+        self._call(
+            f"apply {doc['kind']} {name}",
+            lambda: api.patch_namespaced_custom_object(
+                group,
+                version,
+                self.options.namespace,
+                plural,
+                name,
+                dict(doc),
+                field_manager=FIELD_MANAGER,
+                force=True,
+                _content_type=APPLY_PATCH,
+            ),
+        )
 
     def _patch(self, kind: str, name: str, patch: dict[str, Any]) -> None:
         from kubernetes import client
 
         group, version, plural = RESOURCES[kind]
         api = client.CustomObjectsApi(self.api())
-        self._call(f"patch {kind} {name}", lambda: api.patch_namespaced_custom_object(
-            group, version, self.options.namespace, plural, name, patch,
-            _content_type=MERGE_PATCH), missing_ok=True)  # fmt: skip
+        self._call(
+            f"patch {kind} {name}",
+            lambda: api.patch_namespaced_custom_object(
+                group,
+                version,
+                self.options.namespace,
+                plural,
+                name,
+                patch,
+                _content_type=MERGE_PATCH,
+            ),
+            missing_ok=True,
+        )
 
     def _get(self, kind: str, name: str) -> dict[str, Any] | None:
         from kubernetes import client
 
         group, version, plural = RESOURCES[kind]
         api = client.CustomObjectsApi(self.api())
-        return self._call(f"get {kind} {name}", lambda: api.get_namespaced_custom_object(
-            group, version, self.options.namespace, plural, name), missing_ok=True)  # fmt: skip
+        return self._call(
+            f"get {kind} {name}",
+            lambda: api.get_namespaced_custom_object(
+                group, version, self.options.namespace, plural, name
+            ),
+            missing_ok=True,
+        )
 
     def _get_configmap(self, name: str) -> Any:
         from kubernetes import client
 
         api = client.CoreV1Api(self.api())
-        return self._call(f"get ConfigMap {name}", lambda: api.read_namespaced_config_map(
-            name, self.options.namespace), missing_ok=True)  # fmt: skip
+        return self._call(
+            f"get ConfigMap {name}",
+            lambda: api.read_namespaced_config_map(name, self.options.namespace),
+            missing_ok=True,
+        )
 
     def _list(self, kind: str, selector: str) -> list[dict[str, Any]]:
         from kubernetes import client
 
         group, version, plural = RESOURCES[kind]
         api = client.CustomObjectsApi(self.api())
-        answer = self._call(f"list {kind}", lambda: api.list_namespaced_custom_object(
-            group, version, self.options.namespace, plural, label_selector=selector),
-            missing_ok=True)  # fmt: skip
+        answer = self._call(
+            f"list {kind}",
+            lambda: api.list_namespaced_custom_object(
+                group, version, self.options.namespace, plural, label_selector=selector
+            ),
+            missing_ok=True,
+        )
         return list((answer or {}).get("items", []))
 
     def _delete(self, kind: str, name: str) -> None:
@@ -321,9 +392,18 @@ class ClusterApiProvisioner:
 
         group, version, plural = RESOURCES[kind]
         api = client.CustomObjectsApi(self.api())
-        self._call(f"delete {kind} {name}", lambda: api.delete_namespaced_custom_object(
-            group, version, self.options.namespace, plural, name,
-            propagation_policy="Foreground"), missing_ok=True)  # fmt: skip
+        self._call(
+            f"delete {kind} {name}",
+            lambda: api.delete_namespaced_custom_object(
+                group,
+                version,
+                self.options.namespace,
+                plural,
+                name,
+                propagation_policy="Foreground",
+            ),
+            missing_ok=True,
+        )
 
 
 def _owned(spec: ClusterSpec) -> str:

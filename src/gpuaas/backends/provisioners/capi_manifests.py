@@ -83,12 +83,14 @@ class Provider:
 
 
 PROVIDERS = {
-    Distribution.UPSTREAM: Provider("KubeadmControlPlane", "v1beta2", "KubeadmConfigTemplate", "v1beta2"),
+    Distribution.UPSTREAM: Provider(
+        "KubeadmControlPlane", "v1beta2", "KubeadmConfigTemplate", "v1beta2"
+    ),
     Distribution.RANCHER: Provider("RKE2ControlPlane", "v1beta2", "RKE2ConfigTemplate", "v1beta2"),
     Distribution.OPENSHIFT: Provider(
         "OpenshiftAssistedControlPlane", "v1alpha3", "OpenshiftAssistedConfigTemplate", "v1alpha2"
     ),
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,20 +155,33 @@ def check(spec: ClusterSpec, nodes: ClusterNodes | None = None) -> None:
     longest suffix, ``-control-plane``), a missing distribution, a
     control plane of other than an odd count (etcd needs a majority)."""
     if spec.kind is not ClusterKind.KUBERNETES:
-        raise InvalidValue("kind", f"the Cluster API provisioner makes kubernetes clusters, not {spec.kind}")
+        raise InvalidValue(
+            "kind", f"the Cluster API provisioner makes kubernetes clusters, not {spec.kind}"
+        )
     if spec.distribution is None:
-        raise InvalidValue("distribution", "a kubernetes cluster needs one of " + ", ".join(Distribution))
+        raise InvalidValue(
+            "distribution", "a kubernetes cluster needs one of " + ", ".join(Distribution)
+        )
     for what, value in (("tenant", spec.tenant), ("name", spec.name)):
         if not _DNS_LABEL.match(value):
-            raise InvalidValue(what, f"{value!r} is not a DNS label (lower-case letters, digits, '-')")
+            raise InvalidValue(
+                what, f"{value!r} is not a DNS label (lower-case letters, digits, '-')"
+            )
     if len(base_name(spec)) > 48:
-        raise InvalidValue("name", f"{base_name(spec)!r}: tenant and name together exceed 48 characters")
+        raise InvalidValue(
+            "name", f"{base_name(spec)!r}: tenant and name together exceed 48 characters"
+        )
     if spec.control_plane < 1 or spec.control_plane % 2 == 0:
-        raise InvalidValue("controlPlane", f"{spec.control_plane}: must be odd (1, 3, 5) for etcd quorum")
+        raise InvalidValue(
+            "controlPlane", f"{spec.control_plane}: must be odd (1, 3, 5) for etcd quorum"
+        )
     pools = [p.name for p in spec.pools] + list((nodes.pools if nodes else {}).keys())
     for pool in pools:  # object names <tenant>-<cluster>-<pool> are DNS labels too
         if not _DNS_LABEL.match(pool) or len(base_name(spec)) + 1 + len(pool) > 63:
-            raise InvalidValue("pools.name", f"{pool!r}: {base_name(spec)}-{pool} is not a DNS label (at most 63 characters)")
+            raise InvalidValue(
+                "pools.name",
+                f"{pool!r}: {base_name(spec)}-{pool} is not a DNS label (at most 63 characters)",
+            )
 
 
 def _ref(group: str, kind: str, name: str) -> dict[str, str]:
@@ -204,12 +219,16 @@ def _machine_template(
                 "spec": {
                     "hostSelector": selector,
                     "automatedCleaningMode": "metadata",
-                    "image": {"url": url, "checksum": checksum, "checksumType": "sha256",
-                              "diskFormat": "qcow2"},
+                    "image": {
+                        "url": url,
+                        "checksum": checksum,
+                        "checksumType": "sha256",
+                        "diskFormat": "qcow2",
+                    },
                 }
             },
         },
-    }  # fmt: skip
+    }
 
 
 def version(spec: ClusterSpec, options: CapiOptions) -> str:
@@ -272,10 +291,16 @@ def _control_plane(spec: ClusterSpec, options: CapiOptions, template: str) -> di
 
 def _admin_user(spec: ClusterSpec) -> dict[str, Any]:
     """The tenant's SSH keys on its kubeadm nodes (user ``tenant``, passwordless sudo)."""
-    return {"name": "tenant", "sshAuthorizedKeys": list(spec.ssh_keys), "sudo": "ALL=(ALL) NOPASSWD:ALL"}  # fmt: skip
+    return {
+        "name": "tenant",
+        "sshAuthorizedKeys": list(spec.ssh_keys),
+        "sudo": "ALL=(ALL) NOPASSWD:ALL",
+    }
 
 
-def _bootstrap_template(spec: ClusterSpec, options: CapiOptions, name: str, pool: str) -> dict[str, Any]:
+def _bootstrap_template(
+    spec: ClusterSpec, options: CapiOptions, name: str, pool: str
+) -> dict[str, Any]:
     assert spec.distribution is not None
     provider = PROVIDERS[spec.distribution]
     node_label = f"{POOL_LABEL}={pool}"
@@ -301,7 +326,7 @@ def _bootstrap_template(spec: ClusterSpec, options: CapiOptions, name: str, pool
         "kind": provider.bootstrap_template,
         "metadata": _meta(spec, options, name),
         "spec": {"template": template},
-    }  # fmt: skip
+    }
 
 
 def _machine_deployment(
@@ -363,13 +388,16 @@ def documents(spec: ClusterSpec, nodes: ClusterNodes, options: CapiOptions) -> l
             "kind": "Metal3Cluster",
             "metadata": _meta(spec, options, cluster),
             "spec": {
-                "controlPlaneEndpoint": {"host": f"{cluster}.{options.endpoint_domain}", "port": 6443},
+                "controlPlaneEndpoint": {
+                    "host": f"{cluster}.{options.endpoint_domain}",
+                    "port": 6443,
+                },
                 "cloudProviderEnabled": False,
             },
         },
         _machine_template(spec, options, cp_template, cp_selector),
         _control_plane(spec, options, cp_template),
-    ]  # fmt: skip
+    ]
     for pool, hosts in worker_pools(nodes).items():
         name = f"{cluster}-{pool}"
         out.append(_machine_template(spec, options, name, _host_selector(spec, pool)))
@@ -381,12 +409,16 @@ def documents(spec: ClusterSpec, nodes: ClusterNodes, options: CapiOptions) -> l
             "kind": "ClusterResourceSet",
             "metadata": _meta(spec, options, f"{cluster}-addons"),
             "spec": {
-                "clusterSelector": {"matchLabels": {TENANT_LABEL: spec.tenant, CLUSTER_NAME_LABEL: spec.name}},
-                "resources": [{"kind": "ConfigMap", "name": addon_configmap(a)} for a in options.addons],
+                "clusterSelector": {
+                    "matchLabels": {TENANT_LABEL: spec.tenant, CLUSTER_NAME_LABEL: spec.name}
+                },
+                "resources": [
+                    {"kind": "ConfigMap", "name": addon_configmap(a)} for a in options.addons
+                ],
                 "strategy": "Reconcile",
             },
         }
-    )  # fmt: skip
+    )
     cluster_spec: dict[str, Any] = {
         "clusterNetwork": {
             "pods": {"cidrBlocks": [options.pod_cidr]},
