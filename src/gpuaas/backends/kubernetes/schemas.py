@@ -10,9 +10,7 @@ object that names a field the schema does not have is refused (the API server, w
 prunes it, and the job would silently run without it). What this cannot show: admission
 webhooks (Kueue's, Volcano's), CEL validation rules of the CRDs (``x-kubernetes-validations``),
 defaulting, and whether the cluster has the named queue, priority class, DeviceClass or device
-plugin resources.
-Needs ``jsonschema`` (a
-test extra); imported only here.
+plugin resources. Needs ``jsonschema`` (a test extra); imported only here.
 """
 
 from __future__ import annotations
