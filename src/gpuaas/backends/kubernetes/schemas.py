@@ -3,14 +3,14 @@
 Core kinds (``batch/v1`` Job, ``resource.k8s.io/v1`` ResourceClaimTemplate, ...) are checked
 against the Kubernetes 1.36 Swagger definitions (``kubernetes/derived_definitions_<gv>.json``
 in the schema directory, see its SOURCES.md); custom resources (JobSet, Volcano Job, Kueue and
-KAI kinds, Cluster API's and its providers') against the ``openAPIV3Schema`` of the CRD's
-version, and their ``metadata`` against the core ObjectMeta. Both are checked *strictly*: an
-object that names a field the schema does not have is refused (the API server, with
-``fieldValidation=Strict``, refuses it; with the default it drops it with a warning, or a CRD
-prunes it, and the job would silently run without it). What this cannot show: admission
-webhooks (Kueue's, Volcano's), CEL validation rules of the CRDs (``x-kubernetes-validations``),
-defaulting, and whether the cluster has the named queue, priority class, DeviceClass or device
-plugin resources. Needs ``jsonschema`` (a test extra); imported only here.
+KAI kinds) against the ``openAPIV3Schema`` of the CRD's version, and their ``metadata`` against
+the core ObjectMeta. Both are checked *strictly*: an object that names a field the schema does
+not have is refused (the API server, with ``fieldValidation=Strict``, refuses it; with the
+default it drops it with a warning, or a CRD prunes it, and the job would silently run
+without it). What this cannot show: admission webhooks (Kueue's, Volcano's), CEL validation
+rules of the CRDs (``x-kubernetes-validations``), defaulting, and whether the cluster has the
+named queue, priority class, DeviceClass or device plugin resources. Needs ``jsonschema`` (a
+test extra); imported only here.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ CRD_DIRS = {
     "scheduling.volcano.sh": "volcano",
     "scheduling.run.ai": "kai-scheduler",
     "kai.scheduler": "kai-scheduler",
+    # Cluster API and its providers (tenant clusters, backends/provisioners/capi_manifests.py)
     "cluster.x-k8s.io": "cluster-api",
     "controlplane.cluster.x-k8s.io": "cluster-api",
     "bootstrap.cluster.x-k8s.io": "cluster-api",
