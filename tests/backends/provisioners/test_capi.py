@@ -244,6 +244,11 @@ def test_what_the_provider_must_supply_is_named() -> None:
     with pytest.raises(ProvisionError, match=r"no BareMetalHost labelled gpuaas\.io/node=gpu-07"):
         _provisioner(no_host).apply(spec(Distribution.UPSTREAM), CREATED, {})
     assert not [r for r in no_host.requests if r[0] == "PATCH" and "/clusters/" in r[1]]
+    taken = _server()
+    _labels(taken, "gpu-02").update({"gpuaas.io/tenant": "globex", "gpuaas.io/cluster": "infer"})
+    with pytest.raises(ProvisionError, match="still labelled for cluster globex/infer"):
+        _provisioner(taken).apply(spec(Distribution.UPSTREAM), CREATED, {})
+    assert _labels(taken, "gpu-01") == {"gpuaas.io/node": "gpu-01"}  # nothing half-labelled
     no_addon = _server(scheduler="kueue")
     with pytest.raises(ProvisionError, match="gpuaas-addon-volcano is missing"):
         _provisioner(no_addon, scheduler="volcano").apply(spec(Distribution.UPSTREAM), CREATED, {})

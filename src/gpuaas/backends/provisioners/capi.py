@@ -8,7 +8,8 @@ through the official ``kubernetes`` client:
 
 - **apply** (create and scale alike, always the whole desired state): check that the add-on
   ConfigMaps the ClusterResourceSet names exist; label the BareMetalHosts of the allocated
-  nodes with the tenant, cluster and pool (the Metal3 host selectors match those labels); for a
+  nodes with the tenant, cluster and pool (the Metal3 host selectors match those labels;
+  a host still labelled for another cluster is refused, never taken over); for a
   host the cluster no longer holds, mark the Machine on it with
   ``cluster.x-k8s.io/delete-machine`` (so the MachineSet removes *that* machine when its
   replicas go down, not one at random) and take the labels off the host; then server-side
@@ -201,8 +202,8 @@ class ClusterApiProvisioner:
     def _label_hosts(self, spec: ClusterSpec, nodes: ClusterNodes) -> None:
         """Label the allocated hosts, release the others (see the module docstring)."""
         by_node = {h["metadata"]["labels"][NODE_LABEL]: h for h in self._list_hosts(NODE_LABEL)}
-        allocated: set[str] = set()
-        for pool, names in sorted(nodes.pools.items()):
+        wanted: list[tuple[dict[str, Any], dict[str, str | None]]] = []
+        for pool, names in sorted(nodes.pools.items()):  # check every host before changing one
             for node in names:
                 host = by_node.get(node)
                 if host is None:
@@ -211,10 +212,19 @@ class ClusterApiProvisioner:
                         f"{self.options.namespace}: the provider labels every enrolled host "
                         "with its fleet node name (docs/cluster-api.md)"
                     )
-                allocated.add(host["metadata"]["name"])
+                labels = host["metadata"]["labels"]
+                owner = (labels.get(TENANT_LABEL), labels.get(CLUSTER_NAME_LABEL))
+                if owner[0] and owner != (spec.tenant, spec.name):
+                    raise ProvisionError(
+                        f"BareMetalHost {host['metadata']['name']} (node {node}) is still "
+                        f"labelled for cluster {owner[0]}/{owner[1]}: a node is in one cluster"
+                    )
                 want = {TENANT_LABEL: spec.tenant, CLUSTER_NAME_LABEL: spec.name, POOL_LABEL: pool}
-                if any(host["metadata"]["labels"].get(k) != v for k, v in want.items()):
-                    self._set_host_labels(host, dict(want))
+                wanted.append((host, dict(want)))
+        for host, want in wanted:
+            if any(host["metadata"]["labels"].get(k) != v for k, v in want.items()):
+                self._set_host_labels(host, want)
+        allocated = {host["metadata"]["name"] for host, _ in wanted}
         released = [
             h for h in self._list_hosts(_owned(spec)) if h["metadata"]["name"] not in allocated
         ]
