@@ -117,7 +117,8 @@ def test_host_selectors_are_stable_and_the_hosts_are_listed() -> None:
     """Scaling must not change a Metal3MachineTemplate (that would reprovision every machine
     of the pool); only replicas and the hosts annotation move."""
     before, after = _docs(Distribution.UPSTREAM), _docs(Distribution.UPSTREAM, True)
-    assert _by_kind(before, "Metal3MachineTemplate") == _by_kind(after, "Metal3MachineTemplate")
+    for kind in ("Metal3MachineTemplate", "KubeadmConfigTemplate", "Metal3Cluster"):
+        assert _by_kind(before, kind) == _by_kind(after, kind)
     md = {d["metadata"]["name"]: d for d in _by_kind(after, "MachineDeployment")}["acme-train-h100"]
     assert md["metadata"]["annotations"][HOSTS_ANNOTATION] == "gpu-01,gpu-02,gpu-03"
     selector = {d["metadata"]["name"]: d for d in _by_kind(after, "Metal3MachineTemplate")}[
