@@ -65,8 +65,6 @@ MERGE_PATCH = "application/merge-patch+json"
 DELETE_MACHINE = "cluster.x-k8s.io/delete-machine"
 #: Put by CAPM3 on a Metal3Machine: the BareMetalHost (``namespace/name``) it consumes.
 HOST_ANNOTATION = "metal3.io/BareMetalHost"
-BMH = ("metal3.io", "v1alpha1", "baremetalhosts")
-
 #: kind -> (group, version, plural) of every kind this provisioner writes or reads.
 RESOURCES: dict[str, tuple[str, str, str]] = {
     "Cluster": (CLUSTER_API, "v1beta2", "clusters"),
@@ -76,6 +74,7 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "Metal3MachineTemplate": (INFRASTRUCTURE, "v1beta2", "metal3machinetemplates"),
     "Metal3Machine": (INFRASTRUCTURE, "v1beta2", "metal3machines"),
     "ClusterResourceSet": (ADDONS, "v1beta2", "clusterresourcesets"),
+    "BareMetalHost": ("metal3.io", "v1alpha1", "baremetalhosts"),
     **{
         p.control_plane: (CONTROL_PLANE, p.control_plane_version, p.control_plane.lower() + "s")
         for p in PROVIDERS.values()
@@ -262,36 +261,12 @@ class ClusterApiProvisioner:
         return out
 
     def _list_hosts(self, selector: str) -> list[dict[str, Any]]:
-        from kubernetes import client
-
-        group, version, plural = BMH
-        api = client.CustomObjectsApi(self.api())
-        answer = self._call(
-            f"list BareMetalHosts ({selector})",
-            lambda: api.list_namespaced_custom_object(
-                group, version, self.options.namespace, plural, label_selector=selector
-            ),
-        )
-        return list(answer.get("items", []))
+        return self._list("BareMetalHost", selector)
 
     def _set_host_labels(self, host: Mapping[str, Any], labels: dict[str, str | None]) -> None:
-        from kubernetes import client
-
-        group, version, plural = BMH
-        api = client.CustomObjectsApi(self.api())
+        patch = {"metadata": {"labels": labels}}
         name = host["metadata"]["name"]
-        self._call(
-            f"label BareMetalHost {name}",
-            lambda: api.patch_namespaced_custom_object(
-                group,
-                version,
-                self.options.namespace,
-                plural,
-                name,
-                {"metadata": {"labels": labels}},
-                _content_type=MERGE_PATCH,
-            ),
-        )
+        self._custom("patch", "BareMetalHost", name, patch, _content_type=MERGE_PATCH)
 
     # --- the client ---------------------------------------------------------------------------
     def api(self) -> Any:
@@ -320,100 +295,60 @@ class ClusterApiProvisioner:
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise BackendUnavailable(f"cluster-api: {what}: {exc}") from None
 
-    def _apply(self, doc: Mapping[str, Any]) -> None:
+    def _custom(
+        self,
+        verb: str,
+        kind: str,
+        name: str = "",
+        body: Any = None,
+        missing_ok: bool = False,
+        **kw: Any,
+    ) -> Any:
+        """One ``CustomObjectsApi`` call (``get``, ``list``, ``patch``, ``delete``) on ``kind``
+        in the management namespace, through :meth:`_call`."""
         from kubernetes import client
 
-        group, version, plural = RESOURCES[doc["kind"]]
-        name = doc["metadata"]["name"]
         api = client.CustomObjectsApi(self.api())
-        self._call(
-            f"apply {doc['kind']} {name}",
-            lambda: api.patch_namespaced_custom_object(
-                group,
-                version,
-                self.options.namespace,
-                plural,
-                name,
-                dict(doc),
-                field_manager=FIELD_MANAGER,
-                force=True,
-                _content_type=APPLY_PATCH,
-            ),
+        where = (*RESOURCES[kind][:2], self.options.namespace, RESOURCES[kind][2])
+        calls: dict[str, Callable[[], Any]] = {
+            "get": lambda: api.get_namespaced_custom_object(*where, name),
+            "list": lambda: api.list_namespaced_custom_object(*where, **kw),
+            "patch": lambda: api.patch_namespaced_custom_object(*where, name, body, **kw),
+            "delete": lambda: api.delete_namespaced_custom_object(*where, name, **kw),
+        }
+        return self._call(f"{verb} {kind} {name}".rstrip(), calls[verb], missing_ok)
+
+    def _apply(self, doc: Mapping[str, Any]) -> None:
+        """Server-side apply: gpuaas owns the fields it writes (see the module docstring)."""
+        self._custom(
+            "patch",
+            doc["kind"],
+            doc["metadata"]["name"],
+            dict(doc),
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY_PATCH,
         )
 
     def _patch(self, kind: str, name: str, patch: dict[str, Any]) -> None:
-        from kubernetes import client
-
-        group, version, plural = RESOURCES[kind]
-        api = client.CustomObjectsApi(self.api())
-        self._call(
-            f"patch {kind} {name}",
-            lambda: api.patch_namespaced_custom_object(
-                group,
-                version,
-                self.options.namespace,
-                plural,
-                name,
-                patch,
-                _content_type=MERGE_PATCH,
-            ),
-            missing_ok=True,
-        )
+        self._custom("patch", kind, name, patch, missing_ok=True, _content_type=MERGE_PATCH)
 
     def _get(self, kind: str, name: str) -> dict[str, Any] | None:
-        from kubernetes import client
+        return self._custom("get", kind, name, missing_ok=True)
 
-        group, version, plural = RESOURCES[kind]
-        api = client.CustomObjectsApi(self.api())
-        return self._call(
-            f"get {kind} {name}",
-            lambda: api.get_namespaced_custom_object(
-                group, version, self.options.namespace, plural, name
-            ),
-            missing_ok=True,
-        )
+    def _list(self, kind: str, selector: str) -> list[dict[str, Any]]:
+        answer = self._custom("list", kind, missing_ok=True, label_selector=selector)
+        return list((answer or {}).get("items", []))
+
+    def _delete(self, kind: str, name: str) -> None:
+        self._custom("delete", kind, name, missing_ok=True, propagation_policy="Foreground")
 
     def _get_configmap(self, name: str) -> Any:
         from kubernetes import client
 
         api = client.CoreV1Api(self.api())
-        return self._call(
-            f"get ConfigMap {name}",
-            lambda: api.read_namespaced_config_map(name, self.options.namespace),
-            missing_ok=True,
-        )
-
-    def _list(self, kind: str, selector: str) -> list[dict[str, Any]]:
-        from kubernetes import client
-
-        group, version, plural = RESOURCES[kind]
-        api = client.CustomObjectsApi(self.api())
-        answer = self._call(
-            f"list {kind}",
-            lambda: api.list_namespaced_custom_object(
-                group, version, self.options.namespace, plural, label_selector=selector
-            ),
-            missing_ok=True,
-        )
-        return list((answer or {}).get("items", []))
-
-    def _delete(self, kind: str, name: str) -> None:
-        from kubernetes import client
-
-        group, version, plural = RESOURCES[kind]
-        api = client.CustomObjectsApi(self.api())
-        self._call(
-            f"delete {kind} {name}",
-            lambda: api.delete_namespaced_custom_object(
-                group,
-                version,
-                self.options.namespace,
-                plural,
-                name,
-                propagation_policy="Foreground",
-            ),
-            missing_ok=True,
-        )
+        read = lambda: api.read_namespaced_config_map(name, self.options.namespace)  # noqa: E731
+        return self._call(f"get ConfigMap {name}", read, missing_ok=True)
 
 
 def _owned(spec: ClusterSpec) -> str:
