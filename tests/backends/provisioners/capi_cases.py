@@ -51,6 +51,7 @@ def scaled(distribution: Distribution) -> ClusterSpec:
 
 def check_golden(name: str, documents: list[Any]) -> None:
     text = yaml.safe_dump_all(documents, sort_keys=False)
+    assert "&id0" not in text, "an object is shared between two places (a YAML anchor)"
     path = GOLDEN / f"{name}.yaml"
     if UPDATE or not path.exists():
         GOLDEN.mkdir(exist_ok=True)

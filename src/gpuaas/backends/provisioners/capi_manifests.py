@@ -247,15 +247,18 @@ def _control_plane(spec: ClusterSpec, options: CapiOptions, template: str) -> di
     name = base_name(spec)
     infra = _ref(INFRASTRUCTURE, "Metal3MachineTemplate", template)
     body: dict[str, Any]
-    cp_labels = [{"name": "node-labels", "value": f"{POOL_LABEL}={CONTROL_PLANE_POOL}"}]
+    def registration() -> dict[str, Any]:  # a fresh one each time: no shared (aliased) lists
+        labels = [{"name": "node-labels", "value": f"{POOL_LABEL}={CONTROL_PLANE_POOL}"}]
+        return {"nodeRegistration": {"kubeletExtraArgs": labels}}
+
     if spec.distribution is Distribution.UPSTREAM:
         body = {
             "replicas": spec.control_plane,
             "version": version(spec, options),
             "machineTemplate": {"spec": {"infrastructureRef": infra}},
             "kubeadmConfigSpec": {
-                "initConfiguration": {"nodeRegistration": {"kubeletExtraArgs": cp_labels}},
-                "joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": cp_labels}},
+                "initConfiguration": registration(),
+                "joinConfiguration": registration(),
             },
         }
     elif spec.distribution is Distribution.RANCHER:
