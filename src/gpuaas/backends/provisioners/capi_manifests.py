@@ -247,18 +247,14 @@ def _control_plane(spec: ClusterSpec, options: CapiOptions, template: str) -> di
     name = base_name(spec)
     infra = _ref(INFRASTRUCTURE, "Metal3MachineTemplate", template)
     body: dict[str, Any]
-    def registration() -> dict[str, Any]:  # a fresh one each time: no shared (aliased) lists
-        labels = [{"name": "node-labels", "value": f"{POOL_LABEL}={CONTROL_PLANE_POOL}"}]
-        return {"nodeRegistration": {"kubeletExtraArgs": labels}}
-
     if spec.distribution is Distribution.UPSTREAM:
         body = {
             "replicas": spec.control_plane,
             "version": version(spec, options),
             "machineTemplate": {"spec": {"infrastructureRef": infra}},
             "kubeadmConfigSpec": {
-                "initConfiguration": registration(),
-                "joinConfiguration": registration(),
+                "initConfiguration": _control_plane_registration(),
+                "joinConfiguration": _control_plane_registration(),
             },
         }
     elif spec.distribution is Distribution.RANCHER:
@@ -290,6 +286,12 @@ def _control_plane(spec: ClusterSpec, options: CapiOptions, template: str) -> di
         "metadata": _meta(spec, options, name),
         "spec": body,
     }
+
+
+def _control_plane_registration() -> dict[str, Any]:
+    """A fresh one each call: a list shared by two places would print as a YAML anchor."""
+    labels = [{"name": "node-labels", "value": f"{POOL_LABEL}={CONTROL_PLANE_POOL}"}]
+    return {"nodeRegistration": {"kubeletExtraArgs": labels}}
 
 
 def _admin_user(spec: ClusterSpec) -> dict[str, Any]:
