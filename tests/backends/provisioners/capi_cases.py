@@ -15,8 +15,9 @@ import yaml
 from gpuaas.model.cluster import ClusterKind, ClusterNodes, ClusterSpec, Distribution, NodePoolSpec
 
 SCHEMAS = Path(__file__).resolve().parents[3] / ".." / "shared" / "schemas"
-#: Not among ../shared/schemas/cluster-api (see SOURCES.md): checked only where present.
-CRS_SCHEMA = SCHEMAS / "cluster-api" / "addons.cluster.x-k8s.io_clusterresourcesets.yaml"
+#: Not among ../shared/schemas/cluster-api: carried in ./schemas (see its SOURCES.md).
+CRS_FILE = "addons.cluster.x-k8s.io_clusterresourcesets.yaml"
+CARRIED = Path(__file__).parent / "schemas"
 GOLDEN = Path(__file__).parent / "capi_golden"
 UPDATE = bool(os.environ.get("GPUAAS_UPDATE_GOLDEN"))
 needs_schemas = pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"{SCHEMAS} is absent")
@@ -30,6 +31,21 @@ CREATED = ClusterNodes({"h100": ("gpu-01", "gpu-02"), "l40s": ("gpu-07",)})
 SCALED = ClusterNodes({"h100": ("gpu-01", "gpu-02", "gpu-03"), "l40s": ("gpu-07",)})
 #: scale in: gpu-02 released (drained by the service first)
 SHRUNK = ClusterNodes({"h100": ("gpu-01", "gpu-03"), "l40s": ("gpu-07",)})
+
+
+def schema_dir(tmp: Path) -> Path:
+    """``../shared/schemas`` with the carried ClusterResourceSet CRD added, as links in ``tmp``
+    (the shared folder is read-only and is used unchanged where it has the CRD)."""
+    for entry in SCHEMAS.iterdir():
+        if entry.name != "cluster-api":
+            (tmp / entry.name).symlink_to(entry.resolve())
+    capi = tmp / "cluster-api"
+    capi.mkdir()
+    for entry in (SCHEMAS / "cluster-api").iterdir():
+        (capi / entry.name).symlink_to(entry.resolve())
+    if not (capi / CRS_FILE).exists():
+        (capi / CRS_FILE).symlink_to((CARRIED / CRS_FILE).resolve())
+    return tmp
 
 
 def spec(distribution: Distribution, control_plane: int = 1) -> ClusterSpec:

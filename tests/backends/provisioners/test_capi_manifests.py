@@ -9,16 +9,16 @@ intended change with
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from capi_cases import (
     CREATED,
-    CRS_SCHEMA,
     SCALED,
-    SCHEMAS,
     check_golden,
     needs_schemas,
     scaled,
+    schema_dir,
     spec,
 )
 from hypothesis import given
@@ -53,32 +53,21 @@ def _by_kind(docs: list[dict], kind: str) -> list[dict]:
     return [d for d in docs if d["kind"] == kind]
 
 
-def _validate(docs: list[dict]) -> None:
-    """Every document against its CRD; the ClusterResourceSet only where its CRD is present
-    (it is not among ../shared/schemas/cluster-api, see test_the_clusterresourceset...)."""
-    if not CRS_SCHEMA.exists():
-        docs = [d for d in docs if d["kind"] != "ClusterResourceSet"]
-    validate(docs, SCHEMAS)
+@pytest.fixture(scope="module")
+def schemas(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared schemas plus the ClusterResourceSet CRD the tests carry."""
+    return schema_dir(tmp_path_factory.mktemp("schemas"))
 
 
 @needs_schemas
 @pytest.mark.parametrize("distribution", list(Distribution))
 @pytest.mark.parametrize("scale", [False, True], ids=["create", "scale"])
-def test_every_object_matches_its_upstream_schema(distribution: Distribution, scale: bool) -> None:
-    _validate(_docs(distribution, scale))
-
-
-NO_CRS = (
-    f"{CRS_SCHEMA} is absent: the shared schemas hold no ClusterResourceSet CRD (add "
-    "core/config/crd/bases/addons.cluster.x-k8s.io_clusterresourcesets.yaml of cluster-api "
-    "@ ae7ff047)"
-)
-
-
-@pytest.mark.skipif(not CRS_SCHEMA.exists(), reason=NO_CRS)
-@pytest.mark.parametrize("distribution", list(Distribution))
-def test_the_clusterresourceset_matches_its_upstream_schema(distribution: Distribution) -> None:
-    validate(_by_kind(_docs(distribution), "ClusterResourceSet"), SCHEMAS)
+def test_every_object_matches_its_upstream_schema(
+    distribution: Distribution, scale: bool, schemas: Path
+) -> None:
+    docs = _docs(distribution, scale)
+    assert _by_kind(docs, "ClusterResourceSet")  # the add-ons are among them
+    validate(docs, schemas)
 
 
 @pytest.mark.parametrize("distribution", list(Distribution))
@@ -193,13 +182,13 @@ def test_bad_specs_are_refused_naming_the_field(change: dict, field: str) -> Non
     control_plane=st.sampled_from([1, 3, 5]),
 )
 def test_any_size_validates_and_replicas_equal_the_hosts(
-    distribution: Distribution, counts: list[int], control_plane: int
+    schemas: Path, distribution: Distribution, counts: list[int], control_plane: int
 ) -> None:
     nodes = ClusterNodes(
         {f"p{i}": tuple(f"n{i}-{j}" for j in range(c)) for i, c in enumerate(counts)}
     )
     docs = documents(spec(distribution, control_plane), nodes, CapiOptions())
-    _validate(docs)
+    validate(docs, schemas)
     replicas = {
         d["metadata"]["name"]: d["spec"]["replicas"] for d in _by_kind(docs, "MachineDeployment")
     }
