@@ -29,13 +29,14 @@ GPU for a share) on the node can, the GPUs are chosen again, next to the NICs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpuaas.model.network import Alignment, NetworkRequest, Nic, vf_name
 from gpuaas.model.node import Node
+from gpuaas.model.resources import GPU_MILLI, MIG_PREFIX, NVIDIA_GPU
 
 #: The quota resource of a request that names no pool (any RDMA pool of the node): VFs of a
 #: named pool are charged as that pool's extended resource, pool-less ones under this name.
@@ -47,6 +48,17 @@ ROOT, NUMA, UNALIGNED = 0, 1, 2
 def quota_resource(network: NetworkRequest) -> str:
     """The resource the request's VFs are charged as in quota (see the module docstring)."""
     return network.pool or ANY_POOL_RESOURCE
+
+
+def vfs_per_pod(network: NetworkRequest, requests: Mapping[str, int]) -> int:
+    """VFs one pod with resource ``requests`` takes: ``count``, or with ``perGpu`` one per GPU
+    device (whole GPUs, a share counts one, MIG instances each one)."""
+    if not network.per_gpu:
+        return network.count
+    milli = requests.get(GPU_MILLI, 0)
+    devices = requests.get(NVIDIA_GPU, 0) + (-(-milli // 1000) if milli else 0)
+    devices += sum(n for r, n in requests.items() if r.startswith(MIG_PREFIX))
+    return network.vfs_for(devices)
 
 
 def serves(nic: Nic, pool: str) -> bool:
