@@ -78,7 +78,10 @@ def aligned(snap: Snapshot, p: Placement, per_gpu: bool) -> bool:
         # a perfect matching exists iff greedy by finest tier succeeds; check by brute force
         from itertools import permutations
 
-        return any(all(ok(nic, g) for nic, g in zip(perm, gpus)) for perm in permutations(taken))
+        return any(
+            all(ok(nic, g) for nic, g in zip(perm, gpus, strict=True))
+            for perm in permutations(taken)
+        )
     return all(any(ok(nic, g) for g in gpus) for nic in taken)
 
 

@@ -39,7 +39,7 @@ _BIG = np.iinfo(np.int64).max // 4
 class Rule:
     """One consumable resource of the fit rule.
 
-    ``group`` is the filter plugin that reports it (``cpu``, ``memory``, ``gpu``, ``nic``); ``needs``
+    ``group`` is the filter plugin that reports it (``cpu``, ``memory``, ``gpu``); ``needs``
     what one pod asks; ``free`` the free amount per selected node comparable with an amount, or
     None when no node can ever have it (an unknown MIG profile); ``count`` how many pods of
     ``amount`` fit, when that is not ``free // amount``.
@@ -101,6 +101,7 @@ RULES: tuple[Rule, ...] = (
         lambda s: ((None, s.replicas),) if s.replicas else (),
         lambda n, x, _: n.replica_sum[x],
     ),
+    # NIC VFs of the pod's pool (group ``nic``), free per node from gpuaas.engine.nics
     Rule("NIC VFs", "nic", lambda s: ((s.nic_pool, s.nics),) if s.nics else (), _nic_free),
 )
 

@@ -70,9 +70,7 @@ def _whole_choices(
         nics = snap.nics.nics.get(node, ())
         roots = {nic.pcie_root for nic in nics if nic.pcie_root}
         numas = {nic.numa_node for nic in nics if nic.numa_node is not None}
-        ranked = sorted(
-            free, key=lambda g: (place[g][0] not in roots, place[g][1] not in numas, g)
-        )
+        ranked = sorted(free, key=lambda g: (place[g][0] not in roots, place[g][1] not in numas, g))
         choices.append(sorted(ranked[:need]))
     return choices
 

@@ -270,7 +270,9 @@ class NicIndex:
     def canonical(self, names: Sequence[str]) -> dict[str, object]:
         """Per node name, its NICs' free VFs (for the snapshot's equality checks in tests)."""
         return {
-            names[n]: tuple((nic.name, tuple(sorted(vfs))) for nic, vfs in zip(nics, self.free[n]))
+            names[n]: tuple(
+                (nic.name, tuple(sorted(vfs))) for nic, vfs in zip(nics, self.free[n], strict=True)
+            )
             for n, nics in self.nics.items()
         }
 

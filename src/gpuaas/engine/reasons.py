@@ -396,9 +396,11 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
         lambda f: "insufficient free NIC VFs" + (f" of pool {f['pool']}" if f.get("pool") else "")
     ),
     Code.NIC_ALIGNMENT: _placement(
-        lambda f: "no free NIC VFs"
-        + (f" of pool {f['pool']}" if f.get("pool") else "")
-        + " aligned with the GPUs (same PCIe root or NUMA node), as the job requires"
+        lambda f: (
+            "no free NIC VFs"
+            + (f" of pool {f['pool']}" if f.get("pool") else "")
+            + " aligned with the GPUs (same PCIe root or NUMA node), as the job requires"
+        )
     ),
     Code.IN_CLUSTER_QUEUE: lambda f: _evicted(f, "InClusterQueue"),
     Code.IN_COHORT_RECLAMATION: lambda f: _evicted(f, "InCohortReclamation"),

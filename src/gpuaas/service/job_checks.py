@@ -52,8 +52,8 @@ from gpuaas.engine.admission.gpu_size import is_gpu_device
 from gpuaas.engine.nics import quota_resource, vfs_per_pod
 from gpuaas.engine.snapshot import node_labels
 from gpuaas.model.errors import InvalidValue
-from gpuaas.model.network import Alignment, NetworkRequest
 from gpuaas.model.governance import AdmissionPodSet, Governance
+from gpuaas.model.network import Alignment, NetworkRequest
 from gpuaas.model.node import Node
 from gpuaas.model.resources import (
     CPU,

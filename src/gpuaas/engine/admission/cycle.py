@@ -43,8 +43,8 @@ from gpuaas.engine.admission.preemption import Preemptor
 from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
 from gpuaas.engine.framework import reserve_hooks
-from gpuaas.engine.nics import quota_resource, vfs_per_pod
 from gpuaas.engine.gang import PodPlacement
+from gpuaas.engine.nics import quota_resource, vfs_per_pod
 from gpuaas.engine.reasons import (
     NO_PREEMPTION_POSSIBLE,
     PREEMPTION_WOULD_NOT_FIT,
