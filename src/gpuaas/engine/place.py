@@ -229,15 +229,7 @@ def place_nodes(
     if sampling is not None:
         nodes = sampling.pick(nodes, total)
     scores = policy.score(state, snapshot, nodes)
-    if len(scores) == 1:
-        pick, best = 0, scores[0]
-    else:
-        best = scores.max()
-        top = np.flatnonzero(scores == best)
-        if len(top) > 1 and state.rng is not None:
-            pick = int(top[int(state.rng.integers(len(top)))])
-        else:
-            pick = int(top[0])
+    pick, best = best_score(scores, state.rng)
     node = int(nodes[pick])
     state.data["pick"] = pick
     assignment = policy.assign(state, snapshot, node)
@@ -266,13 +258,7 @@ def _place_with_nics(
     if sampling is not None:
         nodes = sampling.pick(nodes, total)
     while len(nodes):
-        scores = policy.score(state, snapshot, nodes)
-        best = scores.max()
-        top = np.flatnonzero(scores == best)
-        if len(top) > 1 and state.rng is not None:
-            pick = int(top[int(state.rng.integers(len(top)))])
-        else:
-            pick = int(top[0])
+        pick, best = best_score(policy.score(state, snapshot, nodes), state.rng)
         node = int(nodes[pick])
         state.data["pick"] = pick
         assignment = attach(state, snapshot, policy.assign(state, snapshot, node))
@@ -281,6 +267,18 @@ def _place_with_nics(
         nodes = np.delete(nodes, pick)
     why = Reason(Code.NIC_ALIGNMENT, {"pool": state.shape.nic_pool} if state.shape.nic_pool else {})
     return Unschedulable(f"0/{total} nodes fit: {why}", ((why, len(feasible)),), why.code)
+
+
+def best_score(scores: np.ndarray, rng: np.random.Generator | None) -> tuple[int, float]:
+    """The position and value of the highest score; ties broken by ``rng`` uniformly, else
+    the lowest position (deterministic)."""
+    if len(scores) == 1:
+        return 0, scores[0]
+    best = scores.max()
+    top = np.flatnonzero(scores == best)
+    if len(top) > 1 and rng is not None:
+        return int(top[int(rng.integers(len(top)))]), best
+    return int(top[0]), best
 
 
 def reserve(snapshot: Snapshot, pod: PodRequest, placement: Placement, policy: object) -> None:
