@@ -347,11 +347,7 @@ def _place_on_one_fabric(
     free = snap.nics.free_of(shape.nic_pool)
     if not shape.nics or free is None or pod_set.pod.claims:
         return None
-    members: dict[str, list[int]] = {}
-    for n in sorted(snap.nics.nics):
-        if free[n] >= shape.nics:
-            members.setdefault(snap.nics.node_fabric(n, shape.nic_pool), []).append(n)
-    members.pop("", None)
+    members = snap.nics.fabrics(shape.nic_pool)
     if len(members) < 2:
         return None
     need = shape.nics * pod_set.count
@@ -360,7 +356,7 @@ def _place_on_one_fabric(
     for name in order:
         if room[name] < need:
             continue
-        nodes = np.array(members[name], dtype=np.int64)
+        nodes = members[name][free[members[name]] >= shape.nics]
         failed = _place_in_scope(
             snap, pod_set, nodes, policy, hooks, None, rng, placed, None, sampling, explain=False
         )

@@ -93,6 +93,8 @@ class NicIndex:
     free: dict[int, list[list[int]]] = field(default_factory=dict)
     #: pool -> int64[N] free VFs per node (``""``: of every RDMA NIC)
     pool_free: dict[str, np.ndarray] = field(default_factory=dict)
+    #: pool -> fabric -> its nodes (static; rebuilt after a fleet change)
+    _fabrics: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -107,6 +109,7 @@ class NicIndex:
         """Give slot ``n`` (empty) the NICs of ``node``, all VFs free."""
         if not node.nics:
             return
+        self._fabrics = {}
         self.nics[n] = tuple(node.nics)
         self.gpus[n] = tuple((gpu.pcie_root, gpu.numa_node) for gpu in node.gpus)
         self.free[n] = [list(range(nic.vfs - 1, -1, -1)) for nic in node.nics]
@@ -118,6 +121,8 @@ class NicIndex:
         """Slot ``n`` holds no NICs any more (its node left or is replaced)."""
         for free in self.pool_free.values():
             free[n] = 0
+        if n in self.nics:
+            self._fabrics = {}
         self.nics.pop(n, None)
         self.gpus.pop(n, None)
         self.free.pop(n, None)
@@ -142,6 +147,7 @@ class NicIndex:
             dict(self.gpus),
             {n: [list(vfs) for vfs in row] for n, row in self.free.items()},
             {pool: free.copy() for pool, free in self.pool_free.items()},
+            self._fabrics,
         )
 
     # ------------------------------------------------------------------ queries
@@ -260,6 +266,20 @@ class NicIndex:
             if serves(nic, pool) and (nic.fabric or nic.rail):
                 return nic.fabric or nic.rail
         return ""
+
+    def fabrics(self, pool: str) -> dict[str, np.ndarray]:
+        """Per fabric (see :meth:`node_fabric`; unknown ones left out) the nodes offering
+        ``pool`` on it, ascending; cached until the fleet changes."""
+        found = self._fabrics.get(pool)
+        if found is None:
+            members: dict[str, list[int]] = {}
+            for n in sorted(self.nics):
+                fabric = self.node_fabric(n, pool)
+                if fabric:
+                    members.setdefault(fabric, []).append(n)
+            found = {f: np.array(ns, dtype=np.int64) for f, ns in members.items()}
+            self._fabrics = {**self._fabrics, pool: found}
+        return found
 
     def has_topology(self, pool: str) -> bool:
         """Whether any node offering ``pool`` knows where its NICs sit."""
