@@ -264,3 +264,24 @@ def test_gangs_whole_or_not_at_all(count: int, per_pod: int, vfs: int, nodes: in
     release(snap, result)
     assert snap.state() == before
     assert np.all(snap.nics.free_of(POOL) == 4 * vfs)
+
+
+def test_two_mig_instances_per_gpu_want_two_vfs_beside_it() -> None:
+    from gpuaas.model.devices import MigInstance, Partition, PartitionMode
+
+    node = nic_node("n0", gpus=2, nics=2, vfs=2)
+    mig = Partition(
+        mode=PartitionMode.MIG,
+        instances=(MigInstance(0, 1, "1g.10gb", 1), MigInstance(1, 1, "1g.10gb", 1)),
+    )
+    node.gpus = [GPU(g.index, g.uuid, g.model, g.memory_mib, mig, g.numa_node, g.pcie_root)
+                 for g in node.gpus]  # fmt: skip
+    snap = Snapshot.from_nodes([node])
+    net = NetworkRequest(POOL, per_gpu=True, alignment=Alignment.REQUIRED)
+    request = PodRequest(mig=(("1g.10gb", 2),), network=net)
+    result = place_pod(snap, request, make_policy("packing"))
+    assert isinstance(result, Placement)
+    assert len(result.assignment.nics) == 2
+    gpus = {g for g, _ in result.assignment.mig}
+    roots = {snap.nics.gpus[0][g][0] for g in gpus}
+    assert {snap.nics.nics[0][j].pcie_root for j, _ in result.assignment.nics} <= roots

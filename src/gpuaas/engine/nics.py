@@ -216,8 +216,9 @@ class NicIndex:
         places = [topo[g] if g < len(topo) else ("", None) for g in gpus]
         picks: list[tuple[int, int]] = []  # (NIC slot, tier)
         if network.per_gpu and places:
-            # finest tier first over every GPU: a maximum matching on nested domains
-            wanting = list(range(len(places)))[:per_pod]
+            # finest tier first over every GPU: a maximum matching on nested domains (two MIG
+            # instances or replicas on one GPU want two VFs beside that GPU)
+            wanting = [k % len(places) for k in range(per_pod)]
             for level in (UNALIGNED,) if ignore else (ROOT, NUMA, UNALIGNED):
                 if level == UNALIGNED and required:
                     break
