@@ -30,6 +30,18 @@ from gpuaas.model.placement import PodPlacement
 DEFAULT_GRACE = 10.0
 
 
+def nic_variables(pod: PodPlacement) -> dict[str, str]:
+    """What a pod given RDMA NICs learns of them (none for a pod without): ``NCCL_IB_HCA``
+    the NICs' RDMA device names, each once (a VF ``mlx5_0-vf-3`` is on NIC ``mlx5_0``), and
+    ``GPUAAS_NICS`` the devices themselves (VF names, :func:`gpuaas.model.network.vf_name`),
+    in the order they were given."""
+    names = [d.name for d in pod.nics]
+    if not names:
+        return {}
+    hcas = dict.fromkeys(name.rsplit("-vf-", 1)[0] for name in names)
+    return {"NCCL_IB_HCA": ",".join(hcas), "GPUAAS_NICS": ",".join(names)}
+
+
 class EventKind(StrEnum):
     STARTED = "started"
     SUCCEEDED = "succeeded"

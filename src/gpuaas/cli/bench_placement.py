@@ -49,6 +49,7 @@ from gpuaas.model.node import Node
 from gpuaas.model.topology import Level
 from gpuaas.sim.synthetic import (
     FleetSpec,
+    WorkloadMix,
     is_gang,
     synthetic_device_classes,
     synthetic_fleet,
@@ -110,12 +111,16 @@ def run_placement_bench(
     pack_level: Level | None = Level.RACK,
     score_percentage: float | None = 0.0,
     node_churn: int = 0,
+    nics_per_node: int = 0,
+    network_share: float = 0.0,
 ) -> dict[str, Any]:
     """Build the synthetic fleet and mix, place every workload, and return the figures.
 
     ``score_percentage``: kube-scheduler's ``percentageOfNodesToScore`` for every placement
     (0 = its adaptive default, see :class:`~gpuaas.engine.place.NodeSampling`); None scores
-    every feasible node."""
+    every feasible node. ``nics_per_node``: the fleet's nodes carry RDMA NICs, and
+    ``network_share`` of the 8-GPU pods ask one aligned VF per GPU (see
+    :mod:`gpuaas.sim.synthetic`)."""
     if nodes < 1 or workloads < 1:
         raise GpuaasError("--nodes and --workloads must be at least 1")
     if node_churn < 0:
@@ -123,8 +128,8 @@ def run_placement_bench(
     if not 0 < low < high <= 1:
         raise GpuaasError(f"--low {low} and --high {high}: need 0 < low < high <= 1")
     started = time.perf_counter()
-    fleet = synthetic_fleet(FleetSpec(nodes=nodes), seed=seed)
-    mix = synthetic_workloads(workloads, seed=seed)
+    fleet = synthetic_fleet(FleetSpec(nodes=nodes, nics_per_node=nics_per_node), seed=seed)
+    mix = synthetic_workloads(workloads, seed=seed, mix=WorkloadMix(network_share=network_share))
     snap = Snapshot.from_nodes(fleet)
     claims = DeviceClaims.build(fleet, synthetic_device_classes())
     claims.prepare(snap, (c for w in mix for ps in w.pod_sets for c in ps.pod.claims))
@@ -210,6 +215,8 @@ def run_placement_bench(
         "total_seconds": round(total, 2),
         "example_reasons": reasons,
         "node_churn": changes.summary(),
+        "nics_per_node": nics_per_node,
+        "network_share": network_share,
     }
 
 
@@ -381,6 +388,14 @@ def bench_placement(
         help="replace this many random nodes during the run (remove, then add one with the "
         "same hardware), timing each node removal and addition",
     ),
+    nics: int = typer.Option(
+        0, "--nics-per-node", help="give every node this many RDMA NICs (SR-IOV, 8 VFs each)"
+    ),
+    network_share: float = typer.Option(
+        0.0,
+        "--network-share",
+        help="share of 8-GPU pods that ask one VF per GPU, aligned (needs --nics-per-node)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Time placing a synthetic workload mix into a synthetic cloud-scale fleet."""
@@ -412,6 +427,8 @@ def bench_placement(
             pack_level,
             None if score_all else score_percentage,
             node_churn,
+            nics,
+            network_share,
         )
     except GpuaasError as error:
         typer.echo(f"error: {error}", err=True)

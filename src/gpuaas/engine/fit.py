@@ -72,6 +72,11 @@ def _mig_free(snap: Snapshot, sel: Selection, profile: object) -> np.ndarray | N
     return None if p < 0 else snap.mig_free[sel, p]
 
 
+def _nic_free(snap: Snapshot, sel: Selection, pool: object) -> np.ndarray | None:
+    free = snap.nics.free_of(str(pool))
+    return None if free is None else free[sel]
+
+
 #: The rules, cheapest and most selective first (the fused path ANDs them in this order).
 RULES: tuple[Rule, ...] = (
     Rule("cpu", "cpu", lambda s: ((None, s.cpu),) if s.cpu else (), lambda n, x, _: n.cpu_free[x]),
@@ -96,6 +101,8 @@ RULES: tuple[Rule, ...] = (
         lambda s: ((None, s.replicas),) if s.replicas else (),
         lambda n, x, _: n.replica_sum[x],
     ),
+    # NIC VFs of the pod's pool (group ``nic``), free per node from gpuaas.engine.nics
+    Rule("NIC VFs", "nic", lambda s: ((s.nic_pool, s.nics),) if s.nics else (), _nic_free),
 )
 
 

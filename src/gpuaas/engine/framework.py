@@ -41,6 +41,9 @@ class PodShape:
     mig: tuple[tuple[str, int], ...]
     replicas: int
     models: frozenset[str]
+    #: VFs of ``nic_pool`` one pod takes (0: the pod asks no NICs; see gpuaas.engine.nics)
+    nics: int = 0
+    nic_pool: str = ""
 
     @property
     def milli(self) -> int:
@@ -73,6 +76,11 @@ class PodShape:
     def _compute(cls, pod: PodRequest) -> PodShape:
         share = pod.gpu_milli if pod.gpus == 1 and 0 < pod.gpu_milli < MILLI else 0
         whole = 0 if share else pod.gpus
+        network = pod.network
+        nics = 0
+        if network is not None:
+            devices = whole or bool(share) or sum(n for _, n in pod.mig) or pod.replicas
+            nics = network.vfs_for(int(devices))
         return cls(
             cpu=pod.cpu_milli,
             mem=pod.memory_bytes,
@@ -81,6 +89,8 @@ class PodShape:
             mig=pod.mig,
             replicas=pod.replicas,
             models=pod.gpu_models,
+            nics=nics,
+            nic_pool=network.pool if network is not None else "",
         )
 
 
@@ -157,6 +167,7 @@ _CPU = Reason(Code.INSUFFICIENT_CPU)
 _MEMORY = Reason(Code.INSUFFICIENT_MEMORY)
 _GPU = Reason(Code.INSUFFICIENT_GPU)
 _REPLICAS = Reason(Code.INSUFFICIENT_REPLICAS)
+_NIC = Reason(Code.INSUFFICIENT_NIC)
 
 
 class GpuModelFilter:
@@ -264,6 +275,20 @@ class GpuFilter:
         return _GPU
 
 
+class NicFilter:
+    """Enough free VFs of the pod's NIC pool (alignment is judged after, on the survivors:
+    see :mod:`gpuaas.engine.nic_placement`)."""
+
+    name = "Nic"
+
+    def filter(self, state: CycleState, snap: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        return _rule_mask(state, snap, nodes, "nic")
+
+    def reason(self, state: CycleState) -> Reason:
+        pool = state.shape.nic_pool
+        return Reason(Code.INSUFFICIENT_NIC, {"pool": pool}) if pool else _NIC
+
+
 #: The filters whose verdict depends only on the node's static facts, never on reservations.
 STATIC_FILTERS: tuple[FilterPlugin, ...] = (GpuModelFilter(), NodeSelectorFilter(), TaintFilter())
 DEFAULT_FILTERS: tuple[FilterPlugin, ...] = (
@@ -271,6 +296,7 @@ DEFAULT_FILTERS: tuple[FilterPlugin, ...] = (
     CpuFilter(),
     MemoryFilter(),
     GpuFilter(),
+    NicFilter(),
 )
 
 

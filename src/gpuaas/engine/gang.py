@@ -255,8 +255,16 @@ def place_workload(
     ordered = sorted(pod_sets, key=_size, reverse=True) if len(pod_sets) > 1 else pod_sets
     placed: list[PodPlacement] = []
     scopes: list[tuple[str, str]] = []
+    fabrics: list[str] = []  # the fabrics this gang's pod sets went to, preferred for the next
     for pod_set in ordered:
         pod = pod_set.pod
+        if pod.network is not None and workload.pod_count > 1 and pod_set.topology is None:
+            fabric = _place_on_one_fabric(
+                snapshot, pod_set, policy, hooks, rng, placed, fabrics, sampling
+            )
+            if fabric is not None:
+                scopes.append((pod_set.name, f"fabric {fabric}"))
+                continue
         if pod_set.count == 1 and pod_set.topology is None:
             failure: Unschedulable | None = None
             scope_name = "anywhere"
@@ -319,6 +327,43 @@ def place_workload(
                 code=Code.TOPOLOGY_DOMAIN if pod_set.topology is not None else Code.GANG_NOT_WHOLE,
             )
     return GangPlacement(workload.name, tuple(placed), tuple(scopes))
+
+
+def _place_on_one_fabric(
+    snap: Snapshot,
+    pod_set: PodSet,
+    policy: ScorePlugin,
+    hooks: ReservePlugin | None,
+    rng: np.random.Generator | None,
+    placed: list[PodPlacement],
+    fabrics: list[str],
+    sampling: NodeSampling | None,
+) -> str | None:
+    """Gangs prefer one fabric (else one rail): try the pod set on the nodes of each fabric
+    of its pool, the fabric the gang already uses first, then the roomiest; the fabric's name
+    on success, None (nothing reserved) when the fleet has one fabric or none holds the set
+    (the caller then places it as any pod set, across fabrics)."""
+    shape = PodShape.of(pod_set.pod)
+    free = snap.nics.free_of(shape.nic_pool)
+    if not shape.nics or free is None or pod_set.pod.claims:
+        return None
+    members = snap.nics.fabrics(shape.nic_pool)
+    if len(members) < 2:
+        return None
+    need = shape.nics * pod_set.count
+    room = {name: int(free[nodes].sum()) for name, nodes in members.items()}
+    order = sorted(members, key=lambda f: (f not in fabrics, -room[f], f))
+    for name in order:
+        if room[name] < need:
+            continue
+        nodes = members[name][free[members[name]] >= shape.nics]
+        failed = _place_in_scope(
+            snap, pod_set, nodes, policy, hooks, None, rng, placed, None, sampling, explain=False
+        )
+        if failed is None:
+            fabrics.append(name)
+            return name
+    return None
 
 
 def release(snapshot: Snapshot, placement: GangPlacement, policy: object = None) -> None:

@@ -23,6 +23,7 @@ from gpuaas.engine.framework import (
     reserve_hooks,
     run_filters,
 )
+from gpuaas.engine.nic_placement import attach, narrow
 from gpuaas.engine.reasons import Code, Reason, placement_failed
 from gpuaas.engine.snapshot import Assignment, Snapshot
 from gpuaas.model.errors import InvalidValue
@@ -222,23 +223,62 @@ def place_nodes(
             return Unschedulable(
                 f"0/{len(considered)} nodes fit: {detail}", tuple(rejected), _dominant(rejected)
             )
+    if state.shape.nics:
+        return _place_with_nics(snapshot, state, policy, feasible, total, sampling)
     nodes = feasible
     if sampling is not None:
         nodes = sampling.pick(nodes, total)
     scores = policy.score(state, snapshot, nodes)
-    if len(scores) == 1:
-        pick, best = 0, scores[0]
-    else:
-        best = scores.max()
-        top = np.flatnonzero(scores == best)
-        if len(top) > 1 and state.rng is not None:
-            pick = int(top[int(state.rng.integers(len(top)))])
-        else:
-            pick = int(top[0])
+    pick, best = best_score(scores, state.rng)
     node = int(nodes[pick])
     state.data["pick"] = pick
     assignment = policy.assign(state, snapshot, node)
     return Placement(node, snapshot.names[node], assignment, float(best))
+
+
+def _place_with_nics(
+    snapshot: Snapshot,
+    state: CycleState,
+    policy: ScorePlugin,
+    feasible: np.ndarray,
+    total: int,
+    sampling: NodeSampling | None,
+) -> Placement | Unschedulable:
+    """:func:`place_nodes` for a pod that asks NICs: the feasible nodes narrowed by its
+    alignment policy, then the policy's pick with the VFs attached; a node where attaching
+    fails after all (the policy chose devices alignment cannot follow) is dropped and the
+    next best tried (see :mod:`gpuaas.engine.nic_placement`)."""
+    nodes = narrow(state, snapshot, feasible)
+    if len(nodes) == 0:
+        pool = state.shape.nic_pool
+        why = Reason(Code.NIC_ALIGNMENT, {"pool": pool} if pool else {})
+        return Unschedulable(
+            f"0/{total} nodes fit: {len(feasible)} {why}", ((why, len(feasible)),), why.code
+        )
+    if sampling is not None:
+        nodes = sampling.pick(nodes, total)
+    while len(nodes):
+        pick, best = best_score(policy.score(state, snapshot, nodes), state.rng)
+        node = int(nodes[pick])
+        state.data["pick"] = pick
+        assignment = attach(state, snapshot, policy.assign(state, snapshot, node))
+        if assignment is not None:
+            return Placement(node, snapshot.names[node], assignment, float(best))
+        nodes = np.delete(nodes, pick)
+    why = Reason(Code.NIC_ALIGNMENT, {"pool": state.shape.nic_pool} if state.shape.nic_pool else {})
+    return Unschedulable(f"0/{total} nodes fit: {why}", ((why, len(feasible)),), why.code)
+
+
+def best_score(scores: np.ndarray, rng: np.random.Generator | None) -> tuple[int, float]:
+    """The position and value of the highest score; ties broken by ``rng`` uniformly, else
+    the lowest position (deterministic)."""
+    if len(scores) == 1:
+        return 0, scores[0]
+    best = scores.max()
+    top = np.flatnonzero(scores == best)
+    if len(top) > 1 and rng is not None:
+        return int(top[int(rng.integers(len(top)))]), best
+    return int(top[0]), best
 
 
 def reserve(snapshot: Snapshot, pod: PodRequest, placement: Placement, policy: object) -> None:

@@ -70,6 +70,8 @@ class Code(StrEnum):
     TOPOLOGY_DOMAIN = "TopologyDomain"
     DEVICE_CLAIMS = "DeviceClaims"
     EXTENDED_RESOURCE = "ExtendedResource"
+    INSUFFICIENT_NIC = "InsufficientNic"
+    NIC_ALIGNMENT = "NicAlignment"
     # eviction by admission (the values are Kueue's preemption reasons)
     IN_CLUSTER_QUEUE = "InClusterQueue"
     IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -115,6 +117,8 @@ PLACEMENT_CODES = frozenset(
         Code.TOPOLOGY_DOMAIN,
         Code.DEVICE_CLAIMS,
         Code.EXTENDED_RESOURCE,
+        Code.INSUFFICIENT_NIC,
+        Code.NIC_ALIGNMENT,
     }
 )
 #: Codes of an eviction by admission (preemption or reclaim); field ``preemptor``.
@@ -388,6 +392,16 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.EXTENDED_RESOURCE: _placement(
         lambda f: f"node {f['node']} has {f['free']} {f['resource']} free, {f['needed']} needed"
     ),
+    Code.INSUFFICIENT_NIC: _placement(
+        lambda f: "insufficient free NIC VFs" + (f" of pool {f['pool']}" if f.get("pool") else "")
+    ),
+    Code.NIC_ALIGNMENT: _placement(
+        lambda f: (
+            "no free NIC VFs"
+            + (f" of pool {f['pool']}" if f.get("pool") else "")
+            + " aligned with the GPUs (same PCIe root or NUMA node), as the job requires"
+        )
+    ),
     Code.IN_CLUSTER_QUEUE: lambda f: _evicted(f, "InClusterQueue"),
     Code.IN_COHORT_RECLAMATION: lambda f: _evicted(f, "InCohortReclamation"),
     Code.IN_COHORT_FAIR_SHARING: lambda f: _evicted(f, "InCohortFairSharing"),
@@ -453,6 +467,8 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.TOPOLOGY_DOMAIN: ("pod_set",),
     Code.DEVICE_CLAIMS: (),
     Code.EXTENDED_RESOURCE: ("node", "resource", "free", "needed"),
+    Code.INSUFFICIENT_NIC: (),
+    Code.NIC_ALIGNMENT: (),
     Code.IN_CLUSTER_QUEUE: ("preemptor",),
     Code.IN_COHORT_RECLAMATION: ("preemptor",),
     Code.IN_COHORT_FAIR_SHARING: ("preemptor",),

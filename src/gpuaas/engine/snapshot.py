@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuaas.engine.nics import NicIndex
 from gpuaas.model.devices import PartitionMode
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.node import Node, Taint
@@ -59,7 +60,8 @@ class Assignment:
 
     ``gpu_milli`` lists ``(gpu_slot, milli)`` (a whole GPU is 1000), ``mig`` lists
     ``(gpu_slot, instance_index)`` into the GPU's partition instances, ``replicas`` lists
-    ``(gpu_slot, count)``; ``devices`` names the devices taken, as a DRA allocation would.
+    ``(gpu_slot, count)``; ``devices`` names the devices taken, as a DRA allocation would;
+    ``nics`` lists ``(nic_slot, vf)`` into the node's NICs (:mod:`gpuaas.engine.nics`).
     """
 
     node: int
@@ -69,6 +71,7 @@ class Assignment:
     mig: tuple[tuple[int, int], ...] = ()
     replicas: tuple[tuple[int, int], ...] = ()
     devices: tuple[str, ...] = ()
+    nics: tuple[tuple[int, int], ...] = ()
 
     @property
     def milli_gpu(self) -> int:
@@ -149,6 +152,8 @@ class Snapshot:
     _static_masks: dict[tuple[object, ...], np.ndarray | None] = field(default_factory=dict)
     #: Whether static parts may be shared with a copy (then a fleet change copies them first).
     _shared: bool = False
+    #: The RDMA NICs and their free VFs (:mod:`gpuaas.engine.nics`); empty without NICs.
+    nics: NicIndex = field(default_factory=NicIndex)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -228,6 +233,7 @@ class Snapshot:
         snap.replica_sum = snap.replica_free.sum(axis=1)
         snap.mig_total = mig_free.sum(axis=0)
         snap.mig_sum = mig_free.sum(axis=1)
+        snap.nics = NicIndex.build(nodes)
         for level in DOMAIN_LEVELS:
             snap.domains[level] = snap._build_domain(level, nodes)
         return snap
@@ -343,10 +349,14 @@ class Snapshot:
         for g, count in rep.items():
             if count <= 0 or self.replica_free[n, g] < count:
                 raise OvercommitError(f"{self.names[n]}: GPU {g} has too few free replicas")
+        if a.nics and (why := self.nics.check(n, a.nics)) is not None:
+            raise OvercommitError(f"{self.names[n]}: {why}")
 
     def _apply(self, a: Assignment, sign: int) -> None:
         n = a.node
         self.version[n] += 1
+        if a.nics:
+            self.nics.apply(n, a.nics, sign)
         if a.cpu_milli:
             self.cpu_free[n] += sign * a.cpu_milli
         if a.memory_bytes:
@@ -424,6 +434,8 @@ class Snapshot:
             self._grow_rows(grow)
             slots.extend(range(first, first + grow))
         self._write_part(part, slots)
+        for node, slot in zip(nodes, slots, strict=True):
+            self.nics.set_node(slot, node)
         return np.array(slots, dtype=np.int64)
 
     def remove_node(self, node: int) -> None:
@@ -450,6 +462,7 @@ class Snapshot:
         self._clear_row(node)
         self.holes.remove(node)
         self._write_part(part, [node])
+        self.nics.set_node(node, new)
 
     def _write_part(self, part: Snapshot, slots: list[int]) -> None:
         """Write ``part`` (a snapshot of new nodes) into empty ``slots``, one node each: its
@@ -507,6 +520,12 @@ class Snapshot:
         for g, count in assignment.replicas:
             if not same(g) or not gpus[g].partition.shared or gpus[g].partition.replicas < count:
                 return False
+        old_nics = self.nics.nics.get(n, ())
+        for j, vf in assignment.nics:
+            if j >= len(new.nics) or j >= len(old_nics) or new.nics[j].name != old_nics[j].name:
+                return False
+            if vf >= new.nics[j].vfs or new.nics[j].pool != old_nics[j].pool:
+                return False
         return True
 
     def holds_reservation(self, node: int) -> bool:
@@ -518,6 +537,8 @@ class Snapshot:
         if bool(((row >= 0) & (row != MILLI)).any()):
             return True
         if not np.array_equal(self.replica_free[n], self.replica_total[n]):
+            return True
+        if self.nics.holds_reservation(n):
             return True
         return not np.array_equal(self.mig_free[n], self.mig_capacity[n])
 
@@ -581,6 +602,7 @@ class Snapshot:
         self.labels.extend({} for _ in range(count))
         self.taints.extend(() for _ in range(count))
         self.gpu_uuids.extend([] for _ in range(count))
+        self.nics.grow(count)
 
     def _grow_gpu_columns(self, gmax: int) -> None:
         extra = gmax - self.gmax
@@ -717,6 +739,7 @@ class Snapshot:
                 for g, k in self.mig_slots.pop((n, p), []):
                     self.mig_profile_of.pop((n, g, k), None)
         self._name_index.pop(self.names[n], None)
+        self.nics.clear_node(n)
         self.names[n] = ""
         self.labels[n] = {}
         self.taints[n] = ()
@@ -805,6 +828,7 @@ class Snapshot:
             "profiles": profiles,
             "domains": domains,
             "tainted": tainted,
+            "nics": self.nics.canonical(self.names),
         }
 
     def check_indexes(self) -> None:
@@ -828,6 +852,8 @@ class Snapshot:
         assert np.array_equal(gpus, self.model_free_gpus)
         for (n, p), slots in self.mig_slots.items():
             assert len(slots) == self.mig_free[n, p]
+        self.nics.check_indexes()
+        assert not any(n in self.nics.nics for n in self.holes)
         free_node = self._node_is_free().astype(np.int64)
         holes = np.flatnonzero(~self.live).tolist()
         assert sorted(self.holes) == holes
@@ -873,6 +899,8 @@ class Snapshot:
                 (level.value, idx.free_gpus.tobytes(), idx.free_nodes.tobytes())
                 for level, idx in self.domains.items()
             ),
+            tuple(sorted((p, f.tobytes()) for p, f in self.nics.pool_free.items())),
+            tuple(sorted((n, tuple(map(tuple, r))) for n, r in self.nics.free.items())),
         )
 
     def copy(self) -> Snapshot:
@@ -926,6 +954,7 @@ class Snapshot:
             _name_index=self._name_index,
             _static_masks=self._static_masks,
             _shared=True,
+            nics=self.nics.copy(),
         )
 
 

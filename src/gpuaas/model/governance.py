@@ -14,6 +14,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from gpuaas.model.errors import InvalidValue
+from gpuaas.model.network import NetworkRequest
 from gpuaas.model.node import Taint, Toleration
 from gpuaas.model.resources import ResourceList
 from gpuaas.model.topology import Level
@@ -234,6 +235,8 @@ class AdmissionPodSet:
     tolerations: tuple[Toleration, ...] = ()
     #: Kueue's podset topology request: all pods in one domain of a level (required/preferred).
     topology: TopologyRequest | None = None
+    #: RDMA NICs / VFs per pod (charged in quota as the pool's resource where covered).
+    network: NetworkRequest | None = None
 
     def total(self) -> ResourceList:
         return {name: amount * self.count for name, amount in self.requests.items()}

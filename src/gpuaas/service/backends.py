@@ -47,6 +47,7 @@ def _slurm(settings: Settings) -> Backend:
     from gpuaas.backends.slurm import SlurmBackend
     from gpuaas.backends.slurm.cli import SlurmCli
     from gpuaas.backends.slurm.rest import SlurmRest
+    from gpuaas.backends.slurm.script import parse_nic_gres
 
     rest = None
     if settings.slurm_socket or settings.slurm_url:
@@ -58,6 +59,7 @@ def _slurm(settings: Settings) -> Backend:
         rest=rest,
         cli=SlurmCli(settings.slurm_conf),
         partition=settings.slurm_partition,
+        nic_gres=parse_nic_gres(settings.slurm_nic_gres),
     )
 
 

@@ -23,6 +23,12 @@ has to wait for others to finish is accepted.
   borrow, within its borrowing limit and its cohort tree's total (the engine's
   ``potential_available``); the whole job cannot exceed that summed over the flavors. A
   resource the ClusterQueue does not cover at all is refused too: Kueue never admits it.
+- **Networks.** A pod set's ``network.pool`` must be a NIC pool some registered node offers
+  (an empty pool: any RDMA NIC, so some node must have one), no pod may ask more VFs than the
+  largest node offers of it, and ``alignment: required`` needs some node offering the pool to
+  know where its NICs sit (PCIe root or NUMA node): otherwise no placement could ever be
+  aligned. Nodes without NIC topology are accepted at registration (alignment ``preferred``
+  and ``none`` use them). Like the other node bounds, these apply once nodes are registered.
 
 Both bounds come from cached state: a :class:`SubmissionBounds` is built when
 ``governance.version`` or ``fleet.version`` moves (at once for writes in this process, within
@@ -43,9 +49,11 @@ from sqlalchemy.orm import Session
 
 from gpuaas.engine.admission.cycle import AdmissionEngine
 from gpuaas.engine.admission.gpu_size import is_gpu_device
+from gpuaas.engine.nics import quota_resource, vfs_per_pod
 from gpuaas.engine.snapshot import node_labels
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionPodSet, Governance
+from gpuaas.model.network import Alignment, NetworkRequest
 from gpuaas.model.node import Node
 from gpuaas.model.resources import (
     CPU,
@@ -89,6 +97,18 @@ class SubmissionBounds:
             for group in owner.resource_groups:
                 known.update(group.covered_resources)
         self.known = frozenset(known)
+        #: NIC pool ("" = any RDMA NIC) -> (most VFs one node has, whether any node knows
+        #: where those NICs sit)
+        self.nic_pools: dict[str, tuple[int, bool]] = {}
+        for node in nodes:
+            per_pool: dict[str, tuple[int, bool]] = {}
+            for nic in node.nics:
+                for pool in (nic.pool, "") if nic.rdma else (nic.pool,):
+                    vfs, topo = per_pool.get(pool, (0, False))
+                    per_pool[pool] = (vfs + nic.vfs, topo or nic.has_topology)
+            for pool, (vfs, topo) in per_pool.items():
+                most, known_topo = self.nic_pools.get(pool, (0, False))
+                self.nic_pools[pool] = (max(most, vfs), known_topo or topo)
         self._groups: dict[str, dict[str, tuple[str, ...]]] = {}
         self._largest: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}
         self._capacity: dict[tuple[str, str], tuple[int, int]] = {}
@@ -163,6 +183,8 @@ class SubmissionBounds:
         any node or the ClusterQueue could ever give; InvalidValue names the field."""
         for i, ps in enumerate(pod_sets):
             self.check_names(ps["requests"], f"podSets[{i}].resources")
+            if ps.get("network") and self.nodes:
+                self._check_network(ps, f"podSets[{i}].network")
         cq = self.gov.local_queues[queue_key].cluster_queue
         if self.nodes:
             for i, ps in enumerate(pod_sets):
@@ -171,9 +193,14 @@ class SubmissionBounds:
         fields: dict[str, str] = {}
         for i, ps in enumerate(pod_sets):
             requests, count = ps["requests"], ps["count"]
-            charged = self.engine.quota_requests(AdmissionPodSet(ps["name"], count, requests), cq)
+            network = network_request(ps.get("network"))
+            charged = self.engine.quota_requests(
+                AdmissionPodSet(ps["name"], count, requests, network=network), cq
+            )
             for resource, amount in charged.items():
                 field = _field_of(resource, requests, f"podSets[{i}].resources")
+                if network is not None and resource == quota_resource(network):
+                    field = f"podSets[{i}].network"
                 fields.setdefault(resource, field)
                 totals[resource] = totals.get(resource, 0) + amount
                 if self.flavors_for(cq, resource) is None:
@@ -207,6 +234,31 @@ class SubmissionBounds:
                         f"{resource} (its nominal quota plus what it may borrow)",
                     )
 
+    def _check_network(self, ps: Mapping[str, Any], where: str) -> None:
+        network = network_request(ps["network"])
+        assert network is not None
+        found = self.nic_pools.get(network.pool)
+        if found is None:
+            pools = sorted(p for p in self.nic_pools if p)
+            what = f"NIC pool {network.pool!r}" if network.pool else "an RDMA NIC"
+            raise InvalidValue(
+                f"{where}.pool",
+                f"no registered node offers {what} (pools: {', '.join(pools) or 'none'})",
+            )
+        most, topology = found
+        vfs = vfs_per_pod(network, ps["requests"])
+        if vfs > most:
+            field = f"{where}.perGpu" if network.per_gpu else f"{where}.count"
+            raise InvalidValue(
+                field, f"asks for {vfs} NIC VFs per pod; the largest node offers {most}"
+            )
+        if network.alignment is Alignment.REQUIRED and not topology:
+            raise InvalidValue(
+                f"{where}.alignment",
+                "required alignment needs NIC topology (PCIe root or NUMA node), and no node "
+                f"offering {network.pool or 'an RDMA NIC'} has it; use preferred or none",
+            )
+
     def _check_per_pod(self, cq: str, requests: Mapping[str, int], where: str) -> None:
         for resource, amount in requests.items():
             if amount <= 0 or self.flavors_for(cq, resource) is None:
@@ -220,6 +272,19 @@ class SubmissionBounds:
                     f"asks for {describe_amount(resource, amount)} per pod; the largest node "
                     f"of {of} has {has}",
                 )
+
+
+def network_request(spec: Mapping[str, Any] | None) -> NetworkRequest | None:
+    """A resolved pod set's ``network`` (the API's NetworkSpec, as stored) as the engine's
+    request."""
+    if not spec:
+        return None
+    return NetworkRequest(
+        pool=str(spec.get("pool", "")),
+        count=int(spec.get("count", 0)),
+        per_gpu=bool(spec.get("perGpu", False)),
+        alignment=Alignment(spec.get("alignment", "preferred")),
+    )
 
 
 def _field_of(charged: str, requests: Mapping[str, int], where: str) -> str:

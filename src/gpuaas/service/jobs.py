@@ -46,7 +46,7 @@ from gpuaas.service.auth import TenantRef
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
-from gpuaas.service.job_checks import check_requests
+from gpuaas.service.job_checks import check_requests, network_request
 from gpuaas.service.models.jobs import (
     JobEventView,
     JobSpec,
@@ -150,6 +150,8 @@ def _resolve_pod_sets(
         entry: dict[str, Any] = {"name": ps.name, "count": ps.count, "requests": requests}
         if ps.topology is not None:
             entry["topology"] = {"level": ps.topology.level, "mode": ps.topology.mode}
+        if ps.network is not None:
+            entry["network"] = ps.network.model_dump(exclude_none=True)
         resolved.append(entry)
     if queue is None:
         raise InvalidValue("queue", "is required (or use a hardwareProfile, which names one)")
@@ -450,7 +452,7 @@ def workload_of(job: Job) -> AdmissionWorkload:
         pod_sets.append(
             AdmissionPodSet(
                 ps["name"], int(ps["count"]), {r: int(v) for r, v in ps["requests"].items()},
-                topology=topology,
+                topology=topology, network=network_request(ps.get("network")),
             )
         )  # fmt: skip
     return AdmissionWorkload(

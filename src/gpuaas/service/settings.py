@@ -27,8 +27,10 @@ class Settings:
     ``slurm_*`` (environment ``GPUAAS_SLURM_*``) say where the Slurm backend finds Slurm:
     slurmrestd's unix ``socket`` or ``url`` with ``user`` and JWT ``token`` (neither: the Slurm
     commands only), the ``conf`` file the commands read (``SLURM_CONF``), the ``partition`` to
-    submit to (unset: the first partition holding the job's nodes), and the ``state_dir`` where
-    it keeps which Slurm job runs which gpuaas job (default ``data_dir/slurm``).
+    submit to (unset: the first partition holding the job's nodes), the ``state_dir`` where
+    it keeps which Slurm job runs which gpuaas job (default ``data_dir/slurm``), and
+    ``nic_gres``, NIC pools mapped to the gres the cluster counts them as
+    (``openshift.io/mlnx_ib=nic``; unset: Slurm is not asked for NICs).
     """
 
     db_url: str | None = None
@@ -85,6 +87,8 @@ class Settings:
     slurm_token: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_TOKEN"))
     slurm_conf: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_CONF"))
     slurm_partition: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_PARTITION"))
+    #: NIC pool -> Slurm gres name, ``pool=gres,...`` (see gpuaas.backends.slurm.script)
+    slurm_nic_gres: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_NIC_GRES"))
     slurm_state_dir: Path | None = field(
         default_factory=lambda: (
             Path(os.environ["GPUAAS_SLURM_STATE_DIR"])

@@ -8,6 +8,14 @@ each node is its own NVLink domain. Some A100/H100 nodes are MIG-partitioned (la
 NVIDIA's placement table, see ``data/mig``) and some L40S nodes are time-sliced, as a provider
 would configure them per node.
 
+With ``nics_per_node`` the nodes also carry RDMA NICs (InfiniBand, SR-IOV with ``nic_vfs``
+VFs each, pool ``nic_pool``): NIC *k* sits on PCIe root ``pci-k`` with the GPUs wired to it
+(GPU *g* on root ``g * nics // gpus``) and on that root's NUMA node, on rail ``rail-k``, and
+every node of a block is on one fabric (``ib-<block>``), as rail-optimised clusters are built;
+``nic_topology=False`` leaves the NICs' PCIe root and NUMA node unknown. The workload mix's
+``network_share`` of 8-GPU pods (single and gangs) then ask one VF per GPU, alignment
+``network_alignment``. Both default to off, which leaves fleets and mixes exactly as before.
+
 The workload mix has single-pod work (1 GPU, a GPU share, MIG instances, time-sliced replicas,
 8-GPU, DRA claims) and multi-node gangs that require one rack or one NVLink domain. Everything is
 deterministic for a seed.
@@ -22,6 +30,7 @@ from dataclasses import dataclass, field
 
 from gpuaas.model.devices import GPU, Partition, PartitionMode
 from gpuaas.model.errors import InvalidValue
+from gpuaas.model.network import Alignment, LinkType, NetworkRequest, Nic
 from gpuaas.model.node import Node
 from gpuaas.model.topology import Level, Topology
 from gpuaas.model.workload import (
@@ -82,6 +91,10 @@ class FleetSpec:
     mig_node_share: float = 0.25  # of A100/H100 nodes
     time_sliced_node_share: float = 0.5  # of L40S nodes
     time_slice_replicas: int = 4
+    nics_per_node: int = 0  # RDMA NICs per node (0: none; see the module docstring)
+    nic_vfs: int = 8
+    nic_pool: str = "nvidia.com/rdma_ib"
+    nic_topology: bool = True
 
     def validate(self) -> None:
         for name in (
@@ -104,6 +117,8 @@ class FleetSpec:
                 raise InvalidValue(
                     "model_shares", f"unknown model {model!r}; known: {', '.join(NODE_SHAPES)}"
                 )
+        if self.nics_per_node < 0 or self.nic_vfs < 1:
+            raise InvalidValue("nics_per_node", "needs nics_per_node >= 0 and nic_vfs >= 1")
         for name in ("mig_node_share", "time_sliced_node_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise InvalidValue(name, f"must be in [0, 1], got {getattr(self, name)}")
@@ -158,6 +173,7 @@ def synthetic_fleet(spec: FleetSpec | int, seed: int = 0) -> list[Node]:
                 memory_mib=gpu_mib,
                 partition=partition,
                 numa_node=g * 2 // spec.gpus_per_node,
+                pcie_root=_root(g, spec) if spec.nics_per_node else "",
             )
             for g in range(spec.gpus_per_node)
         ]
@@ -181,9 +197,36 @@ def synthetic_fleet(spec: FleetSpec | int, seed: int = 0) -> list[Node]:
                 gpus=gpus,
                 topology=topology,
                 labels=labels,
+                nics=_nics(spec, f"ib-{topology.block}", index),
             )
         )
     return nodes
+
+
+def _root(gpu: int, spec: FleetSpec) -> str:
+    """The PCIe root GPU ``gpu`` hangs off: the NICs split the GPUs evenly."""
+    return f"pci-{gpu * spec.nics_per_node // spec.gpus_per_node}"
+
+
+def _nics(spec: FleetSpec, fabric: str, index: int) -> list[Nic]:
+    nics = spec.nics_per_node
+    return [
+        Nic(
+            name=f"mlx5_{k}",
+            pool=spec.nic_pool,
+            link=LinkType.INFINIBAND,
+            speed_gbps=400,
+            vfs=spec.nic_vfs,
+            pcie_root=f"pci-{k}" if spec.nic_topology else "",
+            numa_node=k * 2 // nics
+            if spec.nic_topology and nics > 1
+            else (0 if spec.nic_topology else None),
+            rail=f"rail-{k}",
+            fabric=fabric,
+            pci_address=f"0000:{0x10 + k:02x}:00.0",
+        )
+        for k in range(nics)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +244,10 @@ class WorkloadMix:
     gang_sets: float = 0.02
     max_gang_pods: int = 12
     model_restricted_share: float = 0.2
+    #: of 8-GPU pods (single and gangs): one VF per GPU (needs a fleet with NICs)
+    network_share: float = 0.0
+    network_alignment: Alignment = Alignment.PREFERRED
+    nic_pool: str = "nvidia.com/rdma_ib"
 
     def kinds(self) -> list[tuple[str, float]]:
         return [
@@ -224,6 +271,8 @@ class WorkloadMix:
             raise InvalidValue("mix", "weights must be non-negative and not all zero")
         if self.max_gang_pods < 2:
             raise InvalidValue("max_gang_pods", f"must be at least 2, got {self.max_gang_pods}")
+        if not 0 <= self.network_share <= 1:
+            raise InvalidValue("network_share", f"must be in [0, 1], got {self.network_share}")
         if not 0 <= self.model_restricted_share <= 1:
             raise InvalidValue(
                 "model_restricted_share", f"must be in [0, 1], got {self.model_restricted_share}"
@@ -269,6 +318,14 @@ def synthetic_workloads(
     weights = [w for _, w in kinds]
     cumulative = list(itertools.accumulate(weights))
     out: list[Workload] = []
+    vf_per_gpu = NetworkRequest(mix.nic_pool, per_gpu=True, alignment=mix.network_alignment)
+
+    def nic() -> NetworkRequest | None:
+        """One VF per GPU for ``network_share`` of 8-GPU pods (no draw when it is 0, so the
+        stream of a mix without networks is unchanged)."""
+        share = mix.network_share
+        return vf_per_gpu if share and rng.random() < share else None
+
     for index in range(count):
         # One draw at a time keeps the stream prefix-stable: the first n workloads of a larger
         # run are the n workloads of a smaller one.
@@ -296,7 +353,9 @@ def synthetic_workloads(
             sets = (PodSet("main", 1, pod),)
         elif kind == "eight_gpu":
             models = frozenset({rng.choice(sorted(_TRAINING_MODELS))}) if restrict else frozenset()
-            pod = pods.get(cpu_milli=96_000, memory_bytes=512 * GIB, gpus=8, gpu_models=models)
+            pod = pods.get(
+                cpu_milli=96_000, memory_bytes=512 * GIB, gpus=8, gpu_models=models, network=nic()
+            )
             sets = (PodSet("main", 1, pod),)
         elif kind == "claim":
             wanted = rng.choice((2, 4))
@@ -317,7 +376,7 @@ def synthetic_workloads(
         elif kind == "gang_rack":
             workers = rng.randint(2, mix.max_gang_pods)
             if rng.random() < 0.75:
-                pod = pods.get(cpu_milli=96_000, memory_bytes=512 * GIB, gpus=8)
+                pod = pods.get(cpu_milli=96_000, memory_bytes=512 * GIB, gpus=8, network=nic())
                 sets = (PodSet("workers", workers, pod, _RACK),)
             else:
                 # Many small pods: preferred, not required, tightness.
@@ -334,7 +393,7 @@ def synthetic_workloads(
             sets = (PodSet("workers", rng.randint(2, 8), pod, _NVLINK),)
         else:  # gang_sets: an MPI-style launcher plus workers, all in one rack
             launcher = pods.get(cpu_milli=4000, memory_bytes=8 * GIB)
-            worker = pods.get(cpu_milli=96_000, memory_bytes=512 * GIB, gpus=8)
+            worker = pods.get(cpu_milli=96_000, memory_bytes=512 * GIB, gpus=8, network=nic())
             workers = rng.randint(2, mix.max_gang_pods)
             sets = (
                 PodSet("launcher", 1, launcher, _RACK),

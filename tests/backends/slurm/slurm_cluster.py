@@ -28,6 +28,8 @@ BINARIES = ("slurmctld", "slurmd", "slurmrestd", "sbatch", "squeue", "scontrol",
 REST_USER = "slurmapi"
 GPUS_PER_NODE = 8
 CPUS_PER_NODE = 8
+#: a count-only gres per node for RDMA NICs (the backend's nic_gres maps a NIC pool to it)
+NICS = 4
 
 
 def missing_binaries() -> list[str]:
@@ -134,9 +136,9 @@ SlurmdTimeout=60
 BatchStartTimeout=120
 MessageTimeout=5
 KillWait=2
-GresTypes=gpu
+GresTypes=gpu,nic
 NodeName=n[1-{n}] NodeAddr=127.0.0.1 NodeHostname=localhost Port={ports} \\
-  CPUs={self.cpus} RealMemory=16000 Gres=gpu:h100:{self.gpus} State=UNKNOWN
+  CPUs={self.cpus} RealMemory=16000 Gres=gpu:h100:{self.gpus},nic:{NICS} State=UNKNOWN
 PartitionName=gpu Nodes=n[1-{n}] Default=YES MaxTime=INFINITE State=UP
 PartitionName=closed Nodes=n[1-{n}] MaxTime=INFINITE State=DOWN
 PartitionName=short Nodes=n[1-{n}] MaxTime=1 State=UP
@@ -145,6 +147,7 @@ PartitionName=short Nodes=n[1-{n}] MaxTime=1 State=UP
         (base / "gres.conf").write_text(
             f"AutoDetect=off\nNodeName=n[1-{n}] Name=gpu Type=h100 "
             f"File={base}/dev/nvidia[0-{self.gpus - 1}]\n"
+            f"NodeName=n[1-{n}] Name=nic Count={NICS}\n"
         )
 
     def start(self, timeout: float = 30.0) -> None:

@@ -13,7 +13,9 @@ from the server's (:data:`BASE_VARIABLES`, so ``PATH`` finds the host's tools), 
   each pod is one torchrun "node" with its own devices), ``LOCAL_RANK`` (0: one process per
   pod), and ``GPUAAS_HOSTFILE``, an MPI hostfile with one slot per pod;
 - ``GPUAAS_JOB_ID``, ``GPUAAS_JOB_NAME``, ``GPUAAS_ATTEMPT``, ``GPUAAS_POD_SET``,
-  ``GPUAAS_POD_INDEX``, ``GPUAAS_NODE`` (the fleet node the admission chose).
+  ``GPUAAS_POD_INDEX``, ``GPUAAS_NODE`` (the fleet node the admission chose);
+- for a pod given RDMA NICs (a pod set's ``network``): ``NCCL_IB_HCA`` (the NICs' names) and
+  ``GPUAAS_NICS`` (the VFs, ``mlx5_0-vf-3``), see :func:`gpuaas.backends.base.nic_variables`.
 
 A ``command`` runs as given (its first word looked up on ``PATH``, or relative to the pod's
 working directory when it has a slash); a ``script`` is written to ``script.sh`` in the pod's
@@ -30,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuaas.backends.base import BackendJob
+from gpuaas.backends.base import BackendJob, nic_variables
 from gpuaas.model.placement import PodPlacement
 
 #: Variables a pod takes from the server's environment (when set there).
@@ -85,6 +87,7 @@ def gpuaas_variables(
         "GPUAAS_POD_SET": pod.pod_set,
         "GPUAAS_POD_INDEX": str(pod.index),
         "GPUAAS_NODE": pod.node,
+        **nic_variables(pod),
     }
 
 

@@ -38,6 +38,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,8 +110,11 @@ class SlurmBackend:
         start_timeout: float = 300.0,
         workers: int = 8,
         claim_grace: float = 60.0,
+        nic_gres: Mapping[str, str] | None = None,
     ) -> None:
         self.logs = logs
+        #: NIC pool -> the cluster's gres name for it (see gpuaas.backends.slurm.script)
+        self.nic_gres = dict(nic_gres or {})
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.rest = rest
@@ -265,7 +269,7 @@ class SlurmBackend:
                     return int(info["job_id"])
             if job.started_at is not None:
                 return None  # it ran, and Slurm has no such job: lost, never run again
-        sub = submission(job, self.logs, self.nodes(), self.partition, self.prefix)
+        sub = submission(job, self.logs, self.nodes(), self.partition, self.prefix, self.nic_gres)
         script = write_files(self.logs.attempt_dir(job.id, job.attempt), sub)
         self._write_record(job, None)
         self.calls["submit"] += 1

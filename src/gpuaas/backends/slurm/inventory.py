@@ -41,6 +41,18 @@ def gpu_gres(gres: str) -> list[tuple[str | None, int]]:
     return found
 
 
+def other_gres(gres: str) -> tuple[tuple[str, int], ...]:
+    """``gpu:h100:8,nic:4,nic:ib:2(S:0)`` -> (("nic", 6),): the gres other than GPUs, by
+    name, summed over types."""
+    found: dict[str, int] = {}
+    for item in _split(gres):
+        parts = item.strip().split("(", 1)[0].split(":")
+        if len(parts) < 2 or parts[0] == "gpu" or not parts[-1].isdigit():
+            continue
+        found[parts[0]] = found.get(parts[0], 0) + int(parts[-1])
+    return tuple(sorted((name, n) for name, n in found.items() if n))
+
+
 def _split(gres: str) -> list[str]:
     """Split on commas outside parentheses (``gpu:h100:8(S:0-1),gpu:a100:2``)."""
     items, depth, current = [], 0, ""
@@ -77,6 +89,7 @@ def slurm_nodes(listing: Mapping[str, Any]) -> dict[str, SlurmNode]:
             partitions=tuple(node.get("partitions") or ()),
             gres_type=gres[0][0] if gres else None,
             gpus=sum(n for _, n in gres),
+            gres=other_gres(str(node.get("gres") or "")),
         )
     return found
 

@@ -14,6 +14,13 @@ overlap between gpuaas's jobs) and records Slurm's own choice in ``GPUAAS_SLURM_
 line on the pod's stderr when they differ. That holds where Slurm does not confine devices by
 cgroup (``ConstrainDevices=no``); see ``docs/backends.md``.
 
+A pod given RDMA NICs gets ``NCCL_IB_HCA`` and ``GPUAAS_NICS`` in ``task.sh`` (as on the
+local backend). Where the cluster defines a gres for the NICs' pool (the backend's ``nic_gres``
+maps a pool to a gres name, ``GPUAAS_SLURM_NIC_GRES=openshift.io/mlnx_ib=nic``, and every
+node of the job lists that gres), the allocation also asks for it: ``--gres=gpu:h100:4,nic:2``
+(per node: the NICs of its pods). Without such a gres Slurm does not count NICs; gpuaas's
+choice (which never gives a VF twice) still reaches the pods through the environment.
+
 Files (all under the job's attempt folder of :class:`~gpuaas.backends.logs.LogLayout`, which
 must be on a file system the Slurm nodes share): ``slurm-batch.sh``, ``task.sh``, the user's
 ``script.sh`` when the job gives a script, ``slurm-<id>.out`` (Slurm's own output of the
@@ -28,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaas.backends.base import BackendJob
+from gpuaas.backends.base import BackendJob, nic_variables
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.placement import DeviceKind, PodPlacement
 
@@ -50,6 +57,8 @@ class SlurmNode:
     partitions: tuple[str, ...]
     gres_type: str | None = None  # Slurm's raw GPU type (``h100``, ``nvidia_h100_80gb_hbm3``)
     gpus: int = 0
+    #: the node's other gres by name and count (``nic:4`` -> ``(("nic", 4),)``)
+    gres: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +80,17 @@ def submission(
     nodes: Mapping[str, SlurmNode],
     partition: str | None = None,
     prefix: str = "gpuaas",
+    nic_gres: Mapping[str, str] | None = None,
 ) -> Submission:
-    """The batch job for ``job``; :class:`Unrunnable` when Slurm cannot run it as placed."""
+    """The batch job for ``job``; :class:`Unrunnable` when Slurm cannot run it as placed.
+    ``nic_gres``: NIC pool -> the cluster's gres name for it (see the module docstring)."""
     if not job.pods:
         raise Unrunnable("the job has no pods placed")
     if job.spec.get("container") is not None:
         raise Unrunnable("the slurm backend runs commands and scripts, not containers")
     by_node: dict[str, list[PodPlacement]] = {}
     for pod in sorted(job.pods, key=lambda p: p.rank):
-        for device in pod.devices:
+        for device in pod.gpu_devices:
             if device.kind is not DeviceKind.GPU:
                 raise Unrunnable(
                     f"pod {pod.rank} was given {device.name} ({device.kind.value}); Slurm gres "
@@ -89,14 +100,17 @@ def submission(
     unknown = [n for n in by_node if n not in nodes]
     if unknown:
         raise Unrunnable(f"node(s) {', '.join(unknown)} are not nodes of this Slurm cluster")
-    shapes = {n: (len(pods), _gpus(pods)) for n, pods in by_node.items()}
+    shapes = {n: (len(pods), _gpus(pods), _nics(pods)) for n, pods in by_node.items()}
     if len(set(shapes.values())) > 1:
-        spread = ", ".join(f"{n}: {p} pod(s)/{g} GPU(s)" for n, (p, g) in shapes.items())
+        spread = ", ".join(
+            f"{n}: {p} pod(s)/{g} GPU(s)" + (f"/{k} NIC(s)" if k else "")
+            for n, (p, g, k) in shapes.items()
+        )
         raise Unrunnable(
             f"pods are spread unevenly over nodes ({spread}); one Slurm allocation has one "
             "shape per node"
         )
-    tasks, gpus = next(iter(shapes.values()))
+    tasks, gpus, nics = next(iter(shapes.values()))
     types = {nodes[n].gres_type for n in by_node}
     if gpus and len(types) > 1:
         raise Unrunnable(f"the job's nodes have different GPU types ({sorted(map(str, types))})")
@@ -122,9 +136,15 @@ def submission(
         "--export=NONE",
         "--no-requeue",
     ]
+    gres: list[str] = []
     if gpus:
         gres_type = types.pop()
-        options.append(f"--gres=gpu:{gres_type}:{gpus}" if gres_type else f"--gres=gpu:{gpus}")
+        gres.append(f"gpu:{gres_type}:{gpus}" if gres_type else f"gpu:{gpus}")
+    nic = _nic_gres(job, list(by_node), nodes, nic_gres or {}) if nics else None
+    if nic is not None:
+        gres.append(f"{nic}:{nics}")
+    if gres:
+        options.append("--gres=" + ",".join(gres))
     limit = job.spec.get("maxRunTime")
     if limit is not None:
         options.append(f"--time={max(1, math.ceil(float(limit) / 60))}")
@@ -150,7 +170,44 @@ def submission(
 
 
 def _gpus(pods: list[PodPlacement]) -> int:
-    return len({d.gpu for pod in pods for d in pod.devices})
+    return len({d.gpu for pod in pods for d in pod.gpu_devices})
+
+
+def _nics(pods: list[PodPlacement]) -> int:
+    return sum(len(pod.nics) for pod in pods)
+
+
+def _nic_gres(
+    job: BackendJob, names: list[str], nodes: Mapping[str, SlurmNode], nic_gres: Mapping[str, str]
+) -> str | None:
+    """The gres name the job's NICs are asked as: the one the job's pool maps to, when every
+    node defines it; None when the cluster counts no gres for them."""
+    pools = {
+        str((ps.get("network") or {}).get("pool") or "")
+        for ps in job.spec.get("podSets") or ()
+        if isinstance(ps, Mapping) and ps.get("network")
+    }
+    mapped = {nic_gres[p] for p in pools if p in nic_gres}
+    if len(mapped) != 1:
+        if len(mapped) > 1:
+            raise Unrunnable(f"the job's NIC pools map to several gres ({sorted(mapped)})")
+        return None
+    name = mapped.pop()
+    if all(name in dict(nodes[n].gres) for n in names):
+        return name
+    return None
+
+
+def parse_nic_gres(text: str | None) -> dict[str, str]:
+    """``pool=gres,pool2=gres2`` (the ``GPUAAS_SLURM_NIC_GRES`` setting) as a mapping."""
+    out: dict[str, str] = {}
+    for item in (text or "").split(","):
+        if item.strip():
+            pool, sep, gres = item.strip().rpartition("=")
+            if not sep or not pool or not gres:
+                raise ValueError(f"expected pool=gres, got {item.strip()!r}")
+            out[pool] = gres
+    return out
 
 
 def _partition(names: list[str], nodes: Mapping[str, SlurmNode], wanted: str | None) -> str:
@@ -187,9 +244,10 @@ def _task_script(
             gpus = ",".join(str(i) for i in pod.gpu_indexes)
             out = layout.stdout(job.id, job.attempt, pod.rank)
             err = layout.stderr(job.id, job.attempt, pod.rank)
+            nic_env = "".join(f" {k}={q(v)}" for k, v in nic_variables(pod).items())
             lines.append(
                 f"  {q(f'{node}:{local}')}) RANK={pod.rank} GPUS={q(gpus)} "
-                f"UUIDS={q(pod.visible_devices)} OUT={q(str(out))} ERR={q(str(err))} ;;"
+                f"UUIDS={q(pod.visible_devices)} OUT={q(str(out))} ERR={q(str(err))}{nic_env} ;;"
             )
     lines += [
         f'  *) echo "gpuaas: job {job.id} has no pod for $SLURMD_NODENAME task $SLURM_LOCALID"'
@@ -199,6 +257,7 @@ def _task_script(
         'export GPUAAS_SLURM_GPUS="${CUDA_VISIBLE_DEVICES-}"',
         f'export GPUAAS_JOB_ID={job.id} GPUAAS_ATTEMPT={job.attempt} GPUAAS_GPU_UUIDS="$UUIDS"',
         f'export RANK LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE={world}',
+        'if [ -n "${GPUAAS_NICS-}" ]; then export NCCL_IB_HCA GPUAAS_NICS; fi',
         f"export MASTER_ADDR={q(nodes[master].address if master in nodes else master)} "
         f"MASTER_PORT={20000 + (job.id * 7 + job.attempt) % 10000}",
         'export CUDA_VISIBLE_DEVICES="$GPUS" NVIDIA_VISIBLE_DEVICES="$GPUS"',

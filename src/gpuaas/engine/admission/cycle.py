@@ -44,6 +44,7 @@ from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
 from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
 from gpuaas.engine.framework import reserve_hooks
 from gpuaas.engine.gang import PodPlacement
+from gpuaas.engine.nics import quota_resource, vfs_per_pod
 from gpuaas.engine.reasons import (
     NO_PREEMPTION_POSSIBLE,
     PREEMPTION_WOULD_NOT_FIT,
@@ -352,7 +353,11 @@ class AdmissionEngine:
 
         In a ClusterQueue ``cq_name`` that covers ``gpuaas.io/gpu-milli`` every GPU form is also
         charged there by its real size (:mod:`~gpuaas.engine.admission.gpu_size`), and a GPU
-        device resource the ClusterQueue does not cover is not charged as such.
+        device resource the ClusterQueue does not cover is not charged as such. A pod set's
+        NIC VFs (``ps.network``) are charged as their pool's resource
+        (:func:`~gpuaas.engine.nics.quota_resource`) in a ClusterQueue that covers it, and not
+        at all in one that does not (as Kueue's ``excludeResourcePrefixes`` would): a NIC
+        pool is limited only where an operator writes quota for it.
         """
         transformations = self.config.transformations
         covered = self._group_of[cq_name] if cq_name is not None else None
@@ -372,6 +377,11 @@ class AdmissionEngine:
             if t is not None:
                 for name, value in t.apply(amount * ps.count).items():
                     out[name] = out.get(name, 0) + value
+        if ps.network is not None and covered is not None:
+            resource = quota_resource(ps.network)
+            vfs = vfs_per_pod(ps.network, ps.requests) * ps.count
+            if vfs and resource in covered:
+                out[resource] = out.get(resource, 0) + vfs
         return out
 
     # --- the cycle ------------------------------------------------------------------------

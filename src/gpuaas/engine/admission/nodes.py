@@ -35,6 +35,7 @@ from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.devices import GPU, MigInstance, Partition, PartitionMode
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionPodSet, AdmissionWorkload, ResourceFlavor
+from gpuaas.model.network import NetworkRequest
 from gpuaas.model.node import Node, Taint, TaintEffect, Toleration
 from gpuaas.model.resources import CPU, MEMORY, MIG_PREFIX, NVIDIA_GPU, ResourceList
 from gpuaas.model.topology import Topology
@@ -137,8 +138,10 @@ def pod_request(
     tolerations: Sequence[Toleration],
     where: str,
     time_sliced: bool = False,
+    network: NetworkRequest | None = None,
 ) -> tuple[PodRequest, dict[str, int]]:
     """The placement engine's request for one pod, and its extended (other) resources.
+    ``network``: the pod's NICs / VFs, which the engine places beside its GPUs.
 
     ``time_sliced``: the pod's flavor has only time-sliced GPUs, where the GPU operator
     advertises each replica as one ``nvidia.com/gpu``: whole GPUs are asked as replicas there.
@@ -183,6 +186,7 @@ def pod_request(
         replicas=replicas,
         node_selector=tuple(sorted(node_selector.items())),
         tolerations=tuple(tolerations),
+        network=network,
     )
     return pod, extended
 
@@ -244,6 +248,7 @@ class NodePool:
                 ps.tolerations,
                 ps.topology,
                 tuple(sorted(set(flavors.values()))),
+                ps.network,
             )
             found = self._converted.get(key)
             if found is None:
@@ -274,6 +279,7 @@ class NodePool:
             tolerations,
             f"workload {wl.name}: podSets.{ps.name}",
             time_sliced,
+            ps.network,
         )
 
     def _time_sliced(self, flavor_name: str) -> bool:

@@ -13,7 +13,9 @@ Recorded form, one entry per pod::
                     "mig": [[2, 0]], "replicas": [[3, 1]], "devices": ["gpu-0", ...]}}
 
 ``gpus`` are (GPU slot, milli-GPU) on whole-mode GPUs, ``mig`` (GPU slot, instance index) and
-``replicas`` (GPU slot, count), as in :class:`~gpuaas.engine.snapshot.Assignment`.
+``replicas`` (GPU slot, count), as in :class:`~gpuaas.engine.snapshot.Assignment`; a pod given
+NICs also has ``"nics": [[nic_slot, vf], ...]`` (the position in ``node.nics`` and the VF),
+which backends read as devices named ``mlx5_0-vf-3`` (:func:`~gpuaas.model.network.vf_name`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from gpuaas.engine.admission.cycle import AdmissionEngine
 from gpuaas.engine.admission.nodes import NodePlacement, NodePool
 from gpuaas.engine.gang import GangPlacement, PodPlacement
+from gpuaas.engine.nics import device_name
 from gpuaas.engine.place import Placement, reserve, unreserve
 from gpuaas.engine.reasons import Code
 from gpuaas.engine.snapshot import Assignment, OvercommitError
@@ -67,6 +70,8 @@ def record(placement: NodePlacement) -> list[dict[str, Any]]:
                 },
             }
         )
+        if a.nics:
+            out[-1]["assignment"]["nics"] = [list(x) for x in a.nics]
     return out
 
 
@@ -90,6 +95,7 @@ def _assignment(node: int, raw: Mapping[str, Any], where: str) -> Assignment:
         mig=_pairs(raw.get("mig", []), f"{where}.mig"),
         replicas=_pairs(raw.get("replicas", []), f"{where}.replicas"),
         devices=tuple(str(d) for d in raw.get("devices", [])),
+        nics=_pairs(raw.get("nics", []), f"{where}.nics"),
     )
 
 
@@ -221,6 +227,12 @@ def typed_pods(
                 gpu = node.gpus[g]
                 devices.append(DeviceRef(shared_device_name(gpu.index, r), gpu.uuid, gpu.index,
                                          DeviceKind.REPLICA, 0))  # fmt: skip
+            for j, vf in _pairs(a.get("nics", []), f"{where}.nics"):
+                nic = node.nics[j]
+                if vf >= nic.vfs:
+                    raise IndexError(vf)
+                name = device_name(nic, vf)
+                devices.append(DeviceRef(name, nic.pci_address, -1, DeviceKind.NIC, 0))
         except IndexError:
             raise PlacementLost(f"{where}: node {name} no longer has these devices") from None
         out.append(
