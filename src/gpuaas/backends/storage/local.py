@@ -121,7 +121,9 @@ class LocalDirectories:
         if used is not None and used >= volume.size_bytes and self.enforcement == MEASURE:
             reason = VolumeReason(VolumeCode.FULL, {"used": used, "size": volume.size_bytes})
             return Realised(VolumeState.READY, reason, realised.path, details=realised.details)
-        return self._ready(volume)
+        if realised.reason.code is VolumeCode.FULL:  # no longer full
+            return self._ready(volume)
+        return realised
 
     def usage(self, volume: Volume) -> int | None:
         path = self.path(volume)
