@@ -184,12 +184,26 @@ class LocalDirectories:
         elif image.stat().st_size < volume.size_bytes:
             with image.open("r+b") as f:
                 f.truncate(volume.size_bytes)
-            if os.path.ismount(path):
-                _run(["losetup", "-c", self._loop_device(image)])
-                _run(["resize2fs", self._loop_device(image)])
-            else:
-                _run(["resize2fs", "-f", str(image)])
+            self._grow(image, path)
         self._mount(volume, path)
+
+    def _grow(self, image: Path, path: Path) -> None:
+        """Grow the file system to the (already grown) image: online where the kernel lets
+        this process (``resize2fs`` on the mounted loop device), else offline, which needs the
+        volume unmounted: refused while a job holds it open."""
+        if os.path.ismount(path):
+            try:
+                device = self._loop_device(image)
+                _run(["losetup", "-c", device])
+                _run(["resize2fs", device])
+                return
+            except ProvisionError:
+                try:
+                    _run(["umount", str(path)])
+                except ProvisionError as exc:
+                    raise ProvisionError(f"cannot grow while in use ({exc})") from None
+        subprocess.run(["e2fsck", "-f", "-p", str(image)], capture_output=True, check=False)
+        _run(["resize2fs", str(image)])
 
     def _mount(self, volume: Volume, path: Path) -> None:
         if not os.path.ismount(path):
