@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Api
 from sqlalchemy import select
 
+from conftest import Api
 from gpuaas.model.cluster import VolumeSpec
 from gpuaas.service.errors import ApiError
 from gpuaas.service.settings import Settings
@@ -22,6 +22,11 @@ def make_tenant(api: Api, name: str = "acme", quota: str | None = "10Mi") -> Non
     body = {"name": name, **({"storageQuota": quota} if quota is not None else {})}
     r = api.post("/v1/tenants", json=body)
     assert r.status_code == 201, r.text
+
+
+def create(api: Api, name: str, size: str, **extra: str) -> int:
+    body = {"name": name, "size": size, **extra}
+    return api.post("/v1/tenants/acme/volumes", json=body).status_code
 
 
 def volumes(api: Api, tenant: str = "acme") -> list[dict]:
@@ -66,7 +71,7 @@ def test_a_full_measured_volume_refuses_read_write_mounts(sqlite_api: Api) -> No
 def test_the_quota_refuses_a_volume_beyond_it_naming_size_and_the_amounts(sqlite_api: Api) -> None:
     api = sqlite_api
     make_tenant(api, quota="5Mi")
-    assert api.post("/v1/tenants/acme/volumes", json={"name": "a", "size": "3Mi"}).status_code == 201
+    assert create(api, "a", "3Mi") == 201
     r = api.post("/v1/tenants/acme/volumes", json={"name": "b", "size": "3Mi"})
     assert r.status_code == 422, r.text
     problem = r.json()
@@ -78,9 +83,9 @@ def test_the_quota_refuses_a_volume_beyond_it_naming_size_and_the_amounts(sqlite
     assert api.get("/v1/tenants/acme/volumes/a").json()["sizeBytes"] == 3 * MI
     # the provider raises the quota; then removes it
     assert api.patch("/v1/tenants/acme", json={"storageQuota": "6Mi"}).status_code == 200
-    assert api.post("/v1/tenants/acme/volumes", json={"name": "b", "size": "3Mi"}).status_code == 201
+    assert create(api, "b", "3Mi") == 201
     assert api.patch("/v1/tenants/acme", json={"storageQuota": None}).json()["storageQuota"] is None
-    assert api.post("/v1/tenants/acme/volumes", json={"name": "c", "size": "1Gi"}).status_code == 201
+    assert create(api, "c", "1Gi") == 201
 
 
 @pytest.mark.parametrize(
@@ -116,7 +121,7 @@ def test_only_size_changes_and_only_upward(sqlite_api: Api) -> None:
     ):
         r = api.put("/v1/tenants/acme/volumes/v", json=body)
         assert r.status_code == 422 and r.json()["detail"].startswith(f"{field}:"), r.text
-    assert api.post("/v1/tenants/acme/volumes", json={"name": "v", "size": "1Mi"}).status_code == 409
+    assert create(api, "v", "1Mi") == 409
 
 
 def test_a_volume_mounted_by_an_unfinished_job_is_not_deleted(sqlite_api: Api) -> None:
@@ -125,10 +130,10 @@ def test_a_volume_mounted_by_an_unfinished_job_is_not_deleted(sqlite_api: Api) -
     flavor = {"name": "gpu", "spec": {}}
     assert api.post("/v1/flavors", json=flavor).status_code == 201
     api.patch("/v1/tenants/acme", json={"capacity": {"gpu": {"cpu": "8", "memory": "8Gi"}}})
-    cq = {"name": "cq", "spec": {"namespaceSelector": {}, "resourceGroups": [
-        {"coveredResources": ["cpu", "memory"], "flavors": [
-            {"name": "gpu", "resources": [{"name": "cpu", "nominalQuota": "8"},
-                                          {"name": "memory", "nominalQuota": "8Gi"}]}]}]}}  # fmt: skip
+    quota = [{"name": "cpu", "nominalQuota": "8"}, {"name": "memory", "nominalQuota": "8Gi"}]
+    groups = [{"coveredResources": ["cpu", "memory"],
+               "flavors": [{"name": "gpu", "resources": quota}]}]  # fmt: skip
+    cq = {"name": "cq", "spec": {"namespaceSelector": {}, "resourceGroups": groups}}
     assert api.post("/v1/tenants/acme/cluster-queues", json=cq).status_code == 201, "cq"
     lq = {"name": "q", "clusterQueue": "cq"}
     assert api.post("/v1/tenants/acme/local-queues", json=lq).status_code == 201
@@ -149,8 +154,10 @@ def test_a_volume_mounted_by_an_unfinished_job_is_not_deleted(sqlite_api: Api) -
     r = api.delete("/v1/tenants/acme/volumes/v")
     assert r.status_code == 409 and str(r.json()["detail"]).find("unfinished") > 0
     bad = [
-        ({**job, "name": "j2", "volumes": [{"name": "nope", "mountPath": "/d"}]}, "volumes[0].name"),
-        ({**job, "name": "j3", "volumes": [{"name": "v", "mountPath": "rel"}]}, "volumes[0].mountPath"),
+        ({**job, "name": "j2", "volumes": [{"name": "nope", "mountPath": "/d"}]},
+         "volumes[0].name"),
+        ({**job, "name": "j3", "volumes": [{"name": "v", "mountPath": "rel"}]},
+         "volumes[0].mountPath"),
         ({**job, "name": "j4", "volumes": [{"name": "v", "mountPath": "/a/../b"}]},
          "volumes[0].mountPath"),
         ({**job, "name": "j5", "volumes": [{"name": "v", "mountPath": "/a"},

@@ -25,12 +25,12 @@ from gpuaas.backends.local.state import RunRecord
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.cluster import VolumeSpec
 from gpuaas.service.errors import ApiError
+from gpuaas.service.governance_kinds import At
 from gpuaas.service.jobs import submit_job
 from gpuaas.service.models.jobs import JobSpec
+from gpuaas.service.models.storage import VolumeIn
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
-from gpuaas.service.governance_kinds import At
-from gpuaas.service.models.storage import VolumeIn
 from gpuaas.service.storage import (
     Volumes,
     create_volume,
