@@ -8,26 +8,21 @@ tenant's volumes never sum above its storage quota, and a refused write leaves n
 from __future__ import annotations
 
 import itertools
-import signal
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_local_e2e
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from job_world import build_world, job_spec
+from job_world import job_spec
 from sqlalchemy import select
+from test_local_e2e import run_until, submit
 
-from gpuaas.backends.local import LocalBackend, procs
-from gpuaas.backends.local.state import RunRecord
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.cluster import VolumeSpec
 from gpuaas.service.errors import ApiError
 from gpuaas.service.governance_kinds import At
-from gpuaas.service.jobs import submit_job
-from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.models.storage import VolumeIn
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
@@ -41,44 +36,14 @@ from gpuaas.service.storage import (
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, Tenant, VolumeRow
 
-
-@pytest.fixture
-def world(db: Database) -> dict[str, int]:
-    return build_world(db, quota_gpus=8, nodes=2)
-
-
-@pytest.fixture
-def reconciler(db: Database, world: dict[str, int], tmp_path: Path) -> Iterator[Reconciler]:
-    backend = LocalBackend(tmp_path / "local", LogLayout(tmp_path / "logs"))
-    r = Reconciler(db, Settings(db_url=db.url, data_dir=tmp_path), backend=backend)
-    yield r
-    r.stop()
-    for path in (tmp_path / "local").glob("*/attempt-*/run.json"):
-        for pod in RunRecord.load(path).pods:
-            if pod.pid is not None and pod.start is not None:
-                procs.signal_group(pod.pid, pod.start, signal.SIGKILL)
-
-
-def submit(db: Database, world: dict[str, int], spec: dict[str, Any]) -> int:
-    with db.session() as s:
-        tenant = s.get(Tenant, world["tenant"])
-        assert tenant is not None
-        job, _ = submit_job(s, tenant, world["alice"], JobSpec.model_validate(spec), time.time())
-        return job.id
+#: the local backend's end-to-end fixtures: ``world`` (tenant acme, its users, a queue, two nodes)
+#: and ``reconciler`` (driving the local backend; every process killed after the test)
+world = test_local_e2e.world
+reconciler = test_local_e2e.reconciler
 
 
 def finish(reconciler: Reconciler, db: Database, job_id: int) -> Job:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        reconciler.step(time.time())
-        with db.sessions() as s:
-            job = s.get(Job, job_id)
-            assert job is not None
-            if job.state in ("Succeeded", "Failed"):
-                s.expunge(job)
-                return job
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not finish")
+    return run_until(reconciler, db, job_id, {"Succeeded", "Failed"})
 
 
 def test_one_job_writes_a_volume_and_another_reads_it(
