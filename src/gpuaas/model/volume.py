@@ -60,8 +60,8 @@ _TEMPLATES: dict[VolumeCode, str] = {
     VolumeCode.CLAIM_PENDING: "PersistentVolumeClaim {namespace}/{claim} is {phase}",
     VolumeCode.CLAIM_BOUND: "PersistentVolumeClaim {namespace}/{claim} is Bound",
     VolumeCode.CLAIM_RENDERED: (
-        "PersistentVolumeClaim {namespace}/{claim} rendered (no Kubernetes cluster to apply it "
-        "to; gpuaas volumes manifest shows it)"
+        "PersistentVolumeClaim {namespace}/{claim} rendered, not applied (no Kubernetes "
+        "cluster configured; the manifest is in the volume's details)"
     ),
     VolumeCode.PROVISION_FAILED: "the {storage_class} provisioner failed: {detail}",
     VolumeCode.RESIZED: "resized from {before} to {after} bytes",

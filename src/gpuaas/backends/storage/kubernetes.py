@@ -12,7 +12,7 @@ With a client (a cluster configured), :meth:`PersistentVolumeClaims.provision` c
 (an existing one of gpuaas's is adopted and its request raised), and its phase is the state:
 ``Bound`` -> ``Ready``, anything else ``Pending`` (a class with ``WaitForFirstConsumer`` binds
 only when the first pod mounts it, so jobs may mount a pending claim). Without one the claim is
-only rendered (``gpuaas volumes manifest`` would apply it); the volume stays ``Pending``.
+only rendered (its manifest is in the volume's ``details``); the volume stays ``Pending``.
 """
 
 from __future__ import annotations
