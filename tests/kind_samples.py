@@ -120,6 +120,9 @@ SAMPLES: dict[tuple[str, str], Sample] = {
         {"spec": profile("own, renamed")},
         ("spec.displayName", "own, renamed"),
     ),
+    ("Volume", "tenant"): Sample(
+        "acme-data", {"size": "1Mi"}, {"size": "2Mi"}, ("sizeBytes", 2 << 20)
+    ),
 }
 
 #: every kind x scope of the table, as test parameters

@@ -138,6 +138,7 @@ class World:
             self.admin("POST", f"/v1/tenants/{t}/priority-classes", json=pc)
             hp = hardware_profile(f"{t}-hp", f"{t}-lq")
             self.admin("POST", f"/v1/tenants/{t}/hardware-profiles", json=hp)
+            self.admin("POST", f"/v1/tenants/{t}/volumes", json={"name": f"{t}-vol", "size": "1Mi"})
             for role in ("tenant-admin", "tenant-user"):
                 user = f"{t}-{role}"
                 self.admin("PUT", f"/v1/tenants/{t}/members/{user}", json={"role": role})
@@ -879,6 +880,8 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "PUT /v1/tenants/{}/priority-classes/{}": ("junk", "junk-pc"),
     "POST /v1/tenants/{}/hardware-profiles": ("junk",),
     "PUT /v1/tenants/{}/hardware-profiles/{}": ("junk", "junk-hp"),
+    "POST /v1/tenants/{}/volumes": ("junk",),
+    "PUT /v1/tenants/{}/volumes/{}": ("junk", "junk-vol"),
     "POST /v1/tenants/{}/jobs": ("junk",),
     "POST /v1/tenants/{}/jobs/batch": ("junk",),
     "POST /v1/tenants/{}/jobs/{}/cancel": ("junk", "{job}"),
@@ -893,12 +896,14 @@ VALID: dict[str, Any] = {
         "lending": {"gpu": {"nvidia.com/gpu": "4"}},
         "maxJob": {"nvidia.com/gpu": 16},
         "priorityCeiling": 50,
+        "storageQuota": "1Ti",
     },
     "PATCH /v1/tenants/{}": {
         "displayName": "Junk",
         "capacity": tenant_body("x")["capacity"],
         "maxJob": {"nvidia.com/gpu": "32"},
         "priorityCeiling": 20,
+        "storageQuota": "2Ti",
     },
     "POST /v1/users": {"name": "fresh-user", "displayName": "F", "platformRole": "viewer"},
     "PATCH /v1/users/{}": {"displayName": "J", "platformRole": None, "disabled": False},
@@ -953,6 +958,12 @@ VALID: dict[str, Any] = {
     "PUT /v1/tenants/{}/priority-classes/{}": {"value": 5},
     "POST /v1/tenants/{}/hardware-profiles": hardware_profile("fresh-tenant-hp", "junk-lq"),
     "PUT /v1/tenants/{}/hardware-profiles/{}": hardware_profile("junk-hp", "junk-lq"),
+    "POST /v1/tenants/{}/volumes": {
+        "name": "fresh-vol",
+        "size": "2Mi",
+        "accessMode": "ReadWriteMany",
+    },
+    "PUT /v1/tenants/{}/volumes/{}": {"name": "junk-vol", "size": "3Mi"},
     "POST /v1/tenants/{}/jobs/batch": {
         "jobs": [job_spec("fresh-batch-job", "junk-lq"), job_spec("another-batch-job", "junk-lq")]
     },
@@ -968,6 +979,7 @@ VALID: dict[str, Any] = {
                 "topology": {"level": "rack", "mode": "preferred"},
             }
         ],
+        "volumes": [{"name": "junk-vol", "mountPath": "/data", "readOnly": True}],
     },
 }
 

@@ -88,6 +88,10 @@ class Side:
     def pc(self) -> str:
         return f"{self.tenant}-pc"
 
+    @property
+    def vol(self) -> str:
+        return f"{self.tenant}-vol"
+
     def job_name(self, role: str) -> str:
         return f"{self.tenant}-{role}-job"
 
@@ -100,6 +104,7 @@ class Side:
             self.lq,
             self.hp,
             self.pc,
+            self.vol,
             *self.users.values(),
             *(self.job_name(r) for r in self.jobs),
         ]
@@ -234,9 +239,14 @@ class World:
             "POST", f"/v1/tenants/{t}/hardware-profiles", json=hardware_profile(side.hp, side.lq)
         )
         self.admin("POST", f"/v1/tenants/{t}/local-queues", json=local_queue("main", side.cq))
+        self.admin("POST", f"/v1/tenants/{t}/volumes", json=volume(side.vol))
 
 
 # -- valid bodies ----------------------------------------------------------------------------
+
+
+def volume(name: str) -> dict[str, Any]:
+    return {"name": name, "size": "1Mi"}
 
 
 def tenant_body(name: str) -> dict[str, Any]:
@@ -652,6 +662,7 @@ TENANT_PC_TMP = disposable_in_tenant("priority-classes", "pc", lambda n, s: prio
 TENANT_HP_TMP = disposable_in_tenant(
     "hardware-profiles", "hp", lambda n, s: hardware_profile(n, s.lq)
 )
+TENANT_VOL_TMP = disposable_in_tenant("volumes", "vol", lambda n, s: volume(n))
 NEW_TENANT = new(lambda w, s: tenant_body(w.fresh("t")))
 NEW_USER = new(lambda w, s: {"name": w.fresh("u")})
 NEW_TOKEN = new(lambda w, s: {"name": w.fresh("tok")})
@@ -666,6 +677,7 @@ NEW_TENANT_COHORT = new(lambda w, s: tenant_cohort(w.fresh("co"), s.cohort), und
 NEW_TENANT_LQ = new(lambda w, s: local_queue(w.fresh("lq"), s.cq), under_tenant=True)
 NEW_TENANT_PC = new(lambda w, s: priority_class(w.fresh("pc"), 7), under_tenant=True)
 NEW_TENANT_HP = new(lambda w, s: hardware_profile(w.fresh("hp"), s.lq), under_tenant=True)
+NEW_TENANT_VOL = new(lambda w, s: volume(w.fresh("vol")), under_tenant=True)
 NEW_JOB = new(lambda w, s: job_spec(w.fresh("j"), s.lq), under_tenant=True)
 NEW_JOBS = new(lambda w, s: {"jobs": [job_spec(w.fresh("j"), s.lq)]}, under_tenant=True)
 
@@ -774,6 +786,11 @@ ROUTES: list[Route] = [
     Route("GET", T + "/hardware-profiles/{}", TENANT_READ, prepare=in_tenant("hp")),
     Route("PUT", T + "/hardware-profiles/{}", TENANT_ADMIN, prepare=TENANT_HP_TMP),
     Route("DELETE", T + "/hardware-profiles/{}", TENANT_ADMIN, 204, TENANT_HP_TMP),
+    Route("GET", T + "/volumes", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/volumes", TENANT_ADMIN, 201, NEW_TENANT_VOL),
+    Route("GET", T + "/volumes/{}", TENANT_READ, prepare=in_tenant("vol")),
+    Route("PUT", T + "/volumes/{}", TENANT_ADMIN, prepare=TENANT_VOL_TMP),
+    Route("DELETE", T + "/volumes/{}", TENANT_ADMIN, 204, TENANT_VOL_TMP),
     # jobs
     Route("POST", T + "/jobs", TENANT_SUBMIT, 201, NEW_JOB),
     Route("POST", T + "/jobs/batch", TENANT_SUBMIT, 201, NEW_JOBS),
@@ -943,6 +960,9 @@ FOREIGN_UNDER_OWN: list[tuple[str, str, Any]] = [
     ("GET", "/hardware-profiles/globex-only-hp", None),
     ("PUT", "/hardware-profiles/globex-hp", hardware_profile("globex-hp", "acme-lq")),
     ("DELETE", "/hardware-profiles/globex-hp", None),
+    ("GET", "/volumes/globex-vol", None),
+    ("PUT", "/volumes/globex-vol", volume("globex-vol")),
+    ("DELETE", "/volumes/globex-vol", None),
     ("DELETE", "/members/globex-tenant-user", None),
 ]
 

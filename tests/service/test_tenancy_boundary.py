@@ -454,6 +454,9 @@ NO_GOVERNANCE: dict[str, str] = {
     "PUT /v1/tenants/{}/hardware-profiles/{}": "checked like the create route above",
     "DELETE /v1/tenants/{}/hardware-profiles/{}": "removes an entry point",
     "POST /v1/tenants/{}/jobs/{}/cancel": "frees quota",
+    "POST /v1/tenants/{}/volumes": "storage, no Kueue quota: held to the tenant's storageQuota "
+                                   "(tests/service/test_storage_*.py)",
+    "PUT /v1/tenants/{}/volumes/{}": "as above", "DELETE /v1/tenants/{}/volumes/{}": "frees storage",
 }  # fmt: skip
 
 

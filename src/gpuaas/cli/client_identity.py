@@ -77,6 +77,11 @@ PriorityCeilingOption = Annotated[
     typer.Option("--priority-ceiling", help="The highest value of the tenant's priority classes."),
 ]
 
+StorageQuotaOption = Annotated[
+    str | None,
+    typer.Option("--storage-quota", help="The most bytes the tenant's volumes may hold (10Ti)."),
+]
+
 
 def _terms(
     parent_cohort: str | None,
@@ -84,6 +89,7 @@ def _terms(
     lending: list[str] | None,
     max_job: list[str] | None,
     priority_ceiling: int | None,
+    storage_quota: str | None = None,
 ) -> dict[str, Any]:
     """The provider's terms given on the command line, as the SDK's keyword arguments."""
     return {
@@ -92,6 +98,7 @@ def _terms(
         "lending": parse_capacity(lending or [], "--lending"),
         "max_job": parse_limits(max_job or [], "--max-job"),
         "priority_ceiling": priority_ceiling,
+        "storage_quota": storage_quota,
     }
 
 
@@ -129,11 +136,12 @@ def tenants_create(
     lending: LendingOption = None,
     max_job: MaxJobOption = None,
     priority_ceiling: PriorityCeilingOption = None,
+    storage_quota: StorageQuotaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a tenant with its grant and terms (provider admin)."""
     caps = parse_capacity(capacity or [])
-    terms = _terms(parent_cohort, borrowing, lending, max_job, priority_ceiling)
+    terms = _terms(parent_cohort, borrowing, lending, max_job, priority_ceiling, storage_quota)
     with connect() as client:
         tenant = client.create_tenant(name, display_name=display_name, capacity=caps, **terms)
     show_done(tenant, as_json, f"tenant {name} created")
@@ -150,6 +158,7 @@ def tenants_update(
     lending: LendingOption = None,
     max_job: MaxJobOption = None,
     priority_ceiling: PriorityCeilingOption = None,
+    storage_quota: StorageQuotaOption = None,
     no_parent_cohort: Annotated[
         bool,
         typer.Option(
@@ -160,11 +169,14 @@ def tenants_update(
     no_priority_ceiling: Annotated[
         bool, typer.Option("--no-priority-ceiling", help="Back to the provider's default.")
     ] = False,
+    no_storage_quota: Annotated[
+        bool, typer.Option("--no-storage-quota", help="No limit on the tenant's volumes.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Change a tenant's display name, grant or terms (each given one is replaced whole)."""
     caps = parse_capacity(capacity or [])
-    terms = _terms(parent_cohort, borrowing, lending, max_job, priority_ceiling)
+    terms = _terms(parent_cohort, borrowing, lending, max_job, priority_ceiling, storage_quota)
     if no_parent_cohort:  # a root without a parent has no borrowing or lending limits
         terms["borrowing"], terms["lending"] = {}, {}
     clear = [
@@ -172,6 +184,7 @@ def tenants_update(
         for term, wanted in (
             ("parentCohort", no_parent_cohort),
             ("priorityCeiling", no_priority_ceiling),
+            ("storageQuota", no_storage_quota),
         )
         if wanted
     ]

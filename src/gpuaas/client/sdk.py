@@ -257,11 +257,13 @@ class Client:
         lending: Mapping[str, Mapping[str, Any]] | None = None,
         max_job: Mapping[str, Any] | None = None,
         priority_ceiling: int | None = None,
+        storage_quota: str | int | None = None,
     ) -> JSON:
         """``capacity``: ``{flavor: {resource: quantity}}``, the grant the tenant's own queues
         share; the other terms are the provider's (docs/api.md, "The tenancy boundary"):
         the Cohort its root hangs from, what it may borrow and lend there (same shape), the
-        most one job may ask for (``{resource: quantity}``), its priority ceiling."""
+        most one job may ask for (``{resource: quantity}``), its priority ceiling, the most
+        bytes its volumes may hold (``storage_quota``, a quantity: ``10Ti``)."""
         body = _body(
             name=name,
             displayName=display_name,
@@ -271,6 +273,7 @@ class Client:
             lending=lending,
             maxJob=max_job,
             priorityCeiling=priority_ceiling,
+            storageQuota=storage_quota,
         )
         return self.request("POST", "/v1/tenants", json=body)
 
@@ -285,10 +288,11 @@ class Client:
         lending: Mapping[str, Mapping[str, Any]] | None = None,
         max_job: Mapping[str, Any] | None = None,
         priority_ceiling: int | None = None,
+        storage_quota: str | int | None = None,
         clear: Iterable[str] = (),
     ) -> JSON:
         """Change the given fields (``None``: left as they are); ``clear`` names the ones to
-        remove (``"parentCohort"``, ``"priorityCeiling"``)."""
+        remove (``"parentCohort"``, ``"priorityCeiling"``, ``"storageQuota"``)."""
         body = _body(
             displayName=display_name,
             capacity=capacity,
@@ -297,6 +301,7 @@ class Client:
             lending=lending,
             maxJob=max_job,
             priorityCeiling=priority_ceiling,
+            storageQuota=storage_quota,
         )
         body.update(dict.fromkeys(clear))
         return self.request("PATCH", f"/v1/tenants/{_seg(tenant)}", json=body)

@@ -1,8 +1,8 @@
 """The governance kinds of the REST API, one declaration each: the one resource table.
 
 Every governance kind (flavors, cohorts, cluster queues, local queues, priority classes,
-hardware profiles) is served, called and typed the same way: five verbs (list, get, create,
-update = replace, delete) under ``/v1/<path>`` for the provider and/or
+hardware profiles), and a tenant's volumes, is served, called and typed the same way: five
+verbs (list, get, create, update = replace, delete) under ``/v1/<path>`` for the provider and/or
 ``/v1/tenants/{tenant}/<path>`` for a tenant. Before this table each kind x scope x verb was
 written by hand in the router, again in the SDK and again in the CLI, and the copies drifted (the
 CLI lacked verbs). Now the router (``service/routers/governance.py``), the SDK
@@ -238,6 +238,44 @@ KINDS: tuple[ApiKind, ...] = (
             Column("LOCAL QUEUE", ("spec.localQueue",)),
             Column("RESOURCES: DEFAULT [MIN-MAX]", ("spec.resources",), "ranges"),
             Column("OWNER", ("tenant",)),
+        ),
+    ),
+    ApiKind(
+        kind="Volume",
+        path="volumes",
+        cli="volumes",
+        singular="volume",
+        plural="volumes",
+        help="A tenant's volumes: storage jobs mount by name (docs/storage.md).",
+        scopes=("tenant",),
+        request="gpuaas.service.models.storage:VolumeIn",
+        view="gpuaas.service.models.storage:VolumeOut",
+        service="gpuaas.service.storage:Volumes",
+        fields=(
+            BodyField("size", "size", "str", "bytes, as a quantity (100Gi)", required=True),
+            BodyField(
+                "storageClass",
+                "storage_class",
+                "str",
+                "local (default), nfs, or a Kubernetes StorageClass the provider offers",
+            ),
+            BodyField(
+                "accessMode",
+                "access_mode",
+                "str",
+                "ReadWriteOnce (default), ReadWriteMany or ReadOnlyMany",
+            ),
+            BodyField("cluster", "cluster", "str", "the tenant's cluster it belongs to"),
+        ),
+        columns=(
+            NAME,
+            Column("SIZE", ("size",)),
+            Column("CLASS", ("storageClass",)),
+            Column("ACCESS", ("accessMode",)),
+            Column("CLUSTER", ("cluster",)),
+            Column("STATE", ("state",)),
+            Column("USED", ("usedBytes",)),
+            Column("REASON", ("reason",)),
         ),
     ),
 )

@@ -39,17 +39,20 @@ from gpuaas.service.models.governance import (
     PriorityClassIn,
     PriorityClassOut,
 )
+from gpuaas.service.settings import Settings
 from gpuaas.store.tables import GovernanceObject, Job, Tenant
 
 
 @dataclass(frozen=True, slots=True)
 class At:
     """Where a verb runs: ``tenant`` is the tenant of ``/v1/tenants/{tenant}/...`` (its role
-    checked already), None on the provider's routes."""
+    checked already), None on the provider's routes; ``settings`` the server's (for kinds that
+    reach outside the database, volumes)."""
 
     session: Session
     principal: Principal
     tenant: Tenant | None = None
+    settings: Settings | None = None
 
 
 # --- shared helpers ------------------------------------------------------------------------

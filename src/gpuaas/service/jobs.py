@@ -57,6 +57,7 @@ from gpuaas.service.models.jobs import (
     ReasonView,
     WorkloadView,
 )
+from gpuaas.service.storage import resolve_job_volumes
 from gpuaas.service.tenancy import check_job_size
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
 
@@ -221,6 +222,11 @@ def prepare_job(
         priority = cached_priority(session, version, tenant_id, spec.priorityClass)
     document = spec.model_dump(mode="json", exclude_none=True)
     document["resolved"] = {"queue": f"{tenant_name}/{queue}", "podSets": pod_sets}
+    if spec.volumes:  # where each volume is, checked (docs/storage.md)
+        mounts = [m.model_dump() for m in spec.volumes]
+        document["resolved"]["volumes"] = resolve_job_volumes(
+            session, tenant_id, tenant_name, mounts, spec.cluster
+        )
     return {
         "tenant_id": tenant_id,
         "user_id": user_id,

@@ -31,6 +31,14 @@ class Settings:
     it keeps which Slurm job runs which gpuaas job (default ``data_dir/slurm``), and
     ``nic_gres``, NIC pools mapped to the gres the cluster counts them as
     (``openshift.io/mlnx_ib=nic``; unset: Slurm is not asked for NICs).
+
+    Storage (docs/storage.md): ``storage_enforcement`` how local volumes' sizes are enforced
+    (``measure``, ``image``: loop-mounted ext4 images, needs root, or ``auto``;
+    ``GPUAAS_STORAGE_ENFORCEMENT``); ``nfs_*`` the provider's NFS server, the export root on it,
+    the ``/etc/exports`` clients of the job hosts and where they mount volumes (the ``nfs`` class
+    is offered when server and clients are set; ``GPUAAS_NFS_*``); ``kube_storage_classes`` the
+    Kubernetes StorageClasses offered as classes of PVC volumes (``GPUAAS_KUBE_STORAGE_CLASSES``,
+    comma-separated).
     """
 
     db_url: str | None = None
@@ -94,6 +102,23 @@ class Settings:
             Path(os.environ["GPUAAS_SLURM_STATE_DIR"])
             if os.environ.get("GPUAAS_SLURM_STATE_DIR")
             else None
+        )
+    )
+
+    storage_enforcement: str = field(
+        default_factory=lambda: _env("GPUAAS_STORAGE_ENFORCEMENT") or "measure"
+    )
+    nfs_server: str | None = field(default_factory=lambda: _env("GPUAAS_NFS_SERVER"))
+    nfs_export_root: str = field(
+        default_factory=lambda: _env("GPUAAS_NFS_EXPORT_ROOT") or "/exports/gpuaas"
+    )
+    nfs_clients: str | None = field(default_factory=lambda: _env("GPUAAS_NFS_CLIENTS"))
+    nfs_mount_root: str = field(
+        default_factory=lambda: _env("GPUAAS_NFS_MOUNT_ROOT") or "/mnt/gpuaas"
+    )
+    kube_storage_classes: tuple[str, ...] = field(
+        default_factory=lambda: tuple(
+            c.strip() for c in (_env("GPUAAS_KUBE_STORAGE_CLASSES") or "").split(",") if c.strip()
         )
     )
 

@@ -49,7 +49,8 @@ class Tenant(Base):
     lending outside the tenant); ``borrowing`` and ``lending``, the root's borrowing and lending
     limits there; ``max_job``, the most a single job may ask for, ``{resource: quantity}``;
     ``priority_ceiling``, the highest value a tenant's own priority class may have (None: the
-    provider's highest class).
+    provider's highest class); ``storage_quota``, the most bytes its volumes may hold together
+    (None: no limit).
     """
 
     __tablename__ = "tenants"
@@ -62,6 +63,7 @@ class Tenant(Base):
     lending: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     max_job: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     priority_ceiling: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    storage_quota: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
 
@@ -230,3 +232,30 @@ class JobEvent(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     #: the reason's code (:class:`gpuaas.engine.reasons.Code`); empty on events written before
     reason_code: Mapped[str] = mapped_column(String(64), default="", server_default="")
+
+
+class VolumeRow(Base):
+    """A tenant's volume (:mod:`gpuaas.model.volume`): its desired state (``size`` as written,
+    ``size_bytes``, ``storage_class``, ``access_mode``, the ``cluster`` it belongs to, "" for
+    none) and what its provisioner made of it (``state``, the reason, ``path`` on the job hosts,
+    ``claim`` the PVC name, ``details``)."""
+
+    __tablename__ = "volumes"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_volume_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    cluster: Mapped[str] = mapped_column(String(63), default="")
+    size: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    storage_class: Mapped[str] = mapped_column(String(NAME))
+    access_mode: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reason_code: Mapped[str] = mapped_column(String(64), default="")
+    reason_fields: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    path: Mapped[str] = mapped_column(Text, default="")
+    claim: Mapped[str] = mapped_column(String(NAME), default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

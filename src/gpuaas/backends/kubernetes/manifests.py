@@ -294,7 +294,12 @@ def _pod_template(
         annotations[key] = Level.from_name(str(topology["level"])).value
     if pods:
         annotations[PLACEMENT] = _placement_note(pods)
+    volumes, mounts = _volumes(job)
+    if mounts:
+        container["volumeMounts"] = mounts
     spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if volumes:
+        spec["volumes"] = volumes
     if target is Target.VOLCANO:
         spec["schedulerName"] = t.VOLCANO_SCHEDULER
     elif target is Target.KAI:
@@ -311,6 +316,27 @@ def _pod_template(
     if annotations:
         metadata["annotations"] = annotations
     return {"metadata": metadata, "spec": spec}
+
+
+def _volumes(job: BackendJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's volumes and the container's mounts for the job's ``resolved.volumes``: each a
+    PersistentVolumeClaim of the tenant's namespace (the storage's claim, docs/storage.md), or,
+    for a volume that is a directory on the nodes (local, NFS), a ``hostPath``."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for mount in (job.spec.get("resolved") or {}).get("volumes") or ():
+        name = dns_label(f"vol-{mount['name']}")
+        read_only = bool(mount.get("readOnly"))
+        if mount.get("claim"):
+            source = {"persistentVolumeClaim": {"claimName": str(mount["claim"])}}
+            if read_only:
+                source["persistentVolumeClaim"]["readOnly"] = True
+        else:
+            source = {"hostPath": {"path": str(mount["path"]), "type": "Directory"}}
+        volumes.append({"name": name, **source})
+        entry = {"name": name, "mountPath": str(mount["mountPath"])}
+        mounts.append({**entry, "readOnly": True} if read_only else entry)
+    return volumes, mounts
 
 
 # --- DRA ----------------------------------------------------------------------------------

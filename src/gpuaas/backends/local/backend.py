@@ -265,6 +265,7 @@ class LocalBackend:
         hostfile = attempt_dir / "hostfile"
         attempt_dir.mkdir(parents=True, exist_ok=True)
         hostfile.write_text(commands.hostfile_text(job))
+        commands.volume_mounts(job.spec)  # every volume is here (CannotRun otherwise)
         record = RunRecord(job.id, job.attempt, job.name, _free_port(),
                            container_runtime=self.container_runtime)  # fmt: skip
         base = commands.base_environment()
@@ -279,7 +280,10 @@ class LocalBackend:
                 argv = commands.container_command(runtime, job, pod, inside)
                 env, name = commands.runtime_environment(base), commands.container_name(job, pod)
             else:
-                env = {**base, **commands.job_environment(job.spec), **ours, "PWD": str(pod_dir)}
+                env = {**base, **commands.job_environment(job.spec)}
+                env.update(commands.volume_variables(job.spec, inside=False))
+                env.update({**ours, "PWD": str(pod_dir)})
+                commands.link_volumes(job.spec, pod_dir)
                 argv = commands.process_command(job.spec, pod_dir, env)
                 name = None
             record.pods.append(

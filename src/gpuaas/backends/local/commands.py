@@ -22,6 +22,13 @@ working directory when it has a slash); a ``script`` is written to ``script.sh``
 directory and run with ``/bin/bash``; a ``container`` runs through the configured runtime
 (``docker`` or ``podman`` ``run --rm``), with the same variables passed by ``-e`` and the devices
 by ``--gpus`` (docker) or CDI ``--device nvidia.com/gpu=UUID`` (podman).
+
+Volumes (``resolved.volumes``, docs/storage.md). A container gets each volume bind-mounted at
+its ``mountPath`` (``-v DIR:PATH``, ``:ro`` when read-only) and ``GPUAAS_VOLUME_<NAME>`` set to
+that path. A process has no mount namespace of its own (gpuaas makes no mounts on the host): it
+finds a volume as a symlink at its ``mountPath`` made relative to its working directory
+(``/data`` -> ``./data``) and at ``$GPUAAS_VOLUME_<NAME>`` (the volume's directory); read-only is
+not enforced for processes (they run as the server's user, who owns the directory).
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.backends.base import BackendJob, nic_variables
+from gpuaas.backends.storage.local import directory_usage
 from gpuaas.model.placement import PodPlacement
+from gpuaas.model.volume import mount_link, volume_env_name
 
 #: Variables a pod takes from the server's environment (when set there).
 BASE_VARIABLES = (
@@ -146,6 +155,9 @@ def container_command(
             argv += ["--device", f"nvidia.com/gpu={uuid}"]
     elif uuids:
         argv += ["--gpus", f'"device={",".join(uuids)}"']
+    for mount in volume_mounts(job.spec):
+        ro = ":ro" if mount.get("readOnly") else ""
+        argv += ["-v", f"{mount['path']}:{mount['mountPath']}{ro}"]
     command: Sequence[str] = container.get("command") or ()
     if command:
         argv += ["--entrypoint", command[0]]
@@ -159,5 +171,43 @@ def container_environment(job: BackendJob, variables: Mapping[str, str]) -> dict
     container = job.spec.get("container") or {}
     env = {str(k): str(v) for k, v in (container.get("env") or {}).items()}
     env.update(job_environment(job.spec))
+    env.update(volume_variables(job.spec, inside=True))
     env.update(variables)
     return env
+
+
+def volume_mounts(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The job's volumes as resolved at submission (``{name, mountPath, readOnly, path}``);
+    CannotRun for one this host cannot give (no directory: a claim, an NFS export not mounted
+    here) or a read-write one whose measured usage reached its size."""
+    mounts = list((spec.get("resolved") or {}).get("volumes") or ())
+    for mount in mounts:
+        path = str(mount.get("path") or "")
+        if not path or not Path(path).is_dir():
+            where = path or f"claim {mount.get('claim')}"
+            raise CannotRun(f"volume {mount['name']} is not available on this host ({where})")
+        size = mount.get("sizeBytes")
+        if not mount.get("readOnly") and mount.get("enforcement") == "measure" and size:
+            used = directory_usage(Path(path))
+            if used >= int(size):
+                raise CannotRun(f"volume {mount['name']} is full ({used} of {size} bytes used)")
+    return mounts
+
+
+def volume_variables(spec: Mapping[str, Any], inside: bool) -> dict[str, str]:
+    """``GPUAAS_VOLUME_<NAME>``: the mount path in a container (``inside``), the volume's
+    directory for a process."""
+    return {
+        volume_env_name(str(m["name"])): str(m["mountPath"] if inside else m["path"])
+        for m in (spec.get("resolved") or {}).get("volumes") or ()
+    }
+
+
+def link_volumes(spec: Mapping[str, Any], pod_dir: Path) -> None:
+    """Each volume as a symlink at its mount path below the pod's working directory."""
+    for mount in volume_mounts(spec):
+        link = pod_dir / mount_link(str(mount["mountPath"]))
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(str(mount["path"]), target_is_directory=True)

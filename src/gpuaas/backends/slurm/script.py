@@ -25,6 +25,12 @@ Files (all under the job's attempt folder of :class:`~gpuaas.backends.logs.LogLa
 must be on a file system the Slurm nodes share): ``slurm-batch.sh``, ``task.sh``, the user's
 ``script.sh`` when the job gives a script, ``slurm-<id>.out`` (Slurm's own output of the
 batch step) and each pod's ``pod-<rank>.out`` / ``.err``.
+
+Volumes (``resolved.volumes``, docs/storage.md): a volume's directory is on the data dir the
+nodes share (``local``) or where the nodes mount the provider's export (``nfs``); each task
+exports ``GPUAAS_VOLUME_<NAME>`` (that directory) and links it at the mount path made relative
+to the job's working directory (``/data`` -> ``./data``), as the local backend does. A volume
+with no directory (a Kubernetes claim) cannot be mounted here and the job is refused.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from pathlib import Path
 from gpuaas.backends.base import BackendJob, nic_variables
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.placement import DeviceKind, PodPlacement
+from gpuaas.model.volume import mount_link, volume_env_name
 
 _MIB = 1 << 20
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -268,8 +275,30 @@ def _task_script(
     ]
     for key, value in sorted(_env(job).items()):
         lines.append(f"export {key}={q(value)}")
-    lines += [f"cd {q(str(layout.attempt_dir(job.id, job.attempt)))}", run, ""]
+    lines.append(f"cd {q(str(layout.attempt_dir(job.id, job.attempt)))}")
+    lines += _volume_lines(job)
+    lines += [run, ""]
     return "\n".join(lines)
+
+
+def _volume_lines(job: BackendJob) -> list[str]:
+    """Export and link each volume (the tasks of a job share its folder: the first links)."""
+    q = shlex.quote
+    out = []
+    for mount in (job.spec.get("resolved") or {}).get("volumes") or ():
+        path = str(mount.get("path") or "")
+        if not path:
+            raise Unrunnable(
+                f"volume {mount['name']} has no directory the Slurm nodes can mount "
+                f"(claim {mount.get('claim')})"
+            )
+        link = mount_link(str(mount["mountPath"]))
+        out.append(f"export {volume_env_name(str(mount['name']))}={q(path)}")
+        parent = str(Path(link).parent)
+        if parent != ".":
+            out.append(f"mkdir -p {q(parent)}")
+        out.append(f"[ -L {q(link)} ] || ln -sn {q(path)} {q(link)} 2>/dev/null || true")
+    return out
 
 
 def _env(job: BackendJob) -> dict[str, str]:

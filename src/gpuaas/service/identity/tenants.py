@@ -41,7 +41,7 @@ from gpuaas.service.governance import (
 from gpuaas.service.identity.rows import commit_here, tenant_by_name
 from gpuaas.service.models.common import Page, paginate
 from gpuaas.service.models.identity import Capacity, TenantIn, TenantOut, TenantPatch
-from gpuaas.store.tables import Job, Tenant
+from gpuaas.store.tables import Job, Tenant, VolumeRow
 
 
 def tenant_out(tenant: Tenant) -> TenantOut:
@@ -55,6 +55,7 @@ def tenant_out(tenant: Tenant) -> TenantOut:
         lending=tenant.lending or {},
         max_job=tenant.max_job or {},
         priority_ceiling=tenant.priority_ceiling,
+        storage_quota=tenant.storage_quota,
         created_at=tenant.created_at,
     )
 
@@ -101,6 +102,9 @@ def set_terms(session: Session, tenant: Tenant, body: TenantIn | TenantPatch) ->
         tenant.max_job = parse_limits(body.max_job, "maxJob")
     if "priority_ceiling" in given:
         tenant.priority_ceiling = body.priority_ceiling
+    if "storage_quota" in given:  # lowering it takes nothing held away (docs/storage.md)
+        quota = body.storage_quota
+        tenant.storage_quota = None if quota is None else _storage_quota(quota)
     for attr in ("borrowing", "lending"):
         terms = getattr(tenant, attr) or {}
         if terms and tenant.parent_cohort is None:
@@ -115,6 +119,14 @@ def set_terms(session: Session, tenant: Tenant, body: TenantIn | TenantPatch) ->
                 )
     session.flush()
     put_objects(session, [], time.time(), by_provider=True, tenants=[tenant.id])
+
+
+def _storage_quota(value: str | int) -> int:
+    from gpuaas.service.storage import parse_size
+
+    if value in (0, "0"):
+        return 0
+    return parse_size(value, "storageQuota")
 
 
 def list_tenants(session: Session, p: Principal, limit: int, after: str | None) -> Page[TenantOut]:
@@ -175,6 +187,9 @@ def delete_tenant(session: Session, p: Principal, name: str) -> None:
     )
     if busy:
         raise conflict(f"tenant {name} has {busy} unfinished job(s); cancel them first")
+    volumes = session.scalar(select(func.count(VolumeRow.id)).where(VolumeRow.tenant_id == row.id))
+    if volumes:
+        raise conflict(f"tenant {name} has {volumes} volume(s); delete them first")
     rows = all_objects(session)
     rest = [
         r.document

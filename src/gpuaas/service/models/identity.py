@@ -89,7 +89,8 @@ class TenantIn(CamelIn):
     """A tenant and the provider's terms (:mod:`gpuaas.service.tenancy`): ``capacity`` is the
     grant its root cohort holds; ``parentCohort`` the provider Cohort that root hangs from;
     ``borrowing``/``lending`` its limits there; ``maxJob`` the most one job may ask for;
-    ``priorityCeiling`` the highest value of the tenant's own priority classes."""
+    ``priorityCeiling`` the highest value of the tenant's own priority classes;
+    ``storageQuota`` the most bytes its volumes may hold together (a quantity, ``10Ti``)."""
 
     name: TenantName
     display_name: Text = Field(default="", max_length=200)
@@ -99,11 +100,12 @@ class TenantIn(CamelIn):
     lending: Capacity = Field(default_factory=dict)
     max_job: Limits = Field(default_factory=dict)
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    storage_quota: str | int | None = None
 
 
 class TenantPatch(CamelIn):
     """Fields left out stay as they are; ``parentCohort: null`` / ``priorityCeiling: null``
-    remove them."""
+    / ``storageQuota: null`` remove them."""
 
     display_name: Text | None = Field(default=None, max_length=200)
     capacity: Capacity | None = None
@@ -112,6 +114,7 @@ class TenantPatch(CamelIn):
     lending: Capacity | None = None
     max_job: Limits | None = None
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    storage_quota: str | int | None = None
 
 
 class TenantOut(CamelOut):
@@ -124,6 +127,8 @@ class TenantOut(CamelOut):
     lending: dict[str, dict[str, str]] = Field(default_factory=dict)
     max_job: dict[str, str] = Field(default_factory=dict)
     priority_ceiling: int | None = None
+    #: bytes; null: no limit
+    storage_quota: int | None = None
     created_at: float
 
 

@@ -57,7 +57,8 @@ def _where(kind: ApiKind, scope: Scope, write: bool) -> Callable[[dict[str, Any]
 
         def at_tenant(args: dict[str, Any]) -> At:
             session, p = args["session"], args["p"]
-            return At(session, p, tenant_for(session, p, args["tenant"], need))
+            settings = args["request"].app.state.settings
+            return At(session, p, tenant_for(session, p, args["tenant"], need), settings)
 
         return at_tenant
 
@@ -67,7 +68,7 @@ def _where(kind: ApiKind, scope: Scope, write: bool) -> Callable[[dict[str, Any]
         p: Principal = args["p"]
         if platform_only:
             require_platform(p, write=write)
-        return At(args["session"], p)
+        return At(args["session"], p, settings=args["request"].app.state.settings)
 
     return at_provider
 
@@ -93,7 +94,7 @@ def _add_route(kind: ApiKind, scope: Scope, verb: Verb, service: Any) -> None:
     params += [_param(f.api, str | None, Query(None, description=f.help)) for f in filters]
     if verb == "list":
         params += [_param("limit", int, LimitQ), _param("after", str | None, AfterQ)]
-    params += [_param("session", SessionDep), _param("p", PrincipalDep)]
+    params += [_param("session", SessionDep), _param("p", PrincipalDep), _param("request", Request)]
 
     def endpoint(**args: Any) -> Any:
         at = where(args)

@@ -1,0 +1,1 @@
+"""Storage provisioners: what realises a tenant's volumes (see :mod:`.base`)."""
