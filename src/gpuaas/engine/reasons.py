@@ -430,9 +430,7 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.CANNOT_QUEUE: lambda f: f"cannot queue: {f['detail']}",
     Code.CLUSTER_CARVED: lambda f: f"carved node {', '.join(f['nodes'])}; provisioning",
     Code.CLUSTER_READY: lambda f: f"ready on {len(f['nodes'])} node(s)",
-    Code.CLUSTER_DRAINING: lambda f: (
-        f"draining node {', '.join(f['nodes'])} before giving it back"
-    ),
+    Code.CLUSTER_DRAINING: lambda f: f"draining node {', '.join(f['nodes'])} before giving it back",
     Code.CLUSTER_RELEASED: lambda f: f"gave back node {', '.join(f['nodes'])}",
     Code.CLUSTER_DELETING: lambda f: "deleting" + (" (forced)" if f.get("force") else ""),
     Code.PROVISION_FAILED: lambda f: f"the {f['provisioner']} provisioner refused: {f['detail']}",

@@ -51,6 +51,7 @@ from gpuaas.backends.base import (
     EventKind,
 )
 from gpuaas.backends.logs import LogLayout
+from gpuaas.backends.provisioners.slurm import partition_name
 from gpuaas.backends.slurm.cli import SlurmCli
 from gpuaas.backends.slurm.errors import SlurmRefused
 from gpuaas.backends.slurm.hostlist import expand
@@ -265,7 +266,13 @@ class SlurmBackend:
                     return int(info["job_id"])
             if job.started_at is not None:
                 return None  # it ran, and Slurm has no such job: lost, never run again
-        sub = submission(job, self.logs, self.nodes(), self.partition, self.prefix)
+        partition, nodes = self.partition, self.nodes()
+        cluster = job.spec.get("cluster")
+        if isinstance(cluster, str) and job.tenant:  # a tenant cluster: its own partition
+            partition = partition_name(job.tenant, cluster)
+            if any(partition not in nodes[p.node].partitions for p in job.pods if p.node in nodes):
+                nodes = self.nodes(fresh=True)  # the partition changed since the last listing
+        sub = submission(job, self.logs, nodes, partition, self.prefix)
         script = write_files(self.logs.attempt_dir(job.id, job.attempt), sub)
         self._write_record(job, None)
         self.calls["submit"] += 1
@@ -357,10 +364,11 @@ class SlurmBackend:
 
     # --- following --------------------------------------------------------------------------
 
-    def nodes(self) -> dict[str, SlurmNode]:
-        """Slurm's nodes (partitions, GPU types, addresses), asked at most every NODES_TTL s."""
+    def nodes(self, fresh: bool = False) -> dict[str, SlurmNode]:
+        """Slurm's nodes (partitions, GPU types, addresses), asked at most every NODES_TTL s
+        (``fresh``: now)."""
         with self._nodes_lock:  # one listing for a burst of submissions, not one each
-            if time.monotonic() - self._nodes_at >= NODES_TTL:
+            if fresh or time.monotonic() - self._nodes_at >= NODES_TTL:
                 self.calls["nodes"] += 1
                 listing = self.rest.nodes() if self.rest is not None else self.cli.nodes()
                 self._nodes = slurm_nodes(listing)
