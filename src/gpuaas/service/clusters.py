@@ -290,6 +290,14 @@ def list_clusters(session: Session, tenant: Tenant) -> list[ClusterOut]:
     return [cluster_view(session, row, tenant.name) for row in rows]
 
 
+def all_cluster_views(session: Session, names: Mapping[int, str]) -> list[ClusterOut]:
+    """Every tenant's clusters (for ``/metrics``)."""
+    rows = session.scalars(select(ClusterRow).order_by(ClusterRow.tenant_id, ClusterRow.name))
+    return [
+        cluster_view(session, row, names.get(row.tenant_id, str(row.tenant_id))) for row in rows
+    ]
+
+
 def cluster_events(session: Session, row: ClusterRow) -> list[ClusterEventOut]:
     events = session.scalars(
         select(ClusterEvent).where(ClusterEvent.cluster_id == row.id).order_by(ClusterEvent.id)
