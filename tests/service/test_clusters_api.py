@@ -245,7 +245,10 @@ def test_a_cluster_lives_carved_scaled_drained_and_deleted(world: World) -> None
 
     # /metrics
     text = world.api.get("/metrics").text
-    assert 'gpuaas_cluster_nodes{cluster="bm",kind="baremetal",status="held",tenant="acme"} 2.0' in text
+    assert (
+        'gpuaas_cluster_nodes{cluster="bm",kind="baremetal",status="held",tenant="acme"} 2.0'
+        in text
+    )
     assert 'gpuaas_cluster_gpus_allocated{cluster="bm",tenant="acme"} 16.0' in text
 
     # delete: refused while jobs run, forced then; the nodes come back
@@ -254,8 +257,7 @@ def test_a_cluster_lives_carved_scaled_drained_and_deleted(world: World) -> None
     r = world.api.as_(world.admin()).delete("/v1/tenants/acme/clusters/bm?force=true")
     assert r.status_code == 202 and r.json()["state"] == "Deleting"
     world.settle(
-        lambda: world.api.as_(world.admin()).get("/v1/tenants/acme/clusters/bm").status_code
-        == 404
+        lambda: world.api.as_(world.admin()).get("/v1/tenants/acme/clusters/bm").status_code == 404
     )
     assert all(world.job(j).state == "Cancelled" for j in mine)
     assert not any(CLUSTER_LABEL in n.get("labels", {}) for n in world.labels().values())
