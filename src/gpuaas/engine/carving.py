@@ -65,42 +65,67 @@ def check_count(pool: NodePoolSpec, count: int, field: str) -> None:
         raise CarvingError(field, f"min {pool.min_count} is above max {pool.max_count}")
     if count < pool.min_count:
         raise CarvingError(field, f"{count} is below the pool's min of {pool.min_count}")
-    if pool.max_count and count > pool.max_count:
-        raise CarvingError(field, f"{count} is above the pool's max of {pool.max_count}")
+    if count > pool.upper:
+        raise CarvingError(field, f"{count} is above the pool's max of {pool.upper}")
 
 
 def _key(node: Node, level: int) -> str:
-    return LEVELS[level](node) if level < len(LEVELS) else ""
+    """The node's domain at ``level``; a node whose domain is not known is a domain of its
+    own (nodes without a rack are not one rack)."""
+    return LEVELS[level](node) or f"\0{node.name}"
 
 
-def choose(free: Sequence[Node], count: int, level: int = 0) -> list[Node]:
-    """``count`` of ``free`` by best fit on domains (see the module docstring)."""
+def _domains(nodes: Sequence[Node], level: int) -> dict[str, list[Node]]:
+    out: dict[str, list[Node]] = {}
+    for node in nodes:
+        out.setdefault(_key(node, level), []).append(node)
+    return out
+
+
+def _by_name(nodes: Sequence[Node], count: int) -> list[Node]:
+    return sorted(nodes, key=lambda n: n.name)[:count]
+
+
+def choose(free: Sequence[Node], count: int, top: int = len(LEVELS) - 1) -> list[Node]:
+    """``count`` of ``free`` by best fit on domains (see the module docstring): the smallest
+    domain of the innermost level (up to ``top``) that holds ``count``; within it, or over
+    the whole set when none does, :func:`_span`."""
     if count <= 0:
         return []
     if count > len(free):
         raise CarvingError("count", f"{count} nodes wanted, {len(free)} free")
-    if count == len(free) or level >= len(LEVELS):
-        return sorted(free, key=lambda n: n.name)[:count]
-    domains: dict[str, list[Node]] = {}
-    for node in free:
-        domains.setdefault(_key(node, level), []).append(node)
-    if len(domains) == 1:
-        return choose(free, count, level + 1)
-    fits = [(len(nodes), name) for name, nodes in domains.items() if len(nodes) >= count]
-    if fits:
-        _, best = min(fits)
-        return choose(domains[best], count, level + 1)
+    if count == len(free):
+        return _by_name(free, count)
+    for level in range(top + 1):
+        fits = [(len(ns), k) for k, ns in _domains(free, level).items() if len(ns) >= count]
+        if fits:
+            _, best = min(fits)
+            domain = _domains(free, level)[best]
+            return _by_name(domain, count) if level == 0 else _span(domain, count, level - 1)
+    return _span(free, count, top)
+
+
+def _span(nodes: Sequence[Node], count: int, level: int) -> list[Node]:
+    """``count`` of ``nodes``, which no single domain of ``level`` holds: whole domains,
+    largest first, while the remainder is at least their size; the remainder from the domain
+    that fits it best (:func:`choose` inside it). A level no node knows is skipped."""
+    if count >= len(nodes) or level < 0:
+        return _by_name(nodes, count)
+    domains = _domains(nodes, level)
+    if all(k.startswith("\0") for k in domains):
+        return _span(nodes, count, level - 1)
     chosen: list[Node] = []
     left = count
-    by_size = sorted(domains.items(), key=lambda item: (-len(item[1]), item[0]))
-    for _name, nodes in by_size:
-        if len(nodes) <= left:
-            chosen.extend(nodes)
-            left -= len(nodes)
+    rest: list[list[Node]] = []
+    for _k, members in sorted(domains.items(), key=lambda item: (-len(item[1]), item[0])):
+        if len(members) <= left:
+            chosen.extend(members)
+            left -= len(members)
+        else:
+            rest.append(members)
     if left:
-        rest = [nodes for _name, nodes in by_size if nodes[0] not in chosen]
-        best_rest = min((n for n in rest if len(n) >= left), key=len)
-        chosen.extend(choose(best_rest, left, level + 1))
+        best = min((m for m in rest if len(m) >= left), key=len)
+        chosen.extend(choose(best, left, level - 1) if level > 0 else _by_name(best, left))
     return chosen
 
 

@@ -678,6 +678,8 @@ def create_cluster(
         fleet.carved.update(plan.carve)
         plans.append(plan)
     spec = body.model_dump(mode="json", exclude_none=True)
+    for stored, pool in zip(spec["pools"], pools, strict=True):
+        stored["max"] = pool.upper  # a later scale keeps the bound asked for at creation
     if body.kind is ClusterKind.KUBERNETES and body.distribution is None:
         spec["distribution"] = Distribution.UPSTREAM.value
     row = ClusterRow(tenant_id=tenant.id, name=body.name, kind=body.kind.value, spec=spec,
