@@ -538,7 +538,9 @@ def _add_queue(session: Session, tenant: Tenant, cluster: str, quota: dict, now:
     tenant.capacity = capacity
     gv.put_objects(
         session,
-        [(flavor, None, None), (queue, tenant.id, None), (local, tenant.id, None)],
+        # the flavor is the tenant's (hidden from other tenants' flavor lists, which would
+        # otherwise name its clusters); it holds no quota, its grant is the provider's
+        [(flavor, tenant.id, None), (queue, tenant.id, None), (local, tenant.id, None)],
         now,
         source="cluster",
         by_provider=True,
@@ -706,8 +708,8 @@ def scale_cluster(
     drained and given back; state Scaling until the worker is done."""
     take_turn_on(session, FLEET_VERSION)
     row = get_cluster(session, tenant, name)
-    if row.state not in (ClusterState.READY, ClusterState.SCALING, ClusterState.FAILED):
-        raise conflict(f"cluster {name} is {row.state}; it can be scaled once Ready", "name")
+    if row.state == ClusterState.DELETING:
+        raise conflict(f"cluster {name} is being deleted", "name")
     spec = copy.deepcopy(row.spec)
     by_name = {p["name"]: p for p in spec["pools"]}
     allowance = _allowance(session, tenant)
