@@ -32,29 +32,12 @@ from typing import Any
 
 from gpuaas.backends.provisioners.base import ProvisionError
 from gpuaas.backends.slurm.cli import SlurmCli
+from gpuaas.backends.slurm.clusters import account_name, accounting_on, partition_name
 from gpuaas.backends.slurm.errors import SlurmRefused
 from gpuaas.model.cluster import ClusterKind, ClusterNodes, ClusterSpec
 from gpuaas.model.node import Node
 
-_NO_ACCOUNTING = "accounting_storage/none"
-
-
-def partition_name(tenant: str, cluster: str) -> str:
-    """The Slurm partition of tenant ``tenant``'s cluster ``cluster`` (names hold no dot)."""
-    return f"gpuaas.{tenant}.{cluster}"
-
-
-def account_name(tenant: str) -> str:
-    return f"gpuaas-{tenant}"
-
-
-def accounting_on(cli: SlurmCli) -> bool:
-    """Whether slurmctld keeps accounting (``scontrol show config``)."""
-    for line in cli.run("scontrol", "show", "config").splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "AccountingStorageType":
-            return value.strip() not in ("", _NO_ACCOUNTING)
-    return False
+__all__ = ["SlurmProvisioner", "account_name", "accounting_on", "partition_name"]
 
 
 class SlurmProvisioner:
