@@ -54,6 +54,7 @@ from gpuaas.service.clusters import (
     spec_of,
 )
 from gpuaas.service.fleet import FLEET_VERSION, bump_version, take_turn_on
+from gpuaas.service.jobs import serialized_writes
 from gpuaas.service.provisioners import Provisioners
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
@@ -138,7 +139,7 @@ class ClusterWorker:
         done = self._realise(cluster_id, spec, keep, hosts, deleting, now)
         if not done:
             return
-        with self.db.session() as session:
+        with serialized_writes(self.db.engine), self.db.session() as session:
             take_turn_on(session, FLEET_VERSION)
             row = session.get(ClusterRow, cluster_id)
             if row is None or row.updated_at != stamp:
@@ -204,7 +205,7 @@ class ClusterWorker:
             why = reason(Code.PROVISION_FAILED, provisioner=kind.value, detail=str(exc))
             state = ClusterState.FAILED
         log.warning("cluster %s/%s: %s", spec.tenant, spec.name, why.render())
-        with self.db.session() as session:
+        with serialized_writes(self.db.engine), self.db.session() as session:
             row = session.get(ClusterRow, cluster_id)
             if row is not None and (row.reason != why.render() or state is not None):
                 record(session, row, state or ClusterState(row.state), why, now)
