@@ -87,23 +87,32 @@ class Carving(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.fleet = {n.name: n for n in FLEET}
-        self.owner: dict[str, str] = {}  # node -> cluster (releasing ones included)
+        self.members: dict[str, set[str]] = {}  # cluster -> its nodes (releasing included)
         self.releasing: set[str] = set()
         self.work: set[str] = set()  # nodes holding a job
         self.pools: dict[str, NodePoolSpec] = {}
         self.given_back: list[tuple[str, bool]] = []  # (node, held work when given back)
 
+    @property
+    def owned(self) -> set[str]:
+        return set().union(*self.members.values()) if self.members else set()
+
     def held(self, cluster: str) -> list[Node]:
-        return [self.fleet[n] for n, c in self.owner.items()
-                if c == cluster and n not in self.releasing]  # fmt: skip
+        return [self.fleet[n] for n in sorted(self.members.get(cluster, ()))
+                if n not in self.releasing]  # fmt: skip
 
     def free(self) -> list[Node]:
-        return [n for name, n in self.fleet.items() if name not in self.owner
+        owned = self.owned
+        return [n for name, n in self.fleet.items() if name not in owned
                 and name not in self.work]  # fmt: skip
+
+    def carve(self, cluster: str, names: tuple[str, ...]) -> None:
+        self.members.setdefault(cluster, set()).update(names)
 
     def give_back(self, name: str) -> None:
         self.given_back.append((name, name in self.work))
-        del self.owner[name]
+        for nodes in self.members.values():
+            nodes.discard(name)
         self.releasing.discard(name)
 
     @rule(
@@ -113,8 +122,8 @@ class Carving(RuleBasedStateMachine):
         data=st.data(),
     )
     def create(self, cluster: str, low: int, span: int, data: st.DataObject) -> None:
-        if cluster in self.pools:
-            return
+        if cluster in self.pools or f"deleted:{cluster}" in self.pools:
+            return  # the name is taken until the deleted cluster is gone (as in the service)
         pool = NodePoolSpec("p", low, min_count=low, max_count=low + span)
         count = data.draw(st.integers(-1, low + span + 2))
         try:
@@ -122,9 +131,7 @@ class Carving(RuleBasedStateMachine):
         except CarvingError:
             return
         self.pools[cluster] = pool
-        for name in plan.carve:
-            assert name not in self.owner
-            self.owner[name] = cluster
+        self.carve(cluster, plan.carve)
 
     @precondition(lambda self: self.pools)
     @rule(data=st.data())
@@ -136,9 +143,7 @@ class Carving(RuleBasedStateMachine):
             plan = plan_pool(pool, self.held(cluster), self.free(), self.work, target)
         except CarvingError:
             return
-        for name in plan.carve:
-            assert name not in self.owner
-            self.owner[name] = cluster
+        self.carve(cluster, plan.carve)
         for name in plan.release:
             self.give_back(name)
         self.releasing.update(plan.drain)
@@ -162,8 +167,9 @@ class Carving(RuleBasedStateMachine):
             if name not in self.work:
                 self.give_back(name)
         for cluster in [c for c in self.pools if c.startswith("deleted:")]:
-            if not any(c == cluster for c in self.owner.values()):
+            if not self.members.get(cluster):
                 del self.pools[cluster]
+                self.members.pop(cluster, None)
 
     @precondition(lambda self: any(not c.startswith("deleted:") for c in self.pools))
     @rule(data=st.data())
@@ -172,19 +178,20 @@ class Carving(RuleBasedStateMachine):
         gone = f"deleted:{cluster}"
         self.pools[gone] = NodePoolSpec("p", 0)
         del self.pools[cluster]
-        for name, owner in list(self.owner.items()):
-            if owner == cluster:
-                self.owner[name] = gone
-                if name in self.work:
-                    self.releasing.add(name)
-                else:
-                    self.give_back(name)
+        self.members[gone] = self.members.pop(cluster, set())
+        for name in sorted(self.members[gone]):
+            if name in self.work:
+                self.releasing.add(name)
+            else:
+                self.give_back(name)
 
     @invariant()
     def a_node_is_in_at_most_one_cluster(self) -> None:
-        # self.owner is a mapping, so this is by construction; what can break is a carve of
-        # an owned node, asserted where it happens; here: the books agree
-        assert self.releasing <= set(self.owner)
+        seen: set[str] = set()
+        for nodes in self.members.values():
+            assert not nodes & seen, nodes & seen
+            seen |= nodes
+        assert self.releasing <= seen
 
     @invariant()
     def sizes_stay_within_bounds(self) -> None:
