@@ -132,6 +132,9 @@ def allowance_view(session: Session, tenant: Tenant) -> AllowanceOut:
 def set_allowance(session: Session, tenant: Tenant, body: AllowanceIn, now: float) -> AllowanceOut:
     """The provider's terms for the tenant's clusters; a flavor must exist. Lowering the limit
     below what the tenant holds is allowed (it only stops further growth)."""
+    for i, model in enumerate(body.gpuModels):
+        if not model.strip() or "\x00" in model:
+            raise invalid(f"gpuModels[{i}]", f"{model!r} is not a GPU model name")
     for i, name in enumerate(body.flavors):
         if gv.find_object(session, gv.FLAVOR, name) is None:
             raise invalid(f"flavors[{i}]", f"no ResourceFlavor named {name!r}")
@@ -202,6 +205,8 @@ def cluster_nodes(rows: Iterable[ClusterNodeRow], *, releasing: bool = False) ->
 
 
 def get_cluster(session: Session, tenant: Tenant, name: str) -> ClusterRow:
+    if "\x00" in name:  # no stored name has one (and PostgreSQL refuses it in a query)
+        raise not_found(f"cluster {name!r} of tenant {tenant.name}")
     row = session.scalar(
         select(ClusterRow).where(ClusterRow.tenant_id == tenant.id, ClusterRow.name == name)
     )
