@@ -65,7 +65,16 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "exit_code": st.integers(-64, 255),
     "cause": st.sampled_from(sorted(c.value for c in REQUEUE_CODES)),
     "flavors": st.lists(names, max_size=3),
+    "provisioner": names,
+    "force": st.booleans(),
 }
+#: cluster codes whose ``nodes`` are node names, at least one
+CLUSTER_NODE_CODES = (
+    Code.CLUSTER_CARVED,
+    Code.CLUSTER_READY,
+    Code.CLUSTER_DRAINING,
+    Code.CLUSTER_RELEASED,
+)
 
 
 @st.composite
@@ -74,6 +83,8 @@ def reasons(draw: st.DrawFn, code: Code | None = None) -> Reason:
     fields = {name: draw(FIELD_VALUES[name]) for name in FIELDS[code]}
     if code in (Code.NODE_DRAINED, Code.ADMITTED):  # node names (a drain names at least one)
         fields["nodes"] = draw(st.lists(names, min_size=code is Code.NODE_DRAINED, max_size=3))
+    if code in CLUSTER_NODE_CODES:
+        fields["nodes"] = draw(st.lists(names, min_size=1, max_size=3))
     if code is Code.NO_CANDIDATE_NODES:
         fields["nodes"] = draw(st.integers(0, 10**5))
     if code in PLACEMENT_CODES and draw(st.booleans()):  # a placement failure, maybe admission's

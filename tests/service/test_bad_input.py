@@ -885,6 +885,9 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants/{}/jobs": ("junk",),
     "POST /v1/tenants/{}/jobs/batch": ("junk",),
     "POST /v1/tenants/{}/jobs/{}/cancel": ("junk", "{job}"),
+    "POST /v1/tenants/{}/clusters": ("junk",),
+    "POST /v1/tenants/{}/clusters/{}/scale": ("junk", "junk-cluster"),
+    "PUT /v1/tenants/{}/cluster-allowance": ("junk",),
 }
 
 #: A valid body per route: garbage is made by breaking one part of it (or from nothing).
@@ -964,6 +967,18 @@ VALID: dict[str, Any] = {
         "accessMode": "ReadWriteMany",
     },
     "PUT /v1/tenants/{}/volumes/{}": {"name": "junk-vol", "size": "3Mi"},
+    "POST /v1/tenants/{}/clusters": {
+        "name": "fresh-cluster",
+        "kind": "baremetal",
+        "pools": [{"name": "p", "flavor": "junk-flavor", "count": 1, "min": 0, "max": 2}],
+        "sshKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIjunk junk@example"],
+    },
+    "POST /v1/tenants/{}/clusters/{}/scale": {"pools": [{"name": "p", "count": 2}]},
+    "PUT /v1/tenants/{}/cluster-allowance": {
+        "flavors": ["junk-flavor"],
+        "gpuModels": ["H100"],
+        "nodeLimit": 0,
+    },
     "POST /v1/tenants/{}/jobs/batch": {
         "jobs": [job_spec("fresh-batch-job", "junk-lq"), job_spec("another-batch-job", "junk-lq")]
     },

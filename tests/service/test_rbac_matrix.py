@@ -81,6 +81,10 @@ class Side:
         return f"{self.tenant}-team"
 
     @property
+    def cluster(self) -> str:
+        return f"{self.tenant}-cl"
+
+    @property
     def hp(self) -> str:
         return f"{self.tenant}-hp"
 
@@ -105,6 +109,7 @@ class Side:
             self.hp,
             self.pc,
             self.vol,
+            self.cluster,
             *self.users.values(),
             *(self.job_name(r) for r in self.jobs),
         ]
@@ -186,6 +191,11 @@ class World:
                 )
                 side.jobs[role] = job["id"]
 
+    def create_cluster(self, tenant: str, name: str) -> None:
+        """A one-node bare-metal cluster (accepted: 202)."""
+        url = f"/v1/tenants/{tenant}/clusters"
+        expect(self.call(ADMIN_TOKEN, "POST", url, json=cluster_body(name)), 202)
+
     def platform_user(self, name: str, role: str) -> str:
         self.admin("POST", "/v1/users", json={"name": name, "platformRole": role})
         return self.mint_token(name)
@@ -240,6 +250,10 @@ class World:
         )
         self.admin("POST", f"/v1/tenants/{t}/local-queues", json=local_queue("main", side.cq))
         self.admin("POST", f"/v1/tenants/{t}/volumes", json=volume(side.vol))
+        self.admin("PUT", f"/v1/tenants/{t}/cluster-allowance",
+                   json={"flavors": ["gpu"], "nodeLimit": 100})  # fmt: skip
+        self.admin("POST", "/v1/nodes", json=node_entry(f"{t}-node"))
+        self.create_cluster(t, side.cluster)
 
 
 # -- valid bodies ----------------------------------------------------------------------------
@@ -264,6 +278,11 @@ def node_entry(name: str) -> dict[str, Any]:
         "memory": "512Gi",
         "gpus": {"model": "H100-80GB", "count": 8},
     }
+
+
+def cluster_body(name: str) -> dict[str, Any]:
+    pool = {"name": "p", "flavor": "gpu", "count": 1, "min": 0, "max": 2}
+    return {"name": name, "kind": "baremetal", "pools": [pool]}
 
 
 def cluster_queue(name: str) -> dict[str, Any]:
@@ -587,6 +606,30 @@ def disposable_in_tenant(
     return prepare
 
 
+def new_cluster(w: World, role: str, scope: str, ok: bool) -> Call:
+    """A cluster to create, with a free node for it when the case is to succeed."""
+    side = w.side(scope)
+    if ok:
+        w.admin("POST", "/v1/nodes", json=node_entry(w.fresh("cl-node")))
+    return Call((side.tenant,), cluster_body(w.fresh("cl")))
+
+
+def disposable_cluster(body: Any = None) -> Prepare:
+    """A fresh cluster of the tenant that the case scales or deletes; a refused case acts on
+    the world's."""
+
+    def prepare(w: World, role: str, scope: str, ok: bool) -> Call:
+        side = w.side(scope)
+        if not ok:
+            return Call((side.tenant, side.cluster), body)
+        name = w.fresh("tmp-cl")
+        w.admin("POST", "/v1/nodes", json=node_entry(w.fresh("cl-node")))
+        w.create_cluster(side.tenant, name)
+        return Call((side.tenant, name), body)
+
+    return prepare
+
+
 def owned_job(w: World, role: str, scope: str, ok: bool) -> Call:
     side = w.side(scope)
     return Call((side.tenant, str(side.jobs["tenant-user"])))
@@ -802,6 +845,29 @@ ROUTES: list[Route] = [
     Route("POST", T + "/jobs/{}/cancel", JOB_CANCEL, prepare=disposable_job, own_jobs_only=True),
     Route("GET", T + "/workloads", TENANT_READ, prepare=tenant, own_jobs_only=True),
     Route("GET", "/v1/jobs", PLATFORM_READ),
+    # tenant clusters
+    Route("GET", T + "/clusters", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/clusters", TENANT_ADMIN, 202, new_cluster),
+    Route("GET", T + "/clusters/{}", TENANT_READ, prepare=in_tenant("cluster")),
+    Route("DELETE", T + "/clusters/{}", TENANT_ADMIN, 202, disposable_cluster()),
+    Route(
+        "POST",
+        T + "/clusters/{}/scale",
+        TENANT_ADMIN,
+        202,
+        disposable_cluster({"pools": [{"name": "p", "count": 0}]}),
+    ),
+    Route("GET", T + "/clusters/{}/events", TENANT_READ, prepare=in_tenant("cluster")),
+    Route("GET", T + "/clusters/{}/manifest", TENANT_ADMIN, prepare=in_tenant("cluster")),
+    Route("GET", T + "/cluster-allowance", TENANT_READ, prepare=tenant),
+    Route(
+        "PUT",
+        T + "/cluster-allowance",
+        PLATFORM_WRITE,
+        prepare=lambda w, role, scope, ok: Call(
+            (w.side(scope).tenant,), {"flavors": ["gpu"], "nodeLimit": 100}
+        ),
+    ),
 ]
 
 #: Cases that fail today because of a bug in the service: (route key, role, scope) -> reason.

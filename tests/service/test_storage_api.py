@@ -166,7 +166,14 @@ def test_a_volume_mounted_by_an_unfinished_job_is_not_deleted(sqlite_api: Api) -
         ({**job, "name": "j7", "volumes": [{"name": "ro", "mountPath": "/d"}]},
          "volumes[0].readOnly"),
     ]  # fmt: skip
-    api.post("/v1/tenants/acme/volumes", json={"name": "cv", "size": "1Mi", "cluster": "c1"})
+    # a volume of a cluster (made by the cluster service; the API refuses an unknown cluster)
+    r = api.post("/v1/tenants/acme/volumes", json={"name": "cv", "size": "1Mi", "cluster": "c1"})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "cluster", r.text
+    db = api.client.app.state.db  # type: ignore[attr-defined]
+    settings = api.client.app.state.settings  # type: ignore[attr-defined]
+    with db.session() as s:
+        tenant = s.scalar(select(Tenant).where(Tenant.name == "acme"))
+        provision_cluster_volumes(s, settings, tenant, "c1", [VolumeSpec("cv", MI)])
     api.post(
         "/v1/tenants/acme/volumes",
         json={"name": "ro", "size": "1Mi", "accessMode": "ReadOnlyMany"},

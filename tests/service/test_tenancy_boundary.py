@@ -423,6 +423,20 @@ ATTEMPTS: dict[str, list[Attempt]] = {
             "displayName": "x", "localQueue": "main", "allowedTenants": ["globex"],
             "resources": [{"name": GPU, "min": 1, "default": 1, "max": 8}]}}),
     ],
+    # tenant clusters: acme and globex have no cluster terms; the grant a cluster brings is
+    # the provider's (service/clusters.py), made only through a creation the terms allow
+    "POST /v1/tenants/{}/clusters": [
+        ("POST", "/v1/tenants/acme/clusters", {"name": "x", "kind": "baremetal",
+         "pools": [{"name": "p", "flavor": "h100", "count": 1}]}),
+        ("POST", "/v1/tenants/globex/clusters", {"name": "x", "kind": "slurm",
+         "pools": [{"name": "p", "gpuModel": "H100-80GB", "count": 1}]}),
+    ],
+    "POST /v1/tenants/{}/clusters/{}/scale": [
+        ("POST", "/v1/tenants/acme/clusters/x/scale", {"pools": [{"name": "p", "count": 9}]}),
+    ],
+    "PUT /v1/tenants/{}/cluster-allowance": [
+        ("PUT", "/v1/tenants/acme/cluster-allowance", {"flavors": ["nope"], "nodeLimit": 9}),
+    ],
     "POST /v1/tenants/{}/jobs": [],  # covered by the final admission check below
     "POST /v1/tenants/{}/jobs/batch": [],  # the same checks as one job's, then the same
 }  # fmt: skip
@@ -457,6 +471,7 @@ NO_GOVERNANCE: dict[str, str] = {
     "POST /v1/tenants/{}/volumes": "storage, no Kueue quota: held to the tenant's storageQuota "
                                    "(tests/service/test_storage_*.py)",
     "PUT /v1/tenants/{}/volumes/{}": "as above", "DELETE /v1/tenants/{}/volumes/{}": "frees storage",
+    "DELETE /v1/tenants/{}/clusters/{}": "gives a cluster's nodes and grant back",
 }  # fmt: skip
 
 

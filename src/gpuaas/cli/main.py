@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "volcano": ("client_governance",),
     "jobs": ("client_jobs",),
     "workloads": ("client_jobs",),
+    "clusters": ("client_clusters",),
 }
 
 

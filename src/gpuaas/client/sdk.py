@@ -618,6 +618,61 @@ class Client:
         """Volcano Queues in (see :meth:`import_scheduler_queues`)."""
         return self.import_scheduler_queues("volcano", yaml_text, **options)
 
+    # -- tenant clusters (docs/clusters.md) ---------------------------------------------------
+
+    def list_clusters(self, tenant: str) -> list[JSON]:
+        """The tenant's clusters: pools, nodes, GPUs, what its jobs hold, state and reason."""
+        return list(self.request("GET", f"/v1/tenants/{_seg(tenant)}/clusters") or [])
+
+    def get_cluster(self, tenant: str, name: str) -> JSON:
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/clusters/{_seg(name)}")
+
+    def create_cluster(self, tenant: str, spec: Mapping[str, Any]) -> JSON:
+        """Carve a cluster (``{name, kind, distribution?, pools: [{name, flavor | gpuModel,
+        count, min?, max?}], controlPlane?, kubernetesVersion?, sshKeys?}``); it is
+        Provisioning until its provisioner has realised it."""
+        return self.request("POST", f"/v1/tenants/{_seg(tenant)}/clusters", json=dict(spec))
+
+    def scale_cluster(self, tenant: str, name: str, pools: Mapping[str, int]) -> JSON:
+        """New node counts by pool name (``{"gpu": 3}``); nodes leaving are drained first."""
+        body = {"pools": [{"name": pool, "count": count} for pool, count in pools.items()]}
+        return self.request(
+            "POST", f"/v1/tenants/{_seg(tenant)}/clusters/{_seg(name)}/scale", json=body
+        )
+
+    def delete_cluster(self, tenant: str, name: str, *, force: bool = False) -> JSON:
+        """Start deleting (``force``: cancel its running jobs; refused with 409 otherwise)."""
+        return self.request(
+            "DELETE",
+            f"/v1/tenants/{_seg(tenant)}/clusters/{_seg(name)}",
+            params=_query(force=force or None),
+        )
+
+    def cluster_events(self, tenant: str, name: str) -> list[JSON]:
+        path = f"/v1/tenants/{_seg(tenant)}/clusters/{_seg(name)}/events"
+        return list(self.request("GET", path) or [])
+
+    def cluster_manifest(self, tenant: str, name: str) -> list[JSON]:
+        """What the provisioner realises for the cluster (Cluster API objects, the Slurm
+        partition, the bare-metal allocation), as documents."""
+        path = f"/v1/tenants/{_seg(tenant)}/clusters/{_seg(name)}/manifest"
+        return list(self.request("GET", path) or [])
+
+    def get_cluster_allowance(self, tenant: str) -> JSON:
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/cluster-allowance")
+
+    def set_cluster_allowance(
+        self,
+        tenant: str,
+        *,
+        node_limit: int,
+        flavors: list[str] | None = None,
+        gpu_models: list[str] | None = None,
+    ) -> JSON:
+        """The provider's terms: the pools ``tenant`` may carve from and its node limit."""
+        body = {"flavors": flavors or [], "gpuModels": gpu_models or [], "nodeLimit": node_limit}
+        return self.request("PUT", f"/v1/tenants/{_seg(tenant)}/cluster-allowance", json=body)
+
     # -- jobs -------------------------------------------------------------------------------
 
     def submit_job(self, tenant: str, spec: Mapping[str, Any]) -> JSON:

@@ -99,6 +99,15 @@ class Code(StrEnum):
     CANCELLED = "Cancelled"
     SPEC_UNREADABLE = "SpecUnreadable"
     CANNOT_QUEUE = "CannotQueue"
+    # a tenant cluster's life (engine/carving.py, service/clusters.py)
+    CLUSTER_CARVED = "ClusterCarved"
+    CLUSTER_READY = "ClusterReady"
+    CLUSTER_UNAPPLIED = "ClusterUnapplied"
+    CLUSTER_DRAINING = "ClusterDraining"
+    CLUSTER_RELEASED = "ClusterReleased"
+    CLUSTER_DELETING = "ClusterDeleting"
+    PROVISION_FAILED = "ProvisionFailed"
+    PROVISIONER_UNAVAILABLE = "ProvisionerUnavailable"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -434,6 +443,20 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.CANCELLED: lambda f: "cancelled by the user",
     Code.SPEC_UNREADABLE: lambda f: "its spec is unreadable",
     Code.CANNOT_QUEUE: lambda f: f"cannot queue: {f['detail']}",
+    Code.CLUSTER_CARVED: lambda f: f"carved node {', '.join(f['nodes'])}; provisioning",
+    Code.CLUSTER_READY: lambda f: f"ready on {len(f['nodes'])} node(s)",
+    Code.CLUSTER_UNAPPLIED: lambda f: (
+        f"carved {len(f['nodes'])} node(s); no {f['provisioner']} management cluster is "
+        "configured, so nothing was applied: apply the objects of `gpuaas clusters manifest "
+        f"{f['cluster']}` yourself (or set GPUAAS_CAPI_KUBECONFIG)"
+    ),
+    Code.CLUSTER_DRAINING: lambda f: f"draining node {', '.join(f['nodes'])} before giving it back",
+    Code.CLUSTER_RELEASED: lambda f: f"gave back node {', '.join(f['nodes'])}",
+    Code.CLUSTER_DELETING: lambda f: "deleting" + (" (forced)" if f.get("force") else ""),
+    Code.PROVISION_FAILED: lambda f: f"the {f['provisioner']} provisioner refused: {f['detail']}",
+    Code.PROVISIONER_UNAVAILABLE: lambda f: (
+        f"waiting for the {f['provisioner']} provisioner, which cannot be reached: {f['detail']}"
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -492,6 +515,14 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.CANCELLED: (),
     Code.SPEC_UNREADABLE: (),
     Code.CANNOT_QUEUE: ("detail",),
+    Code.CLUSTER_CARVED: ("nodes",),
+    Code.CLUSTER_READY: ("nodes",),
+    Code.CLUSTER_UNAPPLIED: ("nodes", "provisioner", "cluster"),
+    Code.CLUSTER_DRAINING: ("nodes",),
+    Code.CLUSTER_RELEASED: ("nodes",),
+    Code.CLUSTER_DELETING: ("force",),
+    Code.PROVISION_FAILED: ("provisioner", "detail"),
+    Code.PROVISIONER_UNAVAILABLE: ("provisioner", "detail"),
 }
 
 

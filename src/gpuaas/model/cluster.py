@@ -47,7 +47,8 @@ class AccessMode(StrEnum):
     ROX = "ReadOnlyMany"
 
 
-#: Label put on a node while it is carved into a cluster (its value: ``<tenant>/<cluster>``).
+#: Label put on a node while it is carved into a cluster (its value: ``<tenant>.<cluster>``,
+#: since a label value holds no ``/``; a taint of the same key and value keeps others off).
 CLUSTER_LABEL = "gpuaas.io/cluster"
 
 

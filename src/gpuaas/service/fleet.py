@@ -23,13 +23,14 @@ from typing import Any
 from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
+from gpuaas.model.cluster import CLUSTER_LABEL
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.job_state import ACTIVE
 from gpuaas.model.node import UNSCHEDULABLE, Fleet, Node
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Job, Meta, NodeRow
+from gpuaas.store.tables import ClusterNodeRow, Job, Meta, NodeRow
 from gpuaas.supply.loaders import entries_from_text, parse_fleet_text
 from gpuaas.supply.loaders._common import read_text
 from gpuaas.supply.loaders.entries import fleet_entries, nodes_entries
@@ -415,5 +416,11 @@ def delete_node(session: Session, name: str) -> None:
     take_turn_on(session, FLEET_VERSION)
     row = get_node(session, name)
     _refuse_while_used(session, row, "delete")
+    carved = session.get(ClusterNodeRow, name)
+    if carved is not None:
+        raise conflict(
+            f"cannot delete node {name}: it is carved into a tenant cluster "
+            f"({row.spec.get('labels', {}).get(CLUSTER_LABEL, '?')}); scale the cluster down first"
+        )
     session.delete(row)
     bump_version(session, FLEET_VERSION)

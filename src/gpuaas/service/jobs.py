@@ -43,6 +43,7 @@ from gpuaas.model.resources import ResourceList, format_amount, parse_resource_l
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import TopologyMode, TopologyRequest
 from gpuaas.service.auth import TenantRef
+from gpuaas.service.cluster_names import cluster_queue_of
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
@@ -127,6 +128,11 @@ def _resolve_pod_sets(
 ) -> tuple[str, list[dict[str, Any]]]:
     """The LocalQueue name and per pod set canonical requests; InvalidValue names the field."""
     queue = spec.queue
+    if spec.cluster is not None:  # the cluster's own queue: its nodes only (service/clusters.py)
+        own = cluster_queue_of(gov.local_queues, tenant.name, spec.cluster)
+        if queue is not None and queue != own:
+            raise InvalidValue("queue", f"a job in cluster {spec.cluster} queues in {own}")
+        queue = own
     resolved: list[dict[str, Any]] = []
     for i, ps in enumerate(spec.podSets):
         where = f"podSets[{i}]"

@@ -69,6 +69,7 @@ from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
+from gpuaas.service.cluster_worker import ClusterWorker
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
@@ -334,6 +335,8 @@ class Reconciler:
         self._leadership = Leadership(db)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
+        self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -348,6 +351,7 @@ class Reconciler:
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="gpuaas-reconciler", daemon=True)
         self._thread.start()
+        self.clusters.start()
 
     @property
     def backend(self) -> Backend:
@@ -365,6 +369,7 @@ class Reconciler:
 
     def stop(self) -> None:
         self._stop.set()
+        self.clusters.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None

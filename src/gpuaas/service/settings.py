@@ -89,6 +89,15 @@ class Settings:
         )
     )
 
+    #: tenant Kubernetes clusters (docs/cluster-api.md): the Cluster API management cluster's
+    #: kubeconfig (unset: objects are only printed, ``gpuaas clusters manifest``), its context
+    #: and the namespace the clusters' objects live in
+    capi_kubeconfig: str | None = field(default_factory=lambda: _env("GPUAAS_CAPI_KUBECONFIG"))
+    capi_context: str | None = field(default_factory=lambda: _env("GPUAAS_CAPI_CONTEXT"))
+    capi_namespace: str = field(
+        default_factory=lambda: _env("GPUAAS_CAPI_NAMESPACE") or "gpuaas-clusters"
+    )
+
     slurm_socket: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_SOCKET"))
     slurm_url: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_URL"))
     slurm_user: str | None = field(default_factory=lambda: _env("GPUAAS_SLURM_USER"))

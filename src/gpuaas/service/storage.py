@@ -68,7 +68,7 @@ from gpuaas.service.governance_kinds import At
 from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.storage import VolumeIn, VolumeOut
 from gpuaas.service.settings import Settings
-from gpuaas.store.tables import Job, Tenant, VolumeRow
+from gpuaas.store.tables import ClusterRow, Job, Tenant, VolumeRow
 
 #: What a job may mount: a volume not failed and not being deleted (a claim may still be
 #: pending: a WaitForFirstConsumer class binds it when the first pod mounts it).
@@ -376,6 +376,12 @@ class Volumes:
             raise invalid("name", "is required")
         size = parse_size(body.size)
         cluster = "" if body.cluster is None else check_name("cluster", body.cluster, label=True)
+        if cluster and not at.session.scalar(
+            select(ClusterRow.id).where(
+                ClusterRow.tenant_id == at.tenant.id, ClusterRow.name == cluster
+            )
+        ):
+            raise invalid("cluster", f"tenant {at.tenant.name} has no cluster {cluster}")
         spec = VolumeSpec(body.name, size, body.storage_class, body.access_mode)
         row = create_volume(at.session, at.settings, at.tenant, spec, _written(body.size), cluster)
         return volume_out(row, at.tenant.name, at.settings)

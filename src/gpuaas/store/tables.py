@@ -259,3 +259,68 @@ class VolumeRow(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ClusterRow(Base):
+    """A tenant cluster (:mod:`gpuaas.model.cluster`): its spec as asked (``spec``: the
+    API's camelCase body), its state and the reason of the last change. Its nodes are
+    :class:`ClusterNodeRow` rows."""
+
+    __tablename__ = "clusters"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_cluster_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(63))
+    kind: Mapped[str] = mapped_column(String(32))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reason_code: Mapped[str] = mapped_column(String(64), default="")
+    reason_fields: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ClusterNodeRow(Base):
+    """A fleet node carved into a cluster. ``node`` is unique: a node is in at most one
+    cluster, which the database itself holds. ``releasing``: the node leaves the cluster once
+    its work is drained (scale-in, deletion)."""
+
+    __tablename__ = "cluster_nodes"
+    node: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(
+        ForeignKey("clusters.id", ondelete="CASCADE"), index=True
+    )
+    pool: Mapped[str] = mapped_column(String(63))
+    releasing: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ClusterEvent(Base):
+    """One change of a cluster (its state, its nodes), with the reason a tenant-admin reads."""
+
+    __tablename__ = "cluster_events"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(
+        ForeignKey("clusters.id", ondelete="CASCADE"), index=True
+    )
+    at: Mapped[float] = mapped_column(Float)
+    from_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    to_state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reason_code: Mapped[str] = mapped_column(String(64), default="")
+    reason_fields: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class ClusterAllowance(Base):
+    """What the provider lets a tenant carve: ``pools``, the node pools it may draw from
+    (``[{name, flavor | gpuModel}]``), and ``node_limit``, the most nodes all its clusters
+    hold together. No row: the tenant may create no cluster."""
+
+    __tablename__ = "cluster_allowances"
+    tenant_id: Mapped[int] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    pools: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    node_limit: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[float] = mapped_column(Float)

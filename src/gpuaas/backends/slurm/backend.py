@@ -53,6 +53,7 @@ from gpuaas.backends.base import (
 )
 from gpuaas.backends.logs import LogLayout
 from gpuaas.backends.slurm.cli import SlurmCli
+from gpuaas.backends.slurm.clusters import account_name, accounting_on, partition_name
 from gpuaas.backends.slurm.errors import SlurmRefused
 from gpuaas.backends.slurm.hostlist import expand
 from gpuaas.backends.slurm.inventory import slurm_nodes
@@ -134,6 +135,7 @@ class SlurmBackend:
         # jobs gpuaas no longer runs, cancelled in Slurm
         self._unclaimed = {p.stem for p in self.state_dir.glob("*.json")}
         self._claim_by = time.monotonic() + claim_grace
+        self._accounting: bool | None = None  # whether slurmctld keeps accounting (asked once)
         self._nodes: dict[str, SlurmNode] = {}
         self._nodes_at = -NODES_TTL
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slurm-submit")
@@ -269,7 +271,18 @@ class SlurmBackend:
                     return int(info["job_id"])
             if job.started_at is not None:
                 return None  # it ran, and Slurm has no such job: lost, never run again
-        sub = submission(job, self.logs, self.nodes(), self.partition, self.prefix, self.nic_gres)
+        partition, nodes, account = self.partition, self.nodes(), None
+        cluster = job.spec.get("cluster")
+        if isinstance(cluster, str) and job.tenant:  # a tenant cluster: its own partition
+            partition = partition_name(job.tenant, cluster)
+            if any(partition not in nodes[p.node].partitions for p in job.pods if p.node in nodes):
+                nodes = self.nodes(fresh=True)  # the partition changed since the last listing
+            if self._accounting is None:
+                self._accounting = accounting_on(self.cli)
+            account = account_name(job.tenant) if self._accounting else None
+        sub = submission(job, self.logs, nodes, partition, self.prefix, self.nic_gres)
+        if account is not None:  # the partition admits the tenant's account only
+            sub.options.append(f"--account={account}")
         script = write_files(self.logs.attempt_dir(job.id, job.attempt), sub)
         self._write_record(job, None)
         self.calls["submit"] += 1
@@ -361,10 +374,11 @@ class SlurmBackend:
 
     # --- following --------------------------------------------------------------------------
 
-    def nodes(self) -> dict[str, SlurmNode]:
-        """Slurm's nodes (partitions, GPU types, addresses), asked at most every NODES_TTL s."""
+    def nodes(self, fresh: bool = False) -> dict[str, SlurmNode]:
+        """Slurm's nodes (partitions, GPU types, addresses), asked at most every NODES_TTL s
+        (``fresh``: now)."""
         with self._nodes_lock:  # one listing for a burst of submissions, not one each
-            if time.monotonic() - self._nodes_at >= NODES_TTL:
+            if fresh or time.monotonic() - self._nodes_at >= NODES_TTL:
                 self.calls["nodes"] += 1
                 listing = self.rest.nodes() if self.rest is not None else self.cli.nodes()
                 self._nodes = slurm_nodes(listing)

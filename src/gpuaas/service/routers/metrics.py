@@ -201,6 +201,7 @@ class DatabaseCollector(Collector):
         yield from self._jobs(names)
         yield from self._gpus(capacity, tenants)
         yield self._nodes()
+        yield from self._clusters(names)
 
     def _queues(self, capacity: Capacity, names: Mapping[int, str]) -> Iterator[GaugeMetricFamily]:
         pending: dict[tuple[str, str], int] = {key: 0 for key in capacity.local_queues}
@@ -330,6 +331,54 @@ class DatabaseCollector(Collector):
             "Registered nodes per state (ready, cordoned, draining)",
             ["state"],
             (([state], count) for state, count in counts.items()),
+        )
+
+    def _clusters(self, names: Mapping[int, str]) -> Iterator[GaugeMetricFamily]:
+        """Per tenant cluster: its nodes (held, and being given back), GPUs, the GPUs its
+        jobs hold, its jobs by state, and its state (1 for the one it is in)."""
+        from gpuaas.service.clusters import all_cluster_views
+
+        views = all_cluster_views(self.session, names)
+        yield _gauge(
+            "gpuaas_cluster_nodes",
+            "Nodes a tenant cluster holds (releasing: being drained and given back)",
+            ["tenant", "cluster", "kind", "status"],
+            (
+                sample
+                for v in views
+                for sample in (
+                    ([v.tenant, v.name, v.kind, "held"], len(v.nodes)),
+                    ([v.tenant, v.name, v.kind, "releasing"], len(v.releasing)),
+                )
+            ),
+        )
+        yield _gauge(
+            "gpuaas_cluster_gpus",
+            "Physical GPUs of a tenant cluster's nodes",
+            ["tenant", "cluster"],
+            (([v.tenant, v.name], v.gpus) for v in views),
+        )
+        yield _gauge(
+            "gpuaas_cluster_gpus_allocated",
+            "GPUs the jobs of a tenant cluster hold (as admission charges them)",
+            ["tenant", "cluster"],
+            (([v.tenant, v.name], v.allocatedGpus) for v in views),
+        )
+        yield _gauge(
+            "gpuaas_cluster_jobs",
+            "Unfinished jobs of a tenant cluster, per state",
+            ["tenant", "cluster", "state"],
+            (
+                ([v.tenant, v.name, state], getattr(v.jobs, state))
+                for v in views
+                for state in ("pending", "admitted", "running")
+            ),
+        )
+        yield _gauge(
+            "gpuaas_cluster_state",
+            "A tenant cluster's state (1 for the state it is in)",
+            ["tenant", "cluster", "state"],
+            (([v.tenant, v.name, v.state], 1) for v in views),
         )
 
 

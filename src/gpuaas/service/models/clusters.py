@@ -1,0 +1,132 @@
+"""Request and response bodies of tenant clusters (``/v1/tenants/{tenant}/clusters``) and of
+what the provider lets a tenant carve (``/v1/tenants/{tenant}/cluster-allowance``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
+from gpuaas.service.models.common import Strict
+
+Name = str
+
+
+class NodePoolIn(Strict):
+    """``count`` nodes of one ``flavor`` (a ResourceFlavor's nodes) or ``gpuModel``, kept in
+    ``[min, max]`` (``max`` 0 or absent: ``count``)."""
+
+    name: Name = Field(min_length=1, max_length=63)
+    count: int = Field(ge=0, le=100_000)
+    min: int = Field(default=0, ge=0, le=100_000)
+    max: int = Field(default=0, ge=0, le=100_000)
+    flavor: str | None = Field(default=None, min_length=1, max_length=253)
+    gpuModel: str | None = Field(default=None, min_length=1, max_length=100)
+
+
+class ClusterVolumeIn(Strict):
+    """A volume provisioned with the cluster (docs/storage.md): ``size`` a quantity of bytes,
+    ``storageClass`` ``local``, ``nfs`` or a Kubernetes StorageClass the provider offers."""
+
+    name: Name = Field(min_length=1, max_length=63)
+    size: str | int
+    storageClass: str = Field(default="local", min_length=1, max_length=253)
+    accessMode: AccessMode = AccessMode.RWO
+
+
+class ClusterIn(Strict):
+    """A cluster to create. ``distribution`` for ``kind: kubernetes`` only (default
+    ``upstream``); ``controlPlane``: Kubernetes control-plane machines (1 or 3);
+    ``sshKeys``: public keys recorded for bare metal."""
+
+    name: Name = Field(min_length=1, max_length=63)
+    kind: ClusterKind
+    distribution: Distribution | None = None
+    kubernetesVersion: str | None = Field(default=None, min_length=1, max_length=40)
+    controlPlane: int = Field(default=1, ge=1, le=7)
+    pools: list[NodePoolIn] = Field(min_length=1, max_length=16)
+    sshKeys: list[str] = Field(default_factory=list, max_length=32)
+    volumes: list[ClusterVolumeIn] = Field(default_factory=list, max_length=32)
+
+
+class PoolCount(Strict):
+    name: Name = Field(min_length=1, max_length=63)
+    count: int = Field(ge=0, le=100_000)
+
+
+class ScaleIn(Strict):
+    """New node counts of some of the cluster's pools (the others keep theirs)."""
+
+    pools: list[PoolCount] = Field(min_length=1, max_length=16)
+
+
+class PoolOut(BaseModel):
+    name: str
+    flavor: str | None = None
+    gpuModel: str | None = None
+    count: int
+    min: int
+    max: int
+    nodes: list[str]
+
+
+class ClusterJobs(BaseModel):
+    pending: int = 0
+    admitted: int = 0
+    running: int = 0
+
+
+class ClusterOut(BaseModel):
+    """A cluster as it is: its pools and nodes (``releasing``: nodes being drained and given
+    back), its GPUs and those its jobs hold (``allocatedGpus``, whole GPUs, fractions for
+    shares), its jobs by state, where its jobs queue (``localQueue``) and its state with the
+    reason of the last change."""
+
+    name: str
+    tenant: str
+    kind: str
+    distribution: str | None = None
+    kubernetesVersion: str | None = None
+    controlPlane: int | None = None
+    pools: list[PoolOut]
+    nodes: list[str]
+    releasing: list[str]
+    gpus: int
+    allocatedGpus: float
+    jobs: ClusterJobs
+    localQueue: str
+    #: the cluster's volumes, by name (``gpuaas volumes get NAME`` for their state)
+    volumes: list[str] = []
+    state: str
+    reason: str
+    reasonCode: str
+    reasonFields: dict[str, Any] | None = None
+    createdAt: float
+    updatedAt: float
+
+
+class ClusterEventOut(BaseModel):
+    at: float
+    fromState: str | None
+    toState: str
+    reason: str
+    reasonCode: str
+    reasonFields: dict[str, Any] | None = None
+
+
+class AllowanceIn(Strict):
+    """The node pools a tenant may draw its clusters from (``flavors``: ResourceFlavor names,
+    ``gpuModels``: GPU model names) and the most nodes its clusters hold together."""
+
+    flavors: list[str] = Field(default_factory=list, max_length=100)
+    gpuModels: list[str] = Field(default_factory=list, max_length=100)
+    nodeLimit: int = Field(ge=0, le=1_000_000)
+
+
+class AllowanceOut(BaseModel):
+    tenant: str
+    flavors: list[str]
+    gpuModels: list[str]
+    nodeLimit: int
+    nodesHeld: int
