@@ -100,7 +100,7 @@ def _pool(value: object, where: str) -> str:
     return pool
 
 
-def _topology_text(value: object, where: str) -> str:
+def topology_text(value: object, where: str) -> str:
     text = document_text(value, where, numbers=True)
     if not _TOPOLOGY_VALUE.match(text):
         raise InvalidValue(
@@ -149,12 +149,12 @@ def read_nic(raw: object, where: str, *, max_vfs: int = MAX_SHARED) -> Nic:
     if "vfs" in spec:
         fields["vfs"] = integer(spec["vfs"], at(where, "vfs"), 1, max_vfs)
     if "pcieRoot" in spec:
-        fields["pcie_root"] = _topology_text(spec["pcieRoot"], at(where, "pcieRoot"))
+        fields["pcie_root"] = topology_text(spec["pcieRoot"], at(where, "pcieRoot"))
     if "numaNode" in spec:
         fields["numa_node"] = integer(spec["numaNode"], at(where, "numaNode"), 0, MAX_NUMA_NODES)
     for key, attr in (("rail", "rail"), ("fabric", "fabric")):
         if key in spec:
-            fields[attr] = _topology_text(spec[key], at(where, key))
+            fields[attr] = topology_text(spec[key], at(where, key))
     if "pciAddress" in spec:
         address = document_text(spec["pciAddress"], at(where, "pciAddress"))
         if not _PCI_ADDRESS.match(address):

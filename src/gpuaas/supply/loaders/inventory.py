@@ -342,7 +342,10 @@ def _pcie_roots(value: object, where: str) -> _Pattern | list[str]:
     """The PCIe root of each GPU: a list by GPU index, or one pattern over ``{g}`` (the GPU's
     index from 0), e.g. ``pci-{g/2}`` for two GPUs per PCIe switch."""
     if isinstance(value, list):
-        return [_text(item, f"{where}[{n}]") for n, item in enumerate(value)]
+        return [
+            "" if item in ("", None) else _text(item, f"{where}[{n}]")  # "": not known
+            for n, item in enumerate(value)
+        ]
     try:
         return _pattern(_text(value, where), "g")
     except InvalidValue as exc:
