@@ -109,7 +109,7 @@ def test_an_annotation_naming_a_pool_the_node_lacks_is_refused(document: dict[st
     nics = json.loads(obj["metadata"]["annotations"]["gpuaas.io/nics"])
     nics[2]["pool"] = "nvidia.com/rdma_roce"
     obj["metadata"]["annotations"]["gpuaas.io/nics"] = json.dumps(nics)
-    with pytest.raises(InvalidValue, match="no such NIC pool: nvidia.com/rdma_roce") as caught:
+    with pytest.raises(InvalidValue, match=r"no such NIC pool: nvidia\.com/rdma_roce") as caught:
         node_from_object(obj)
     assert caught.value.field == "metadata.annotations.gpuaas.io/nics[2].pool"
 
