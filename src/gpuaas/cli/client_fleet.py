@@ -62,6 +62,21 @@ GPU_COLUMNS: list[Column] = [
     ),
 ]
 
+NIC_COLUMNS: list[Column] = [
+    ("NIC", field("name")),
+    ("POOL", field("pool")),
+    ("LINK", field("link")),
+    ("GBPS", field("speedGbps")),
+    ("RDMA", field("rdma")),
+    ("VFS", field("vfs")),
+    ("PCIE ROOT", field("pcieRoot")),
+    ("NUMA", field("numaNode")),
+    ("RAIL", field("rail")),
+    ("FABRIC", field("fabric")),
+    ("PCIE GPUS", lambda nic: ",".join(str(g) for g in nic.get("pcieGpus") or [])),
+    ("NUMA GPUS", lambda nic: ",".join(str(g) for g in nic.get("numaGpus") or [])),
+]
+
 
 @nodes_app.command("list")
 @handles_errors
@@ -88,10 +103,16 @@ def nodes_list(
 @nodes_app.command("get")
 @handles_errors
 def nodes_get(name: str, as_json: JsonOption = False) -> None:
-    """One node: its GPUs and what is allocated on them."""
+    """One node: its GPUs, its NICs (with the GPUs each is aligned with) and what is allocated."""
     with connect() as client:
         node = client.get_node(name)
-    print_json(node) if as_json else show_object(node)
+    if as_json:
+        print_json(node)
+        return
+    nics = node.pop("nics", None) if isinstance(node, dict) else None
+    show_object(node)
+    if nics:
+        show_table(nics, NIC_COLUMNS, title="NICs")
 
 
 @nodes_app.command("register")

@@ -40,6 +40,9 @@ CRD_DIRS = {
     "scheduling.volcano.sh": "volcano",
     "scheduling.run.ai": "kai-scheduler",
     "kai.scheduler": "kai-scheduler",
+    "sriovnetwork.openshift.io": "network",
+    "k8s.cni.cncf.io": "network",
+    "data.fluid.io": "fluid",
 }
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
