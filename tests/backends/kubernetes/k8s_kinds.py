@@ -171,8 +171,11 @@ def rdma_gang() -> BackendJob:
     spec["podSets"][0]["network"] = {"pool": "nvidia.com/rdma_ib", "perGpu": True,
                                      "alignment": "required"}  # fmt: skip
     nodes = [f"dgx-h100-{i:02d}" for i in range(1, 5)]
-    pods = _pods("workers", nodes, 1, lambda n, i: [*map(lambda g: _gpu(n, g), range(8)),
-                                                   *map(lambda g: _nic(g, 0), range(8))])  # fmt: skip
+
+    def devices(n: int, i: int) -> list[DeviceRef]:
+        return [_gpu(n, g) for g in range(8)] + [_nic(g, 0) for g in range(8)]
+
+    pods = _pods("workers", nodes, 1, devices)
     return BackendJob(108, "llama-70b-ib", spec, pods, attempt=0, tenant="acme")
 
 
