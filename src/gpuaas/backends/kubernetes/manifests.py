@@ -289,7 +289,9 @@ def _pod_template(
     if network:
         gpus = requests.get(NVIDIA_GPU, 0) or requests.get(GPU_MILLI, 0) // 1000
         namespace = namespace_of(job.tenant, options.namespace)
-        vfs, network_annotations = pod_network(network, where, gpus, namespace, pods, options.nodes)
+        vfs, network_annotations = pod_network(
+            network, where, gpus, namespace, pods, options.nodes, requests
+        )
         requests.update(vfs)
     resources, annotations = _resources(target, requests)
     annotations.update(network_annotations)

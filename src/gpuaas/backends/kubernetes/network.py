@@ -8,7 +8,8 @@ the NetworkAttachmentDefinition once per VF (each attachment is one interface, `
 ``namespace/name``), else the default :func:`attachment_name`: ``<namespace>-<pool name>``
 (``gpuaas-acme-rdma-ib`` for ``nvidia.com/rdma_ib`` in ``gpuaas-acme``), which is what the
 SR-IOV objects below create in the tenant's namespace. A pod set that names no pool takes the
-pool of the NICs gpuaas placed it on; before placement it cannot be rendered.
+one NIC pool of its resolved requests, else the pool of the NICs gpuaas placed it on (which
+needs the fleet's ``nodes``); failing both it cannot be rendered.
 
 Provider objects (:func:`network_objects`, ``gpuaas network manifest --pool P``): for the nodes
 offering pool ``P``,
@@ -42,6 +43,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.network import LinkType, Nic
 from gpuaas.model.node import Node
 from gpuaas.model.placement import PodPlacement
+from gpuaas.supply.loaders.kubernetes_nics import is_nic_pool
 from gpuaas.supply.nics import pool_problem, pools_of
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -85,7 +87,17 @@ def pod_set_network(spec: Mapping[str, Any], pod_set: str) -> tuple[str, Mapping
     return "", {}
 
 
-def _placed_pool(where: str, pods: Sequence[PodPlacement], nodes: Mapping[str, Node] | None) -> str:
+def _placed_pool(
+    where: str,
+    pods: Sequence[PodPlacement],
+    nodes: Mapping[str, Node] | None,
+    requests: Mapping[str, int],
+) -> str:
+    """The pool of a pod set that named none: the one NIC pool among its resolved requests
+    (if the resolution put it there), else that of the NICs it was placed on."""
+    asked = [r for r in requests if is_nic_pool(r)]
+    if len(asked) == 1:
+        return asked[0]
     pools: set[str] = set()
     for pod in pods:
         node = (nodes or {}).get(pod.node)
@@ -113,9 +125,11 @@ def pod_network(
     namespace: str,
     pods: Sequence[PodPlacement] = (),
     nodes: Mapping[str, Node] | None = None,
+    requests: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], dict[str, str]]:
-    """(extended resources, pod annotations) of one pod of a pod set with ``network``."""
-    pool = str(network.get("pool") or "") or _placed_pool(where, pods, nodes)
+    """(extended resources, pod annotations) of one pod of a pod set with ``network``;
+    ``requests``: the pod's resolved requests."""
+    pool = str(network.get("pool") or "") or _placed_pool(where, pods, nodes, requests or {})
     problem = pool_problem(pool)
     if problem:
         raise InvalidValue(f"{where}.pool", problem)
