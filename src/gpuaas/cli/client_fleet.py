@@ -1,5 +1,5 @@
 """Client commands for the fleet: ``nodes`` (register, import, cordon, drain, partition,
-delete)."""
+delete) and ``network`` (the SR-IOV objects of a NIC pool)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,37 @@ NIC_COLUMNS: list[Column] = [
     ("PCIE GPUS", lambda nic: ",".join(str(g) for g in nic.get("pcieGpus") or [])),
     ("NUMA GPUS", lambda nic: ",".join(str(g) for g in nic.get("numaGpus") or [])),
 ]
+
+network_app = group("network", "RDMA / SR-IOV networks of the fleet's NIC pools (platform roles).")
+
+
+@network_app.command("manifest")
+@handles_errors
+def network_manifest(
+    pool: Annotated[str, typer.Option("--pool", help="The NIC pool, e.g. nvidia.com/rdma_ib.")],
+    tenants: Annotated[
+        list[str], typer.Option("--tenant", help="A tenant whose pods use the pool (repeat).")
+    ],
+    operator_namespace: Annotated[
+        str | None,
+        typer.Option(help="The SR-IOV network operator's namespace (sriov-network-operator)."),
+    ] = None,
+    ipam: Annotated[
+        str | None, typer.Option(help='A CNI IPAM object as JSON, e.g. {"type": "whereabouts"}.')
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The SriovNetworkNodePolicy and SriovNetwork / SriovIBNetwork objects (a
+    NetworkAttachmentDefinition for a shared RDMA pool) that make a NIC pool usable from the
+    tenants' pods, as YAML to `kubectl apply -f -`."""
+    with connect() as client:
+        found = client.network_manifest(
+            pool, tenants, operator_namespace=operator_namespace, ipam=ipam, yaml=not as_json
+        )
+    if as_json:
+        print_json(found)
+    else:
+        typer.echo(str(found), nl=False)
 
 
 @nodes_app.command("list")

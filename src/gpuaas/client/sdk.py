@@ -425,6 +425,26 @@ class Client:
     def get_node(self, node: str) -> JSON:
         return self.request("GET", f"/v1/nodes/{_seg(node)}")
 
+    def network_manifest(
+        self,
+        pool: str,
+        tenants: list[str],
+        *,
+        operator_namespace: str | None = None,
+        ipam: str | None = None,
+        yaml: bool = False,
+    ) -> JSON:
+        """The SR-IOV objects that make NIC ``pool`` usable from ``tenants``' pods (platform
+        roles): a list of objects, or with ``yaml`` one YAML stream."""
+        params = _query(
+            pool=pool,
+            tenant=list(tenants),
+            operatorNamespace=operator_namespace,
+            ipam=ipam,
+            format="yaml" if yaml else None,
+        )
+        return self.request("GET", "/v1/network/manifests", params=params)
+
     def register_nodes(self, entry: Mapping[str, Any]) -> JSON:
         """Register nodes, all or none; returns the nodes created. ``entry`` is one inventory
         ``nodes:`` entry (it may use ``count`` and name patterns), a whole inventory

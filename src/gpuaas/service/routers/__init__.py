@@ -1,7 +1,7 @@
 """Every router of the API. Jobs come first: requests are matched against routes in order, and
 job submission is the hot path."""
 
-from gpuaas.service.routers import fleet, governance, health, identity, jobs, metrics
+from gpuaas.service.routers import fleet, governance, health, identity, jobs, metrics, network
 
 ROUTERS = [
     jobs.router,
@@ -10,4 +10,5 @@ ROUTERS = [
     fleet.router,
     governance.router,
     metrics.router,
+    network.router,
 ]
