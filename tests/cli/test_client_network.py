@@ -37,6 +37,8 @@ def test_imported_rdma_nodes_show_their_nics_and_pools_render(
     policy, network = yaml.safe_load_all(shown.stdout)
     assert policy["kind"] == "SriovNetworkNodePolicy" and network["kind"] == "SriovIBNetwork"
     assert network["spec"]["networkNamespace"] == "gpuaas-acme"
+    # every pool: the RoCE and Ethernet VFs of the annotation-less nodes have no PF address
+    assert "has no pciAddress" in failed("network", "manifest", "--tenant", "acme")
     assert "no node offers NIC pool openshift.io/nope" in failed(
         "network", "manifest", "--pool", "openshift.io/nope", "--tenant", "acme"
     )

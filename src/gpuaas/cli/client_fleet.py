@@ -83,10 +83,16 @@ network_app = group("network", "RDMA / SR-IOV networks of the fleet's NIC pools 
 @network_app.command("manifest")
 @handles_errors
 def network_manifest(
-    pool: Annotated[str, typer.Option("--pool", help="The NIC pool, e.g. nvidia.com/rdma_ib.")],
+    pool: Annotated[
+        str | None,
+        typer.Option("--pool", help="The NIC pool, e.g. nvidia.com/rdma_ib (default: every pool)."),
+    ] = None,
     tenants: Annotated[
-        list[str], typer.Option("--tenant", help="A tenant whose pods use the pool (repeat).")
-    ],
+        list[str] | None,
+        typer.Option(
+            "--tenant", help="A tenant whose pods use it (repeat; default: every tenant)."
+        ),
+    ] = None,
     operator_namespace: Annotated[
         str | None,
         typer.Option(help="The SR-IOV network operator's namespace (sriov-network-operator)."),

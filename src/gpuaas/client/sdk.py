@@ -427,18 +427,19 @@ class Client:
 
     def network_manifest(
         self,
-        pool: str,
-        tenants: list[str],
+        pool: str | None = None,
+        tenants: list[str] | None = None,
         *,
         operator_namespace: str | None = None,
         ipam: str | None = None,
         yaml: bool = False,
     ) -> JSON:
-        """The SR-IOV objects that make NIC ``pool`` usable from ``tenants``' pods (platform
-        roles): a list of objects, or with ``yaml`` one YAML stream."""
+        """The SR-IOV objects that make NIC ``pool`` (None: every pool) usable from ``tenants``'
+        pods (None: every tenant's; platform roles): a list of objects, or with ``yaml`` one
+        YAML stream."""
         params = _query(
             pool=pool,
-            tenant=list(tenants),
+            tenant=list(tenants) if tenants else None,
             operatorNamespace=operator_namespace,
             ipam=ipam,
             format="yaml" if yaml else None,

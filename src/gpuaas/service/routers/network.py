@@ -1,7 +1,8 @@
 """The provider's RDMA / SR-IOV network objects for a NIC pool (platform roles).
 
 ``GET /v1/network/manifests?pool=P&tenant=T...`` renders, from the registered fleet, what makes
-pool ``P`` usable from the pods of tenants ``T``: the SR-IOV operator's
+pool ``P`` (left out: every NIC pool of the fleet, in name order) usable from the pods of tenants
+``T`` (left out: every tenant): the SR-IOV operator's
 ``SriovNetworkNodePolicy`` and a ``SriovNetwork`` / ``SriovIBNetwork`` per tenant namespace, or
 for a shared RDMA device pool a NetworkAttachmentDefinition per namespace
 (:mod:`gpuaas.backends.kubernetes.network`). They are cluster-wide objects in the operator's
@@ -26,6 +27,7 @@ from gpuaas.service.auth import require_platform
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import invalid
 from gpuaas.store.tables import Tenant
+from gpuaas.supply.nics import pools_of
 
 router = APIRouter(prefix="/v1/network", tags=["network"])
 
@@ -39,8 +41,12 @@ def network_manifests(
     request: Request,
     session: SessionDep,
     p: PrincipalDep,
-    pool: Annotated[str, Query(description="the NIC pool, e.g. nvidia.com/rdma_ib")],
-    tenant: Annotated[list[str], Query(description="tenants whose pods use it (repeat)")],
+    pool: Annotated[
+        str | None, Query(description="the NIC pool, e.g. nvidia.com/rdma_ib (default: every)")
+    ] = None,
+    tenant: Annotated[
+        list[str] | None, Query(description="tenants whose pods use it (repeat; default: every)")
+    ] = None,
     operator_namespace: Annotated[
         str, Query(alias="operatorNamespace", description="the SR-IOV operator's namespace")
     ] = OPERATOR_NAMESPACE,
@@ -50,8 +56,9 @@ def network_manifests(
     """The SR-IOV objects of ``pool`` for ``tenant``'s namespaces, as a JSON list or, with
     ``format=yaml``, a YAML stream."""
     require_platform(p, write=False)
-    known = set(session.scalars(select(Tenant.name).where(Tenant.name.in_(tenant))))
-    missing = [name for name in tenant if name not in known]
+    tenants = list(tenant or session.scalars(select(Tenant.name).order_by(Tenant.name)))
+    known = set(session.scalars(select(Tenant.name).where(Tenant.name.in_(tenants))))
+    missing = [name for name in tenants if name not in known]
     if missing:
         raise invalid("tenant", f"no tenant {missing[0]!r}")
     ipam_object = None
@@ -63,15 +70,14 @@ def network_manifests(
         if not isinstance(ipam_object, dict) or "type" not in ipam_object:
             raise invalid("ipam", 'expected a CNI IPAM object such as {"type": "whereabouts"}')
     pattern = request.app.state.settings.kube_namespace
-    namespaces = [namespace_of(name, pattern) for name in tenant]
+    namespaces = [namespace_of(name, pattern) for name in tenants]
+    nodes = fleet.load_nodes(session)
+    objects: list[dict[str, Any]] = []
     try:
-        objects = network_objects(
-            pool,
-            fleet.load_nodes(session),
-            namespaces,
-            operator_namespace=operator_namespace,
-            ipam=ipam_object,
-        )
+        for one in [pool] if pool is not None else sorted(pools_of(nodes)):
+            objects += network_objects(
+                one, nodes, namespaces, operator_namespace=operator_namespace, ipam=ipam_object
+            )
     except InvalidValue as exc:
         raise invalid(exc.field, exc.problem) from None
     if format == "yaml":
