@@ -757,6 +757,7 @@ ROUTES: list[Route] = [
     Route("DELETE", T + "/invitations/{}", TENANT_ADMIN, 204, invitation),
     Route("POST", T + "/invitations/{}/accept", INVITATION_ACCEPT, prepare=invitation),
     # fleet
+    Route("GET", "/v1/network/manifests", PLATFORM_READ),
     Route("GET", "/v1/nodes", PLATFORM_READ),
     Route("POST", "/v1/nodes", PLATFORM_WRITE, 201, NEW_NODE),
     Route("PUT", "/v1/nodes", PLATFORM_WRITE, 200, NEW_NODE),

@@ -1,5 +1,5 @@
 """Client commands for the fleet: ``nodes`` (register, import, cordon, drain, partition,
-delete)."""
+delete) and ``network`` (the SR-IOV objects of a NIC pool)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,58 @@ GPU_COLUMNS: list[Column] = [
     ),
 ]
 
+NIC_COLUMNS: list[Column] = [
+    ("NIC", field("name")),
+    ("POOL", field("pool")),
+    ("LINK", field("link")),
+    ("GBPS", field("speedGbps")),
+    ("RDMA", field("rdma")),
+    ("VFS", field("vfs")),
+    ("PCIE ROOT", field("pcieRoot")),
+    ("NUMA", field("numaNode")),
+    ("RAIL", field("rail")),
+    ("FABRIC", field("fabric")),
+    ("PCIE GPUS", lambda nic: ",".join(str(g) for g in nic.get("pcieGpus") or [])),
+    ("NUMA GPUS", lambda nic: ",".join(str(g) for g in nic.get("numaGpus") or [])),
+]
+
+network_app = group("network", "RDMA / SR-IOV networks of the fleet's NIC pools (platform roles).")
+
+
+@network_app.command("manifest")
+@handles_errors
+def network_manifest(
+    pool: Annotated[
+        str | None,
+        typer.Option("--pool", help="The NIC pool, e.g. nvidia.com/rdma_ib (default: every pool)."),
+    ] = None,
+    tenants: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tenant", help="A tenant whose pods use it (repeat; default: every tenant)."
+        ),
+    ] = None,
+    operator_namespace: Annotated[
+        str | None,
+        typer.Option(help="The SR-IOV network operator's namespace (sriov-network-operator)."),
+    ] = None,
+    ipam: Annotated[
+        str | None, typer.Option(help='A CNI IPAM object as JSON, e.g. {"type": "whereabouts"}.')
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The SriovNetworkNodePolicy and SriovNetwork / SriovIBNetwork objects (a
+    NetworkAttachmentDefinition for a shared RDMA pool) that make a NIC pool usable from the
+    tenants' pods, as YAML to `kubectl apply -f -`."""
+    with connect() as client:
+        found = client.network_manifest(
+            pool, tenants, operator_namespace=operator_namespace, ipam=ipam, yaml=not as_json
+        )
+    if as_json:
+        print_json(found)
+    else:
+        typer.echo(str(found), nl=False)
+
 
 @nodes_app.command("list")
 @handles_errors
@@ -88,10 +140,16 @@ def nodes_list(
 @nodes_app.command("get")
 @handles_errors
 def nodes_get(name: str, as_json: JsonOption = False) -> None:
-    """One node: its GPUs and what is allocated on them."""
+    """One node: its GPUs, its NICs (with the GPUs each is aligned with) and what is allocated."""
     with connect() as client:
         node = client.get_node(name)
-    print_json(node) if as_json else show_object(node)
+    if as_json:
+        print_json(node)
+        return
+    nics = node.pop("nics", None) if isinstance(node, dict) else None
+    show_object(node)
+    if nics:
+        show_table(nics, NIC_COLUMNS, title="NICs")
 
 
 @nodes_app.command("register")

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "invitations": ("client_identity",),
     "tokens": ("client_identity",),
     "nodes": ("client_fleet",),
+    "network": ("client_fleet",),
     "flavors": ("client_governance",),
     "cohorts": ("client_governance",),
     "cluster-queues": ("client_governance",),

@@ -430,6 +430,27 @@ class Client:
     def get_node(self, node: str) -> JSON:
         return self.request("GET", f"/v1/nodes/{_seg(node)}")
 
+    def network_manifest(
+        self,
+        pool: str | None = None,
+        tenants: list[str] | None = None,
+        *,
+        operator_namespace: str | None = None,
+        ipam: str | None = None,
+        yaml: bool = False,
+    ) -> JSON:
+        """The SR-IOV objects that make NIC ``pool`` (None: every pool) usable from ``tenants``'
+        pods (None: every tenant's; platform roles): a list of objects, or with ``yaml`` one
+        YAML stream."""
+        params = _query(
+            pool=pool,
+            tenant=list(tenants) if tenants else None,
+            operatorNamespace=operator_namespace,
+            ipam=ipam,
+            format="yaml" if yaml else None,
+        )
+        return self.request("GET", "/v1/network/manifests", params=params)
+
     def register_nodes(self, entry: Mapping[str, Any]) -> JSON:
         """Register nodes, all or none; returns the nodes created. ``entry`` is one inventory
         ``nodes:`` entry (it may use ``count`` and name patterns), a whole inventory

@@ -151,7 +151,10 @@ def _signature(node: Node) -> tuple[object, ...]:
     """What a node's published devices depend on, apart from its name, its GPUs' UUIDs and its
     NVLink domain's name: nodes with equal signatures publish the same devices up to those."""
     return (
-        tuple((g.index, g.model, g.memory_mib, g.partition, g.numa_node) for g in node.gpus),
+        tuple(
+            (g.index, g.model, g.memory_mib, g.partition, g.numa_node, g.pcie_root)
+            for g in node.gpus
+        ),
         bool(node.topology.nvlink_domain),
         node.labels.get("nvidia.com/cuda.driver-version.full", ""),
         node.labels.get("gpuaas.io/driver-version", ""),

@@ -37,6 +37,7 @@ from gpuaas.supply.loaders.entries import fleet_entries, nodes_entries
 from gpuaas.supply.loaders.errors import FleetFileError
 from gpuaas.supply.loaders.inventory import API_VERSION, KIND, inventory_from_document
 from gpuaas.supply.loaders.kubernetes import looks_like_kubernetes
+from gpuaas.supply.nics import nic_entry
 
 FLEET_VERSION = "fleet.version"
 #: Keys merged key by key with the defaults (the node's value wins); others are replaced whole.
@@ -144,6 +145,10 @@ def _resolved(merged: Mapping[str, Any], node: Node) -> dict[str, Any]:
         }
     if "labels" in merged:
         entry["labels"] = {key: node.labels[key] for key in merged["labels"]}
+    if merged.get("nics") not in (None, "none"):  # runs and {i} patterns, expanded
+        entry["nics"] = [nic_entry(nic) for nic in node.nics]
+    if isinstance(merged.get("gpus"), Mapping) and "pcieRoots" in merged["gpus"]:
+        entry["gpus"]["pcieRoots"] = [g.pcie_root for g in node.gpus]
     return entry
 
 

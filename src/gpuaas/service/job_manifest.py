@@ -11,6 +11,7 @@ is a conflict: it cannot be rendered as it was admitted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,6 +20,7 @@ from gpuaas.backends.base import BackendJob
 from gpuaas.backends.kubernetes.manifests import ManifestOptions, render
 from gpuaas.backends.kubernetes.targets import Target
 from gpuaas.engine.admission.restore import PlacementLost, typed_pods
+from gpuaas.model.dataset import Dataset
 from gpuaas.service.errors import conflict
 from gpuaas.service.fleet import load_nodes
 from gpuaas.service.settings import Settings
@@ -38,11 +40,21 @@ def backend_job(session: Session, job: Job, tenant: str) -> BackendJob:
 
 
 def job_manifests(
-    session: Session, job: Job, tenant: str, settings: Settings, target: str | None
+    session: Session,
+    job: Job,
+    tenant: str,
+    settings: Settings,
+    target: str | None,
+    datasets: Mapping[str, Dataset] | None = None,
 ) -> list[dict[str, Any]]:
+    """``datasets``: the tenant's registered datasets by name, which a job's ``dataset`` must
+    be one of (None: not checked); the fleet's nodes name the pool of placed NICs."""
+    nodes = {node.name: node for node in load_nodes(session)} if job.placement else None
     options = ManifestOptions(
         target=Target.parse(target or settings.kube_target),
         namespace=settings.kube_namespace,
         base_image=settings.kube_base_image,
+        datasets=datasets,
+        nodes=nodes,
     )
     return render(backend_job(session, job, tenant), options)

@@ -34,14 +34,19 @@ from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.quantity import Quantity
 from gpuaas.model.resources import GPU_DRIVER
 from gpuaas.supply.devices import ATTRIBUTE_NAMES, CAPACITY_NAMES
+from gpuaas.supply.nics import NIC_ATTRIBUTE_NAMES, NIC_CAPACITY_NAMES, NIC_DRIVER
 
 #: Attribute / capacity names known per domain, for compile-time checks.
 KNOWN_ATTRIBUTES: dict[str, frozenset[str]] = {
     GPU_DRIVER: ATTRIBUTE_NAMES,
+    NIC_DRIVER: NIC_ATTRIBUTE_NAMES,
     # Kubernetes' own standard attributes (KEP-4381), which drivers may publish too.
     "resource.kubernetes.io": frozenset({"pcieRoot"}),
 }
-KNOWN_CAPACITY: dict[str, frozenset[str]] = {GPU_DRIVER: CAPACITY_NAMES}
+KNOWN_CAPACITY: dict[str, frozenset[str]] = {
+    GPU_DRIVER: CAPACITY_NAMES,
+    NIC_DRIVER: NIC_CAPACITY_NAMES,
+}
 
 
 class DeviceClassError(GpuaasError):
@@ -159,9 +164,13 @@ def _cel_value(value: str | int | bool | Quantity) -> Any:
     return celtypes.StringType(str(value))
 
 
-def _raw_by_domain(values: Mapping[str, Any], driver: str) -> dict[str, dict[str, Any]]:
-    """Group ``name`` / ``domain/name`` keys by domain; bare names belong to the driver."""
-    domains: dict[str, dict[str, Any]] = {}
+def _raw_by_domain(
+    values: Mapping[str, Any], driver: str, known: Iterable[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """Group ``name`` / ``domain/name`` keys by domain; bare names belong to the driver. Every
+    ``known`` domain is there, maybe empty, so that a GPU selector read on a NIC (or the other
+    way round) finds the attribute missing, and the device does not match."""
+    domains: dict[str, dict[str, Any]] = {domain: {} for domain in known}
     for key, value in values.items():
         domain, _, name = key.rpartition("/")
         domains.setdefault(domain or driver, {})[name] = value
@@ -173,12 +182,13 @@ def _raw(device: Device) -> dict[str, Any]:
     return {
         "device": {
             "driver": device.driver,
-            "attributes": _raw_by_domain(device.attributes, device.driver),
-            "capacity": _raw_by_domain(device.capacity, device.driver),
+            "attributes": _raw_by_domain(device.attributes, device.driver, KNOWN_ATTRIBUTES),
+            "capacity": _raw_by_domain(device.capacity, device.driver, KNOWN_CAPACITY),
         }
     }
 
 
+_KINDS = ("attributes", "capacity")
 _MISSING = ("missing",)
 _MAP = ("map",)
 
@@ -350,12 +360,19 @@ class CompiledSelector:
 
     expression: str
     program: Any
+    #: the attribute / capacity domains the expression reads: a device publishing nothing in
+    #: any of them (a NIC for a GPU selector) does not match, whatever the expression says
+    domains: frozenset[str] = frozenset()
     #: (reads, result) pairs: a device that reads the same gets the same result.
     memo: list[tuple[tuple[Any, ...], bool]] = field(default_factory=list, compare=False)
 
     def evaluate(self, device: Device) -> bool:
         """True/False for ``device``; a device lacking a looked-up attribute does not match."""
         raw = _raw(device)
+        if self.domains and not any(
+            raw["device"][kind].get(domain) for domain in self.domains for kind in _KINDS
+        ):
+            return False
         for reads, known in self.memo:
             if _replays(reads, raw):
                 return known
@@ -424,9 +441,11 @@ def _check_names(expression: str) -> None:
 def _samples() -> tuple[Device, ...]:
     """One device of each kind carrying every attribute, for compile-time dry runs."""
     from gpuaas.model.devices import GPU, MigInstance, Partition, PartitionMode
+    from gpuaas.model.network import Nic
     from gpuaas.model.node import Node
     from gpuaas.model.topology import Topology
     from gpuaas.supply.devices import publish_devices
+    from gpuaas.supply.nics import nic_devices
 
     mig = Partition(
         mode=PartitionMode.MIG,
@@ -438,14 +457,27 @@ def _samples() -> tuple[Device, ...]:
         cpu_milli=1000,
         memory_bytes=2**30,
         gpus=[
-            GPU(0, "GPU-sample-0", "H100-80GB", 81559),
+            GPU(0, "GPU-sample-0", "H100-80GB", 81559, pcie_root="pci0000:15"),
             GPU(1, "GPU-sample-1", "H100-80GB", 81559, partition=mig),
             GPU(2, "GPU-sample-2", "H100-80GB", 81559, partition=Partition.time_sliced(2)),
         ],
         topology=Topology(nvlink_domain="sample"),
         labels={"gpuaas.io/driver-version": "550.0"},
+        nics=[
+            Nic(
+                "mlx5_0",
+                "nvidia.com/rdma_ib",
+                speed_gbps=400,
+                vfs=8,
+                pcie_root="pci0000:15",
+                numa_node=0,
+                rail="rail-0",
+                fabric="ib-a",
+                pci_address="0000:17:00.0",
+            )
+        ],
     )
-    return tuple(publish_devices(node)[:3])
+    return (*publish_devices(node)[:3], *nic_devices(node))
 
 
 @lru_cache(maxsize=4096)
@@ -466,7 +498,9 @@ def compile_selector(expression: str) -> CompiledSelector:
             f"\n{detail}"
         ) from None
     _check_names(expression)
-    compiled = CompiledSelector(expression, _environment().program(ast, functions=FUNCTIONS))
+    domains = frozenset(match["domain"] for match in _ACCESS.finditer(expression))
+    program = _environment().program(ast, functions=FUNCTIONS)
+    compiled = CompiledSelector(expression, program, domains=domains)
     for sample in _samples():
         try:
             compiled.evaluate(sample)

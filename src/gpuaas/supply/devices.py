@@ -6,7 +6,10 @@ driver, named deterministically so that a claim keeps pointing at the same devic
 ``gpu-0`` (whole), ``gpu-0-mig-1g10gb-3`` (MIG instance at memory slice 3), ``gpu-0-ts-1``
 (replica 1, time-sliced or MPS: ``sharingStrategy`` tells them apart, and an MPS replica's
 ``memory`` and ``computePercent`` are its share). DeviceClass selectors
-(:mod:`gpuaas.supply.device_class`) read these attributes.
+(:mod:`gpuaas.supply.device_class`) read these attributes. A GPU whose PCIe root is known also
+carries Kubernetes' standard ``resource.kubernetes.io/pcieRoot``, as the node's NICs do
+(:mod:`gpuaas.supply.nics`, driver ``nic.gpuaas.io``), so one claim can align the two;
+:func:`resource_slices` publishes the NICs in their own pool beside the GPUs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from gpuaas.model.node import Node
 from gpuaas.model.quantity import Quantity
 from gpuaas.model.resources import GPU_DRIVER
 from gpuaas.supply.catalogue import GpuModel, lookup
+from gpuaas.supply.nics import NIC_DRIVER, PCIE_ROOT_ATTRIBUTE, nic_devices
 
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
 #: Kubernetes caps one ResourceSlice at 128 devices (ResourceSliceMaxDevices).
@@ -103,6 +107,8 @@ def _common(node: Node, gpu: GPU, model: GpuModel) -> dict[str, str | int | bool
         attributes["cudaComputeCapability"] = "{}.{}".format(*model.compute_capability)
     if node.topology.nvlink_domain:
         attributes["nvlinkDomain"] = node.topology.nvlink_domain
+    if gpu.pcie_root:
+        attributes[PCIE_ROOT_ATTRIBUTE] = gpu.pcie_root
     driver_version = node.labels.get("nvidia.com/cuda.driver-version.full") or node.labels.get(
         "gpuaas.io/driver-version", ""
     )
@@ -202,11 +208,17 @@ def gpu_devices(node: Node, gpu: GPU) -> list[Device]:
 
 
 def publish_devices(node: Node) -> list[Device]:
-    """Every device of ``node``, GPU by GPU in index order."""
+    """Every GPU device of ``node``, GPU by GPU in index order (its NICs:
+    :func:`gpuaas.supply.nics.nic_devices`; both: :func:`node_devices`)."""
     out: list[Device] = []
     for gpu in sorted(node.gpus, key=lambda g: g.index):
         out.extend(gpu_devices(node, gpu))
     return out
+
+
+def node_devices(node: Node) -> list[Device]:
+    """The node's GPU devices, then its NIC devices."""
+    return publish_devices(node) + nic_devices(node)
 
 
 def _attribute(value: str | int | bool) -> dict[str, Any]:
@@ -225,15 +237,24 @@ def _device_manifest(device: Device) -> dict[str, Any]:
     }
 
 
-def _slice_name(node: str, part: int, parts: int) -> str:
+def _slice_name(node: str, part: int, parts: int, driver: str = GPU_DRIVER) -> str:
     base = re.sub(r"[^a-z0-9.-]", "-", node.lower()).strip("-.") or "node"
-    suffix = f"-{GPU_DRIVER}" + (f"-{part}" if parts > 1 else "")
+    suffix = f"-{driver}" + (f"-{part}" if parts > 1 else "")
     return base[: 253 - len(suffix)] + suffix
 
 
 def resource_slices(node: Node, generation: int = 1) -> list[dict[str, Any]]:
-    """The node's ``resource.k8s.io/v1`` ResourceSlices: one pool, at most 128 devices each."""
-    devices = publish_devices(node)
+    """The node's ``resource.k8s.io/v1`` ResourceSlices: the GPUs' pool (at most 128 devices a
+    slice), then, when the node has NICs, the ``nic.gpuaas.io`` driver's pool."""
+    out = _driver_slices(node, GPU_DRIVER, publish_devices(node), generation, always=True)
+    return out + _driver_slices(node, NIC_DRIVER, nic_devices(node), generation)
+
+
+def _driver_slices(
+    node: Node, driver: str, devices: list[Device], generation: int, always: bool = False
+) -> list[dict[str, Any]]:
+    if not devices and not always:
+        return []
     chunks = [
         devices[i : i + MAX_DEVICES_PER_SLICE]
         for i in range(0, len(devices), MAX_DEVICES_PER_SLICE)
@@ -242,9 +263,9 @@ def resource_slices(node: Node, generation: int = 1) -> list[dict[str, Any]]:
         {
             "apiVersion": RESOURCE_API_VERSION,
             "kind": "ResourceSlice",
-            "metadata": {"name": _slice_name(node.name, i, len(chunks))},
+            "metadata": {"name": _slice_name(node.name, i, len(chunks), driver)},
             "spec": {
-                "driver": GPU_DRIVER,
+                "driver": driver,
                 "nodeName": node.name,
                 "pool": {
                     "name": node.name,
@@ -259,8 +280,9 @@ def resource_slices(node: Node, generation: int = 1) -> list[dict[str, Any]]:
 
 
 def resource_slice(node: Node, generation: int = 1) -> dict[str, Any]:
-    """The node's single ResourceSlice; nodes with over 128 devices need :func:`resource_slices`."""
-    slices = resource_slices(node, generation)
+    """The node's single GPU ResourceSlice; nodes with over 128 devices need
+    :func:`resource_slices`."""
+    slices = _driver_slices(node, GPU_DRIVER, publish_devices(node), generation, always=True)
     if len(slices) > 1:
         raise GpuaasError(
             f"node {node.name} publishes more than {MAX_DEVICES_PER_SLICE} devices; "

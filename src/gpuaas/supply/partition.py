@@ -28,6 +28,7 @@ from gpuaas.supply.mig import (
     parse_layout,
     plan_layout,
 )
+from gpuaas.supply.nics import nic_resources
 
 MIG_STRATEGY = "mixed"
 _TIME_SLICING_KEYS = ("time-slicing", "time_slicing", "timeslicing", "timeSlicing", "time-sliced")
@@ -213,10 +214,11 @@ def advertised_resources(node: Node) -> ResourceList:
     """Allocatable resources as the kubelet shows them with the GPU operator installed.
 
     CPU in milli-cores, memory in bytes, ``extra`` as given; ``nvidia.com/gpu`` is present (maybe 0)
-    on every GPU node.
+    on every GPU node; each NIC pool's VFs, as the SR-IOV or RDMA device plugin advertises them.
     """
     out: ResourceList = {CPU: node.cpu_milli, MEMORY: node.memory_bytes}
     out.update(node.extra)
+    out.update(nic_resources(node))
     if node.gpus:
         out[NVIDIA_GPU] = 0
     for gpu in node.gpus:

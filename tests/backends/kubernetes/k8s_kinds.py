@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaas.backends.base import BackendJob
+from gpuaas.model.dataset import CacheRuntime, Dataset
+from gpuaas.model.network import LinkType, Nic
+from gpuaas.model.node import Node
 from gpuaas.model.placement import DeviceKind, DeviceRef, PodPlacement
 from gpuaas.model.workload import DeviceClaim
 
@@ -148,7 +151,83 @@ def inference() -> BackendJob:
     return BackendJob(107, "vllm", spec, pods, attempt=0, tenant="acme")
 
 
+def _nic(nic: int, vf: int) -> DeviceRef:
+    return DeviceRef(f"mlx5_{nic}-vf-{vf}", f"0000:{0x17 + nic:02x}:00.{vf + 1}", -1,
+                     DeviceKind.NIC, 0)  # fmt: skip
+
+
+def rdma_gang() -> BackendJob:
+    """4 pods x 8 GPUs with one InfiniBand VF per GPU, aligned (nvidia.com/rdma_ib), joining
+    the tenant's default attachment: the RDMA training gang."""
+    requests = {"cpu": 96000, "memory": 1024 * GI, "nvidia.com/gpu": 8}
+    spec = _spec(
+        [{"name": "workers", "count": 4, "requests": requests,
+          "topology": {"level": "rack", "mode": "required"}}],
+        name="llama-70b-ib", kind="training", priorityClass="high",
+        container={"image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                   "command": ["torchrun"], "args": ["--nnodes=4", "--nproc-per-node=8", "t.py"],
+                   "env": {"NCCL_IB_DISABLE": "0"}},
+    )  # fmt: skip
+    spec["podSets"][0]["network"] = {"pool": "nvidia.com/rdma_ib", "perGpu": True,
+                                     "alignment": "required"}  # fmt: skip
+    nodes = [f"dgx-h100-{i:02d}" for i in range(1, 5)]
+
+    def devices(n: int, i: int) -> list[DeviceRef]:
+        return [_gpu(n, g) for g in range(8)] + [_nic(g, 0) for g in range(8)]
+
+    pods = _pods("workers", nodes, 1, devices)
+    return BackendJob(108, "llama-70b-ib", spec, pods, attempt=0, tenant="acme")
+
+
+def rdma_multi() -> BackendJob:
+    """A launcher and 2 RoCE workers with 2 VFs each of a pool gpuaas chose (no pool named:
+    taken from the placement), on the tenant's own NetworkAttachmentDefinition."""
+    spec = _spec(
+        [{"name": "launcher", "count": 1, "requests": {"cpu": 2000, "memory": 4 * GI}},
+         {"name": "workers", "count": 2, "requests": {"cpu": 32000, "memory": 256 * GI,
+                                                      "gpuaas.io/gpu-milli": 4000}}],
+        name="mpi-roce", kind="mpi",
+        container={"image": "ghcr.io/example/mpi:1.0", "command": ["mpirun", "./allreduce"]},
+    )  # fmt: skip
+    spec["podSets"][1]["network"] = {"count": 2, "attachment": "acme-net/roce-a"}
+    launcher = _pods("launcher", ["cpu-001"], 1, lambda n, i: [])
+    workers = _pods("workers", ["hgx-h200-07", "hgx-h200-08"], 1,
+                    lambda n, i: [_gpu(n, g) for g in range(4)] + [_nic(0, 2 * i), _nic(0, 1)],
+                    first_rank=1)  # fmt: skip
+    return BackendJob(109, "mpi-roce", spec, launcher + workers, attempt=0, tenant="acme")
+
+
+#: The fleet's nodes the ``rdma-multi`` pods were placed on (for the pool of their NICs).
+RDMA_NODES = {
+    name: Node(name, 192000, 2 * 1024 * GI,
+               nics=[Nic("mlx5_0", "openshift.io/mlnx_roce", LinkType.ROCE, 200, vfs=8)])
+    for name in ("hgx-h200-07", "hgx-h200-08")
+}  # fmt: skip
+
+
+def dataset() -> BackendJob:
+    """A fine-tuning job reading the registered dataset ``imagenet-1k`` (Fluid PVC)."""
+    spec = _spec(
+        [{"name": "main", "count": 1,
+          "requests": {"cpu": 16000, "memory": 128 * GI, "nvidia.com/gpu": 2}}],
+        name="resnet-ft", kind="training",
+        container={"image": "nvcr.io/nvidia/pytorch:25.01-py3", "command": ["python", "ft.py"]},
+        dataset={"name": "imagenet-1k", "locality": "preferred"},
+    )  # fmt: skip
+    pods = _pods("main", ["h100-003"], 1, lambda n, i: [_gpu(3, 0), _gpu(3, 1)])
+    return BackendJob(110, "resnet-ft", spec, pods, attempt=0, tenant="acme")
+
+
+DATASETS = {
+    "imagenet-1k": Dataset("imagenet-1k", "acme", "s3://acme-data/imagenet/", 150 * GI,
+                           CacheRuntime.ALLUXIO, 200 * GI)
+}  # fmt: skip
+
+
 KINDS = {
+    "rdma-gang": rdma_gang,
+    "rdma-multi": rdma_multi,
+    "dataset": dataset,
     "training-gang": training_gang,
     "multi-pod-set": multi_pod_set,
     "fractional": fractional,

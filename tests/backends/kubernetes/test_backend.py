@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import urllib3
 from fake_apiserver import FakeApiServer, status
-from k8s_kinds import DRA_CLAIMS, KINDS
+from k8s_kinds import DRA_CLAIMS, KINDS, RDMA_NODES
 from kubernetes import client
 
 from gpuaas.backends.base import BackendUnavailable, EventKind
@@ -22,7 +22,7 @@ def _backend(
     server: FakeApiServer, target: Target = Target.KUEUE, dra: bool = False
 ) -> KubernetesBackend:
     """``dra``: the pod set ``main`` of every job claims DRA_CLAIMS."""
-    options = ManifestOptions(target=target, claims=DRA_CLAIMS if dra else {})
+    options = ManifestOptions(target=target, claims=DRA_CLAIMS if dra else {}, nodes=RDMA_NODES)
     return KubernetesBackend(server.client(), options, clock=lambda: 5.0)
 
 
@@ -263,7 +263,8 @@ def test_core_objects_round_trip_through_the_client_models(kind: str) -> None:
     api = client.ApiClient()
     models = {"Job": client.V1Job, "ResourceClaimTemplate": client.V1ResourceClaimTemplate}
     for target in Target:
-        for obj in render(KINDS[kind](), ManifestOptions(target=target, claims=DRA_CLAIMS)):
+        options = ManifestOptions(target=target, claims=DRA_CLAIMS, nodes=RDMA_NODES)
+        for obj in render(KINDS[kind](), options):
             if obj["apiVersion"] in ("batch/v1", "resource.k8s.io/v1"):
                 model = models[obj["kind"]].from_dict(obj)
                 assert api.sanitize_for_serialization(model) == obj

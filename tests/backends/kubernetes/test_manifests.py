@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k8s_kinds import DRA_CLAIMS, KINDS
+from k8s_kinds import DATASETS, DRA_CLAIMS, KINDS, RDMA_NODES
 
 from gpuaas.backends.kubernetes import manifests as m
 from gpuaas.backends.kubernetes.schemas import validate
@@ -29,7 +29,12 @@ UPDATE = bool(os.environ.get("GPUAAS_UPDATE_GOLDEN"))
 
 
 def _options(kind: str, target: Target) -> m.ManifestOptions:
-    return m.ManifestOptions(target=target, claims=DRA_CLAIMS if kind == "dra" else {})
+    return m.ManifestOptions(
+        target=target,
+        claims=DRA_CLAIMS if kind == "dra" else {},
+        datasets=DATASETS,
+        nodes=RDMA_NODES,
+    )
 
 
 def _render(kind: str, target: Target) -> list[dict]:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.model.devices import GPU
+from gpuaas.model.network import LinkType, Nic
 from gpuaas.model.node import Node, Taint, TaintEffect
 from gpuaas.model.topology import Topology
 from gpuaas.supply.catalogue import CATALOGUE
@@ -46,7 +47,8 @@ def nodes(draw: st.DrawFn) -> Node:
                 counts[profile] = counts.get(profile, 0) + 1
             spec = {"mig": counts}
         partition = partition_gpu(model, spec)
-        gpus.append(GPU(index, gpu_uuid(name, index), model, memory, partition))
+        root = draw(st.sampled_from(["", "pci0000:15", "pci0000:97"]))
+        gpus.append(GPU(index, gpu_uuid(name, index), model, memory, partition, pcie_root=root))
     zone = draw(st.sampled_from(["", "us-east-1a"]))
     taints = draw(
         st.lists(
@@ -72,7 +74,26 @@ def nodes(draw: st.DrawFn) -> Node:
         labels=labels,
         taints=taints,
         extra=draw(st.dictionaries(st.sampled_from(["pods", "rdma/ib"]), st.integers(1, 500))),
+        nics=draw(st.lists(nics(), max_size=3, unique_by=lambda n: n.name)),
     )
+
+
+@st.composite
+def nics(draw: st.DrawFn) -> Nic:
+    link = draw(st.sampled_from(list(LinkType)))
+    return Nic(
+        name=draw(st.sampled_from(["mlx5_0", "mlx5_1", "ens1f0"])),
+        pool={LinkType.INFINIBAND: "nvidia.com/rdma_ib", LinkType.ROCE: "openshift.io/roce",
+              LinkType.ETHERNET: "openshift.io/eth"}[link],
+        link=link,
+        speed_gbps=draw(st.sampled_from([0, 200, 400])),
+        rdma=draw(st.booleans()),
+        vfs=draw(st.integers(1, 16)),
+        pcie_root=draw(st.sampled_from(["", "pci0000:15"])),
+        numa_node=draw(st.sampled_from([None, 0, 1])),
+        rail=draw(st.sampled_from(["", "rail-3"])),
+        fabric=draw(st.sampled_from(["", "ib-a"])),
+    )  # fmt: skip
 
 
 @settings(max_examples=150, deadline=None)
@@ -87,6 +108,7 @@ def test_an_entry_loads_back_as_the_same_node(node: Node) -> None:
         node.extra,
     )
     assert again.taints == node.taints and again.topology == node.topology
+    assert again.nics == node.nics
     assert {k: again.labels[k] for k in node.labels} == node.labels
 
 

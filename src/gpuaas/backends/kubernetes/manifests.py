@@ -33,6 +33,11 @@ DRA. The job API carries no device claims yet; a caller that has them (the engin
 becomes a ``resource.k8s.io/v1`` ResourceClaimTemplate (one request of ``count`` devices of
 the DeviceClass, the CEL selectors, ``matchAttribute`` constraints) referenced from the pod's
 ``resourceClaims`` and the container's ``resources.claims``.
+
+Networks and data. A pod set with ``network`` requests its VFs and joins the tenant's
+NetworkAttachmentDefinition (:mod:`gpuaas.backends.kubernetes.network`); a job with ``dataset``
+mounts the Fluid dataset's PVC read-only (:mod:`gpuaas.backends.kubernetes.fluid`), checked
+against ``datasets`` (the tenant's registered datasets) when the caller gives them.
 """
 
 from __future__ import annotations
@@ -46,8 +51,12 @@ from typing import Any
 
 from gpuaas.backends.base import BackendJob
 from gpuaas.backends.kubernetes import targets as t
+from gpuaas.backends.kubernetes.fluid import dataset_volume
+from gpuaas.backends.kubernetes.network import pod_network, pod_set_network
 from gpuaas.backends.kubernetes.targets import Target
+from gpuaas.model.dataset import Dataset
 from gpuaas.model.errors import InvalidValue
+from gpuaas.model.node import Node
 from gpuaas.model.placement import PodPlacement
 from gpuaas.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, format_amount
 from gpuaas.model.topology import Level
@@ -71,12 +80,17 @@ _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 class ManifestOptions:
     """``namespace``: the tenant's namespace, ``{tenant}`` replaced by the tenant's name;
     ``base_image``: where a job without a container runs its command or script; ``claims``:
-    DRA device claims per pod set name (see the module docstring)."""
+    DRA device claims per pod set name (see the module docstring); ``datasets``: the tenant's
+    registered datasets by name (None: a job's ``dataset`` is mounted unchecked); ``nodes``:
+    the fleet's nodes by name, for the pool of NICs a pod set was placed on when it named none.
+    """
 
     target: Target = Target.KUEUE
     namespace: str = DEFAULT_NAMESPACE
     base_image: str = DEFAULT_BASE_IMAGE
     claims: Mapping[str, Sequence[DeviceClaim]] = field(default_factory=dict)
+    datasets: Mapping[str, Dataset] | None = None
+    nodes: Mapping[str, Node] | None = None
 
 
 def dns_label(value: str) -> str:
@@ -270,13 +284,30 @@ def _pod_template(
     target = options.target
     pod_set = str(ps["name"])
     requests = {str(r): int(v) for r, v in (ps.get("requests") or {}).items()}
+    network_annotations: dict[str, str] = {}
+    where, network = pod_set_network(job.spec, pod_set)
+    if network:
+        gpus = requests.get(NVIDIA_GPU, 0) or requests.get(GPU_MILLI, 0) // 1000
+        namespace = namespace_of(job.tenant, options.namespace)
+        vfs, network_annotations = pod_network(
+            network, where, gpus, namespace, pods, options.nodes, requests
+        )
+        requests.update(vfs)
     resources, annotations = _resources(target, requests)
+    annotations.update(network_annotations)
     container: dict[str, Any] = {"name": CONTAINER, **_command(job, options.base_image)}
     container["env"] = _env(job, pod_set)
+    volumes, mounts = _volumes(job)  # the tenant's volumes, then the dataset's
+    if job.spec.get("dataset"):
+        volume, mount = dataset_volume(job.spec["dataset"], options.datasets)
+        volumes.append(volume)
+        mounts.append(mount)
     if claims:
         resources["claims"] = [{"name": dns_label(c.name)} for c in claims]
     if resources:
         container["resources"] = resources
+    if mounts:
+        container["volumeMounts"] = mounts
     pod_labels = {**labels(job), POD_SET: pod_set}
     queue = queue_of(job)
     priority = job.spec.get("priorityClass")
@@ -294,9 +325,6 @@ def _pod_template(
         annotations[key] = Level.from_name(str(topology["level"])).value
     if pods:
         annotations[PLACEMENT] = _placement_note(pods)
-    volumes, mounts = _volumes(job)
-    if mounts:
-        container["volumeMounts"] = mounts
     spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
     if volumes:
         spec["volumes"] = volumes

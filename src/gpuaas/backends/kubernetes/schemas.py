@@ -46,6 +46,9 @@ CRD_DIRS = {
     "bootstrap.cluster.x-k8s.io": "cluster-api",
     "infrastructure.cluster.x-k8s.io": "cluster-api",
     "addons.cluster.x-k8s.io": "cluster-api",
+    "sriovnetwork.openshift.io": "network",
+    "k8s.cni.cncf.io": "network",
+    "data.fluid.io": "fluid",
 }
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 

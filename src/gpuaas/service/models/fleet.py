@@ -37,7 +37,26 @@ class GpuOut(CamelOut):
     model: str
     memory_mib: int
     numa_node: int
+    pcie_root: str = Field(default="", description="the PCIe switch / root it hangs off")
     partition: PartitionOut
+
+
+class NicOut(CamelOut):
+    """One RDMA / SR-IOV NIC and the GPUs it is aligned with (docs/networks.md)."""
+
+    name: str
+    pool: str
+    link: str
+    speed_gbps: int
+    rdma: bool
+    vfs: int
+    pcie_root: str
+    numa_node: int | None
+    rail: str
+    fabric: str
+    pci_address: str
+    pcie_gpus: list[int] = Field(description="GPUs under the same PCIe root")
+    numa_gpus: list[int] = Field(description="GPUs that only share its NUMA node")
 
 
 class TaintOut(CamelOut):
@@ -68,6 +87,7 @@ class NodeOut(CamelOut):
     labels: dict[str, str]
     taints: list[TaintOut]
     gpus: list[GpuOut]
+    nics: list[NicOut] = Field(default_factory=list)
     spec: dict[str, Any] = Field(description="the stored inventory entry")
     allocated: list[PodOnNode] | None = Field(
         default=None, description="pods placed here (only when one node is read)"

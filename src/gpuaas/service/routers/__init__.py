@@ -1,7 +1,16 @@
 """Every router of the API. Jobs come first: requests are matched against routes in order, and
 job submission is the hot path."""
 
-from gpuaas.service.routers import clusters, fleet, governance, health, identity, jobs, metrics
+from gpuaas.service.routers import (
+    clusters,
+    fleet,
+    governance,
+    health,
+    identity,
+    jobs,
+    metrics,
+    network,
+)
 
 ROUTERS = [
     jobs.router,
@@ -11,4 +20,5 @@ ROUTERS = [
     governance.router,
     clusters.router,
     metrics.router,
+    network.router,
 ]

@@ -23,6 +23,7 @@ from gpuaas.service.models.common import MAX_LIMIT, Page
 from gpuaas.service.models.fleet import (
     GpuOut,
     MigInstanceOut,
+    NicOut,
     NodeOut,
     NodesApplied,
     PartitionIn,
@@ -31,6 +32,7 @@ from gpuaas.service.models.fleet import (
     TaintOut,
 )
 from gpuaas.store.tables import NodeRow, Tenant
+from gpuaas.supply.nics import nic_affinity
 from gpuaas.supply.partition import advertised_resources
 
 router = APIRouter(prefix="/v1/nodes", tags=["fleet"])
@@ -49,6 +51,7 @@ def _gpus(node: Node) -> list[GpuOut]:
             model=g.model,
             memory_mib=g.memory_mib,
             numa_node=g.numa_node,
+            pcie_root=g.pcie_root,
             partition=PartitionOut(
                 mode=str(g.partition.mode),
                 config=g.partition.config,
@@ -60,6 +63,28 @@ def _gpus(node: Node) -> list[GpuOut]:
             ),
         )
         for g in node.gpus
+    ]
+
+
+def _nics(node: Node) -> list[NicOut]:
+    affinity = {a.nic: a for a in nic_affinity(node)}
+    return [
+        NicOut(
+            name=n.name,
+            pool=n.pool,
+            link=n.link.value,
+            speed_gbps=n.speed_gbps,
+            rdma=n.rdma,
+            vfs=n.vfs,
+            pcie_root=n.pcie_root,
+            numa_node=n.numa_node,
+            rail=n.rail,
+            fabric=n.fabric,
+            pci_address=n.pci_address,
+            pcie_gpus=list(affinity[n.name].pcie),
+            numa_gpus=list(affinity[n.name].numa),
+        )
+        for n in node.nics
     ]
 
 
@@ -85,6 +110,7 @@ def node_out(row: NodeRow, node: Node, allocated: list[PodOnNode] | None = None)
         labels=node.labels,
         taints=[TaintOut(key=t.key, value=t.value, effect=str(t.effect)) for t in node.taints],
         gpus=_gpus(node),
+        nics=_nics(node),
         spec=row.spec,
         allocated=allocated,
         created_at=row.created_at,

@@ -4,7 +4,7 @@ The service keeps one inventory entry per node (``gpuaas.service.fleet``), so a 
 ``kubectl get nodes -o yaml`` or the trace's CSV is stored the way an inventory would have written
 it. :func:`inventory_entry` writes a loaded :class:`~gpuaas.model.node.Node` as that entry;
 loading the entry with the inventory loader gives the same node back (same GPUs, partitions,
-memory, labels, taints, topology and extra resources), which the tests check for every source.
+memory, labels, taints, topology, extra resources and NICs), which the tests check for every source.
 
 :func:`fleet_entries` is the one entry point for a fleet document or file text: an inventory keeps
 its own entries and defaults (its groups and patterns are expanded when stored), Kubernetes Node
@@ -26,6 +26,7 @@ from gpuaas.supply.loaders.errors import FleetFileError
 from gpuaas.supply.loaders.inventory import looks_like_inventory
 from gpuaas.supply.loaders.kubernetes import looks_like_kubernetes, nodes_from_document
 from gpuaas.supply.mig import layout_counts
+from gpuaas.supply.nics import nic_entry
 
 _TOPOLOGY = (
     ("zone", "zone"),
@@ -91,6 +92,8 @@ def _gpus(node: Node) -> dict[str, Any]:
     numa = _numa_nodes(gpus)
     if numa is not None:
         out["numaNodes"] = numa
+    if any(g.pcie_root for g in gpus):
+        out["pcieRoots"] = [g.pcie_root for g in gpus]
     return out
 
 
@@ -119,6 +122,8 @@ def inventory_entry(node: Node) -> dict[str, Any]:
         ]
     if node.extra:
         entry["resources"] = dict(node.extra)
+    if node.nics:
+        entry["nics"] = [nic_entry(nic) for nic in node.nics]
     return entry
 
 

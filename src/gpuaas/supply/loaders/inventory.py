@@ -21,6 +21,7 @@ from gpuaas.model.devices import GPU, Partition
 from gpuaas.model.document import integer, mapping, sequence, shown
 from gpuaas.model.document import text as document_text
 from gpuaas.model.errors import GpuaasError, InvalidValue
+from gpuaas.model.network import Nic
 from gpuaas.model.node import Fleet, Node, Taint, TaintEffect
 from gpuaas.model.resources import CPU, MEMORY, MIG_PREFIX, NVIDIA_GPU, canonical_amount
 from gpuaas.model.topology import Level, Topology
@@ -38,6 +39,7 @@ from gpuaas.supply.loaders._common import (
 )
 from gpuaas.supply.loaders._yaml import parse_json, parse_yaml
 from gpuaas.supply.loaders.errors import FleetFileError
+from gpuaas.supply.nics import MAX_NICS_PER_NODE, NIC_KEYS, check_nics, read_nic
 from gpuaas.supply.partition import partition_gpu
 
 API_VERSION = "gpuaas.io/v1"
@@ -45,9 +47,13 @@ KIND = "Fleet"
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "defaults", "nodes")
 _METADATA_KEYS = ("name", "description")
-_SPEC_KEYS = ("cpu", "memory", "gpus", "topology", "labels", "taints", "resources")
+_SPEC_KEYS = ("cpu", "memory", "gpus", "topology", "labels", "taints", "resources", "nics")
 _NODE_KEYS = ("name", "count", "start", *_SPEC_KEYS)
-_GPU_KEYS = ("model", "count", "memory", "partitioning", "perGpu", "numaNodes")
+_GPU_KEYS = ("model", "count", "memory", "partitioning", "perGpu", "numaNodes", "pcieRoots")
+#: A NIC entry: one NIC, or with ``count`` a run of NICs whose text fields may use ``{k}``.
+_NIC_ENTRY_KEYS = (*NIC_KEYS, "count")
+#: NIC fields that may hold ``{i}`` (node) and ``{k}`` (NIC) placeholders.
+_NIC_PATTERN_KEYS = ("name", "pcieRoot", "numaNode", "rail", "fabric", "pciAddress")
 _PER_GPU_KEYS = ("indices", "partitioning")
 _TAINT_KEYS = ("key", "value", "effect")
 #: Inventory topology key -> Topology field.
@@ -61,8 +67,9 @@ _TOPOLOGY_LABELS = {
 _MAX_NODES = 100_000
 _MIB = 2**20
 
+_TOPOLOGY_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.:]{0,61}[A-Za-z0-9])?$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-_PLACEHOLDER_BODY = re.compile(r"^i(?:/(?P<div>[1-9]\d*))?(?::(?P<pad>0?[1-9]\d?))?$")
+_PLACEHOLDER_BODY = re.compile(r"^(?P<var>[a-z])(?:/(?P<div>[1-9]\d*))?(?::(?P<pad>0?[1-9]\d?))?$")
 
 
 def looks_like_inventory(document: object) -> bool:
@@ -98,36 +105,42 @@ class _Pattern:
     """
 
     text: str
-    parts: tuple[str | tuple[int, int], ...]
+    parts: tuple[str | tuple[str, int, int], ...]
 
     @property
     def has_index(self) -> bool:
-        return any(not isinstance(part, str) for part in self.parts)
+        return any(not isinstance(part, str) and part[0] == "i" for part in self.parts)
 
-    def expand(self, position: int, start: int) -> str:
+    def expand(self, position: int, start: int, **others: int) -> str:
+        """The text for the node at ``position`` of a group from ``start``; ``others`` give
+        the other variables (``k``: a NIC's index, ``g``: a GPU's), counted from 0."""
         out: list[str] = []
         for part in self.parts:
             if isinstance(part, str):
                 out.append(part)
             else:
-                divisor, width = part
-                out.append(str(start + position // divisor).zfill(width))
+                variable, divisor, width = part
+                value = start + position // divisor if variable == "i" else 0
+                if variable != "i":
+                    value = others[variable] // divisor
+                out.append(str(value).zfill(width))
         return "".join(out)
 
 
-def _pattern(text: str) -> _Pattern:
-    parts: list[str | tuple[int, int]] = []
+def _pattern(text: str, variables: str = "i") -> _Pattern:
+    """Parse ``text``'s placeholders; ``variables``: the letters it may use (``i`` the node)."""
+    parts: list[str | tuple[str, int, int]] = []
     last = 0
     for match in _PLACEHOLDER.finditer(text):
         body = _PLACEHOLDER_BODY.match(match.group(1).replace(" ", ""))
-        if body is None:
+        if body is None or body["var"] not in variables:
+            forms = ", ".join(f"{{{v}}}, {{{v}:03}}, {{{v}/8}}" for v in variables)
             raise InvalidValue(
                 "",
-                f"unknown placeholder {match.group(0)!r} in {text!r} "
-                "(use {i}, {i:03}, {i/8} or {i/8:02})",
+                f"unknown placeholder {match.group(0)!r} in {text!r} (use {forms} or {{i/8:02}})",
             )
         parts.append(text[last : match.start()])
-        parts.append((int(body["div"] or 1), int(body["pad"] or 0)))
+        parts.append((body["var"], int(body["div"] or 1), int(body["pad"] or 0)))
         last = match.end()
     rest = text[last:]
     if "{" in rest or "}" in rest:
@@ -149,6 +162,7 @@ class _GpuSpec:
     has_partitioning: bool = False
     per_gpu: list[tuple[str, tuple[int, ...], Any]] | None = None
     numa_nodes: int | None = None
+    pcie_roots: _Pattern | list[str] | None = None
 
     def merged(self, over: _GpuSpec) -> _GpuSpec:
         if over.none or self.none:
@@ -161,6 +175,7 @@ class _GpuSpec:
             has_partitioning=over.has_partitioning or self.has_partitioning,
             per_gpu=over.per_gpu if over.per_gpu is not None else self.per_gpu,
             numa_nodes=over.numa_nodes if over.numa_nodes is not None else self.numa_nodes,
+            pcie_roots=over.pcie_roots if over.pcie_roots is not None else self.pcie_roots,
         )
 
 
@@ -173,6 +188,8 @@ class _Spec:
     labels: dict[str, _Pattern] = field(default_factory=dict)
     taints: list[Taint] | None = None
     resources: dict[str, int] = field(default_factory=dict)
+    #: (where, raw NIC entry, patterns of its text fields), or None when not said
+    nics: list[tuple[str, Mapping[str, Any], dict[str, _Pattern]]] | None = None
 
     def merged(self, over: _Spec) -> _Spec:
         gpus = self.gpus
@@ -186,6 +203,7 @@ class _Spec:
             labels={**self.labels, **over.labels},
             taints=over.taints if over.taints is not None else self.taints,
             resources={**self.resources, **over.resources},
+            nics=over.nics if over.nics is not None else self.nics,
         )
 
 
@@ -302,6 +320,8 @@ def _gpus(value: object, where: str) -> _GpuSpec:
         spec.has_partitioning = True
     if "numaNodes" in raw:
         spec.numa_nodes = integer(raw["numaNodes"], f"{where}.numaNodes", 1, MAX_GPUS_PER_NODE)
+    if "pcieRoots" in raw:
+        spec.pcie_roots = _pcie_roots(raw["pcieRoots"], f"{where}.pcieRoots")
     if "perGpu" in raw:
         items = sequence(raw["perGpu"], f"{where}.perGpu", optional=False)
         spec.per_gpu = []
@@ -316,6 +336,63 @@ def _gpus(value: object, where: str) -> _GpuSpec:
                 (at, indices, _partitioning(entry["partitioning"], f"{at}.partitioning"))
             )
     return spec
+
+
+def _pcie_roots(value: object, where: str) -> _Pattern | list[str]:
+    """The PCIe root of each GPU: a list by GPU index, or one pattern over ``{g}`` (the GPU's
+    index from 0), e.g. ``pci-{g/2}`` for two GPUs per PCIe switch."""
+    if isinstance(value, list):
+        return [
+            "" if item in ("", None) else _text(item, f"{where}[{n}]")  # "": not known
+            for n, item in enumerate(value)
+        ]
+    try:
+        return _pattern(_text(value, where), "g")
+    except InvalidValue as exc:
+        raise InvalidValue(where, exc.problem) from None
+
+
+def _nics(value: object, where: str) -> list[tuple[str, Mapping[str, Any], dict[str, _Pattern]]]:
+    """The node's NIC entries, their text fields' placeholders checked (expanded per node)."""
+    if value is None or value == "none":
+        return []
+    out = []
+    for number, item in enumerate(sequence(value, where, optional=False)):
+        at_ = f"{where}[{number}]"
+        entry = _mapping(item, at_, _NIC_ENTRY_KEYS)
+        variables = "ik" if "count" in entry else "i"
+        patterns = {}
+        for key in _NIC_PATTERN_KEYS:
+            if key in entry and isinstance(entry[key], str):
+                try:
+                    patterns[key] = _pattern(entry[key], variables)
+                except InvalidValue as exc:
+                    raise InvalidValue(f"{at_}.{key}", exc.problem) from None
+        if "count" in entry:
+            integer(entry["count"], f"{at_}.count", 1, MAX_NICS_PER_NODE)
+            name = patterns.get("name")
+            if name is None or not any(not isinstance(p, str) and p[0] == "k" for p in name.parts):
+                raise InvalidValue(
+                    f"{at_}.name", "a run of NICs (count) needs {k} in its name, e.g. mlx5_{k}"
+                )
+        out.append((at_, entry, patterns))
+    return out
+
+
+def _expand_nics(
+    spec: list[tuple[str, Mapping[str, Any], dict[str, _Pattern]]], position: int, start: int
+) -> list[Nic]:
+    nics: list[Nic] = []
+    for at_, entry, patterns in spec:
+        for k in range(int(entry.get("count", 1))):
+            raw = {key: value for key, value in entry.items() if key != "count"}
+            for key, pattern in patterns.items():
+                text = pattern.expand(position, start, k=k)
+                raw[key] = int(text) if key == "numaNode" and text.isdigit() else text
+            where = f"{at_}[{k}]" if "count" in entry else at_
+            nics.append(read_nic(raw, where))
+    check_nics(nics, "nics")
+    return nics
 
 
 def parse_taint(value: object, where: str) -> Taint:
@@ -377,6 +454,8 @@ def _spec(raw: Mapping[str, Any]) -> _Spec:
     if "taints" in raw:
         taints = sequence(raw["taints"], "taints", optional=False)
         spec.taints = [parse_taint(taint, f"taints[{n}]") for n, taint in enumerate(taints)]
+    if "nics" in raw:
+        spec.nics = _nics(raw["nics"], "nics")
     if "resources" in raw:
         for name, value in mapping(raw["resources"], "resources", optional=False).items():
             at = f"resources.{name}"
@@ -498,6 +577,8 @@ class _Reader:
     def gpus(self, spec: _GpuSpec | None) -> list[GPU]:
         """The GPUs of every node of an entry, with placeholder UUIDs (set per node)."""
         if spec is None or spec.none or (spec.count is None and spec.model is None):
+            if spec is not None and spec.pcie_roots is not None and not spec.none:
+                raise InvalidValue("gpus.pcieRoots", "given but no GPUs (add model and count)")
             if spec is not None and (spec.has_partitioning or spec.per_gpu):
                 raise InvalidValue("gpus", "partitioning given but no GPUs (add model and count)")
             return []
@@ -529,6 +610,22 @@ class _Reader:
                     )
                 claimed[index] = at
                 partitions[index] = self.partition(model.name, wanted, f"{at}.partitioning")
+        roots = [""] * spec.count
+        if isinstance(spec.pcie_roots, list):
+            if len(spec.pcie_roots) != spec.count:
+                raise InvalidValue(
+                    "gpus.pcieRoots",
+                    f"lists {len(spec.pcie_roots)} PCIe roots for {spec.count} GPUs",
+                )
+            roots = list(spec.pcie_roots)
+        elif spec.pcie_roots is not None:
+            roots = [spec.pcie_roots.expand(0, 0, g=g) for g in range(spec.count)]
+        for index, root in enumerate(roots):
+            if root and not _TOPOLOGY_VALUE.match(root):
+                raise InvalidValue(
+                    f"gpus.pcieRoots[{index}]",
+                    f"{root!r} is invalid (1-63 letters, digits, '-', '_', '.' or ':')",
+                )
         return [
             GPU(
                 index=index,
@@ -537,6 +634,7 @@ class _Reader:
                 memory_mib=memory_mib,
                 partition=partition,
                 numa_node=index * numa_nodes // spec.count,
+                pcie_root=roots[index],
             )
             for index, partition in enumerate(partitions)
         ]
@@ -585,6 +683,12 @@ class _Reader:
         if gpus and spec.gpus is not None and spec.gpus.model is not None:
             labels.setdefault(SOURCE_MODEL_LABEL, _label_safe(spec.gpus.model))
         topology = Topology(**{_TOPOLOGY_KEYS[k]: v for k, v in topology_values.items()})
+        nics = _expand_nics(spec.nics or [], position, start)
+        for pool in dict.fromkeys(nic.pool for nic in nics):
+            if pool in spec.resources:
+                raise InvalidValue(
+                    f"resources.{pool}", f"{pool} comes from nics; do not list it here"
+                )
         return Node(
             name=name,
             cpu_milli=spec.cpu_milli or 0,
@@ -594,6 +698,7 @@ class _Reader:
             labels=labels,
             taints=list(spec.taints or []),
             extra=dict(spec.resources),
+            nics=nics,
         )
 
 

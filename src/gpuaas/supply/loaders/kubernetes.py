@@ -30,6 +30,12 @@ cluster's own rack or block label), then the labels gpuaas uses
 (:class:`gpuaas.model.topology.Level`, whose NVLink domain is GFD's ``nvidia.com/gpu.clique``),
 else the well-known cloud ones (GKE's ``cloud.google.com/gce-topology-*``, EKS's
 ``topology.k8s.aws/network-node-layer-*``). Labels and taints are kept as they are.
+
+NICs (:mod:`gpuaas.supply.loaders.kubernetes_nics`): the SR-IOV and RDMA device plugins'
+resources in allocatable (``openshift.io/<pool>``, ``nvidia.com/<rdma pool>``,
+``rdma/<pool>``) become the node's NICs, their layout and GPU affinity read from the
+``gpuaas.io/nics`` and ``gpuaas.io/gpu-topology`` annotations when the node has them, their
+link type and RDMA capability otherwise guessed from the pool's name and NFD's labels.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from gpuaas.supply.loaders._common import (
 )
 from gpuaas.supply.loaders._yaml import parse_json, parse_yaml
 from gpuaas.supply.loaders.errors import FleetFileError
+from gpuaas.supply.loaders.kubernetes_nics import gpu_topology, nic_pools, node_nics
 from gpuaas.supply.mig import layout_counts
 from gpuaas.supply.partition import parse_mig_config_label, partition_gpu
 
@@ -213,6 +220,7 @@ def node_from_object(obj: object, levels: Mapping[str, tuple[str, ...]] | None =
     if not isinstance(name, str) or not name:
         raise InvalidValue("metadata.name", "is required")
     labels = document_labels(metadata.get("labels"), "metadata.labels")
+    annotations = document_labels(metadata.get("annotations"), "metadata.annotations")
     spec = mapping(obj.get("spec"), "spec")
     status = mapping(obj.get("status"), "status")
     where = "status.allocatable"
@@ -240,12 +248,15 @@ def node_from_object(obj: object, levels: Mapping[str, tuple[str, ...]] | None =
             count = _label_int(labels, key, maximum=7 * MAX_GPUS_PER_NODE) if match else None
             if match and count:
                 mig_counts[match["profile"]] = count
-    gpus = _gpus(name, labels, amounts, mig_counts, where)
+    gpus = gpu_topology(_gpus(name, labels, amounts, mig_counts, where), annotations)
+    pools = nic_pools(amounts, where)
+    nics = node_nics(pools, labels, annotations)
     extra = {
         resource: amount
         for resource, amount in amounts.items()
         if resource not in (CPU, MEMORY, NVIDIA_GPU, SHARED_GPU)
         and not resource.startswith(MIG_PREFIX)
+        and resource not in pools
         and amount > 0
     }
     topology = Topology(
@@ -265,6 +276,7 @@ def node_from_object(obj: object, levels: Mapping[str, tuple[str, ...]] | None =
         labels=labels,
         taints=_taints(spec),
         extra=extra,
+        nics=nics,
     )
 
 
