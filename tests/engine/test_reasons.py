@@ -65,6 +65,8 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "exit_code": st.integers(-64, 255),
     "cause": st.sampled_from(sorted(c.value for c in REQUEUE_CODES)),
     "flavors": st.lists(names, max_size=3),
+    "dataset": names,
+    "warm": st.integers(0, 10**4),
 }
 
 

@@ -70,6 +70,7 @@ class Code(StrEnum):
     TOPOLOGY_DOMAIN = "TopologyDomain"
     DEVICE_CLAIMS = "DeviceClaims"
     EXTENDED_RESOURCE = "ExtendedResource"
+    DATASET_NOT_WARM = "DatasetNotWarm"
     # eviction by admission (the values are Kueue's preemption reasons)
     IN_CLUSTER_QUEUE = "InClusterQueue"
     IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -115,6 +116,7 @@ PLACEMENT_CODES = frozenset(
         Code.TOPOLOGY_DOMAIN,
         Code.DEVICE_CLAIMS,
         Code.EXTENDED_RESOURCE,
+        Code.DATASET_NOT_WARM,
     }
 )
 #: Codes of an eviction by admission (preemption or reclaim); field ``preemptor``.
@@ -388,6 +390,12 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.EXTENDED_RESOURCE: _placement(
         lambda f: f"node {f['node']} has {f['free']} {f['resource']} free, {f['needed']} needed"
     ),
+    Code.DATASET_NOT_WARM: _placement(
+        lambda f: (
+            f"dataset {f['dataset']} is required warm and no warm node fits "
+            f"({f['warm']} warm node{'' if f['warm'] == 1 else 's'})"
+        )
+    ),
     Code.IN_CLUSTER_QUEUE: lambda f: _evicted(f, "InClusterQueue"),
     Code.IN_COHORT_RECLAMATION: lambda f: _evicted(f, "InCohortReclamation"),
     Code.IN_COHORT_FAIR_SHARING: lambda f: _evicted(f, "InCohortFairSharing"),
@@ -453,6 +461,7 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.TOPOLOGY_DOMAIN: ("pod_set",),
     Code.DEVICE_CLAIMS: (),
     Code.EXTENDED_RESOURCE: ("node", "resource", "free", "needed"),
+    Code.DATASET_NOT_WARM: ("dataset", "warm"),
     Code.IN_CLUSTER_QUEUE: ("preemptor",),
     Code.IN_COHORT_RECLAMATION: ("preemptor",),
     Code.IN_COHORT_FAIR_SHARING: ("preemptor",),
