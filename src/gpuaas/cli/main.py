@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "queues": ("client_governance",),
     "priority-classes": ("client_governance",),
     "profiles": ("client_governance",),
+    "datasets": ("client_governance", "client_datasets"),
     "kueue": ("client_governance",),
     "kai": ("client_governance",),
     "volcano": ("client_governance",),
