@@ -120,6 +120,12 @@ SAMPLES: dict[tuple[str, str], Sample] = {
         {"spec": profile("own, renamed")},
         ("spec.displayName", "own, renamed"),
     ),
+    ("Dataset", "tenant"): Sample(
+        "imagenet",
+        {"uri": "s3://datasets/imagenet", "size": "150Gi"},
+        {"uri": "s3://datasets/imagenet", "size": "150Gi", "runtime": "juicefs"},
+        ("runtime", "juicefs"),
+    ),
 }
 
 #: every kind x scope of the table, as test parameters

@@ -25,6 +25,7 @@ key ``datasets.version``; the reconciler then gives the engine the warm sets aga
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from gpuaas.backends.dataset_cache import CacheError, NodeCaches
 from gpuaas.engine.locality import DatasetKey
+from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.dataset import CacheRuntime, DatasetScheme
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.quantity import parse_bytes
@@ -42,6 +44,7 @@ from gpuaas.service.errors import conflict, invalid, not_found
 from gpuaas.service.governance_kinds import At, _check_limit
 from gpuaas.service.models.common import Page
 from gpuaas.service.models.datasets import CacheOut, DatasetIn, DatasetOut, PreloadIn
+from gpuaas.store.db import Database
 from gpuaas.store.tables import DatasetCache, DatasetRow, Job, Meta, NodeRow, Tenant
 
 WARM, LOADING, FAILED = "warm", "loading", "failed"
@@ -294,8 +297,18 @@ def preload(at: At, name: str, body: PreloadIn) -> DatasetOut:
 
 # --- the reconciler's half -------------------------------------------------------------------
 
-#: the node caches of a node's backend (None: the backend keeps no files of its own)
+#: the node caches of a node's backend: None when the backend keeps no files of its own (the
+#: simulator: a preload is done when asked); CacheError when it cannot cache datasets (yet)
 CachesOf = Callable[[str], NodeCaches | None]
+
+
+def _evict(caches_of: CachesOf, node: str, tenant: str, name: str) -> None:
+    try:
+        files = caches_of(node)
+    except CacheError:
+        return
+    if files is not None:
+        files.evict(node, tenant, name)
 
 
 def footprint(row: DatasetRow) -> int:
@@ -344,9 +357,7 @@ def _make_room(
         if used + take <= capacity:
             used += take
             continue
-        files = caches_of(node)
-        if files is not None:
-            files.evict(node, _tenant_name(session, dataset), dataset.name)
+        _evict(caches_of, node, _tenant_name(session, dataset), dataset.name)
         session.delete(cache)
 
 
@@ -366,9 +377,7 @@ def _turn_warm(
             FAILED,
             (f"needs {take} bytes, more than node {cache.node}'s dataset cache ({capacity} bytes)"),
         )
-        files = caches_of(cache.node)
-        if files is not None:
-            files.evict(cache.node, _tenant_name(session, dataset), dataset.name)
+        _evict(caches_of, cache.node, _tenant_name(session, dataset), dataset.name)
         return
     cache.state, cache.source, cache.size_bytes, cache.error = WARM, source, size, ""
     cache.warm_at, cache.used_at = now, now
@@ -385,16 +394,15 @@ def run_preloads(session: Session, now: float, capacity: int, caches_of: CachesO
         .order_by(DatasetCache.id)
     ).all()
     for cache, dataset in pending:
-        files = caches_of(cache.node)
         size = 0
-        if files is not None:
-            try:
-                size = files.fill(
-                    cache.node, _tenant_name(session, dataset), dataset.name, dataset.uri
-                )
-            except (CacheError, OSError) as exc:
-                cache.state, cache.error = FAILED, str(exc)
-                continue
+        try:
+            files = caches_of(cache.node)
+            if files is not None:
+                tenant = _tenant_name(session, dataset)
+                size = files.fill(cache.node, tenant, dataset.name, dataset.uri)
+        except (CacheError, OSError) as exc:
+            cache.state, cache.error = FAILED, str(exc)
+            continue
         _turn_warm(session, cache, dataset, size, BY_PRELOAD, now, capacity, caches_of)
     if pending:
         bump(session)
@@ -413,7 +421,10 @@ def mark_warm(
     """``nodes`` hold ``dataset`` now (checked first on a backend with node caches)."""
     tenant = _tenant_name(session, dataset)
     for node in dict.fromkeys(nodes):
-        files = caches_of(node)
+        try:
+            files = caches_of(node)
+        except CacheError:  # no way to tell whether the files are there: not warm
+            continue
         size = 0
         if files is not None:
             if not files.check(node, tenant, dataset.name, dataset.uri):
@@ -473,10 +484,61 @@ def verify(session: Session, caches_of: CachesOf) -> bool:
         .where(DatasetCache.state == WARM)
     ).all()
     for cache, dataset, tenant in rows:
-        files = caches_of(cache.node)
+        try:
+            files = caches_of(cache.node)
+        except CacheError:
+            continue
         if files is not None and not files.check(cache.node, tenant, dataset.name, dataset.uri):
             session.delete(cache)
             gone = True
     if gone:
         bump(session)
     return gone
+
+
+#: seconds between two checks of the warm caches' files (the backends' report)
+VERIFY_EVERY = 30.0
+
+
+class WarmSync:
+    """The reconciler's dataset step: run the preloads asked for, check the warm caches' files
+    now and then, and give the engine the warm sets whenever they changed (or the engine was
+    rebuilt), in place (:meth:`AdmissionScheduler.datasets_changed`); after the step's writes,
+    the nodes of the jobs that read a dataset and succeeded turn warm (:meth:`after`)."""
+
+    def __init__(self, db: Database, capacity: int, caches_of: CachesOf) -> None:
+        self.db = db
+        self.capacity = capacity
+        self.caches_of = caches_of
+        self._seen: tuple[int, str] | None = None  # (the warm sets given to, the version)
+        self._verified_at = -math.inf
+
+    def step(self, scheduler: AdmissionScheduler, now: float) -> None:
+        pool = scheduler.engine.pool
+        if pool is None:
+            return
+        with self.db.session() as session:
+            loading = session.scalar(
+                select(DatasetCache.id).where(DatasetCache.state == LOADING).limit(1)
+            )
+        verify_now = now - self._verified_at >= VERIFY_EVERY
+        if loading is not None or verify_now:
+            from gpuaas.service.jobs import serialized_writes  # jobs imports this module
+
+            with serialized_writes(self.db.engine), self.db.session() as session:
+                if loading is not None:
+                    run_preloads(session, now, self.capacity, self.caches_of)
+                if verify_now:
+                    verify(session, self.caches_of)
+                    self._verified_at = now
+        with self.db.session() as session:
+            seen = (id(pool.warm), version(session))
+            if seen == self._seen:
+                return
+            warm: dict[DatasetKey, list[str]] = {k: [] for k in pool.warm.datasets()}
+            warm.update(warm_sets(session))
+        scheduler.datasets_changed(warm)
+        self._seen = seen
+
+    def after(self, session: Session, succeeded: Sequence[int], now: float) -> None:
+        warm_after_jobs(session, succeeded, now, self.capacity, self.caches_of)
