@@ -280,6 +280,8 @@ class LocalBackend:
             pod_dir = attempt_dir / f"pod-{pod.rank}"
             pod_dir.mkdir(exist_ok=True)
             ours = commands.gpuaas_variables(job, pod, record.master_port, hostfile)
+            if dataset is not None:  # where the pod reads it: its node's cache
+                ours.update(self._dataset_environment(job, pod.node, dataset))
             if container is not None:
                 assert self.container_runtime is not None
                 runtime = self._runtime_path()
@@ -288,8 +290,6 @@ class LocalBackend:
                 env, name = commands.runtime_environment(base), commands.container_name(job, pod)
             else:
                 env = {**base, **commands.job_environment(job.spec), **ours, "PWD": str(pod_dir)}
-            if dataset is not None:
-                env.update(self._dataset_environment(job, pod.node, dataset))
                 argv = commands.process_command(job.spec, pod_dir, env)
                 name = None
             record.pods.append(
