@@ -103,7 +103,9 @@ def nodes_of(db: Database, job_id: int) -> list[str]:
 
 def caches(db: Database) -> dict[tuple[int, str], tuple[str, str]]:
     with db.sessions() as s:
-        return {(c.dataset_id, c.node): (c.state, c.source) for c in s.scalars(select(DatasetCache))}
+        return {
+            (c.dataset_id, c.node): (c.state, c.source) for c in s.scalars(select(DatasetCache))
+        }
 
 
 def reads(name: str, locality: str = "preferred", gpus: int = 1) -> dict[str, Any]:
@@ -111,8 +113,11 @@ def reads(name: str, locality: str = "preferred", gpus: int = 1) -> dict[str, An
     return job_spec(
         name,
         gpus,
-        command=["sh", "-c", 'test -f "$GPUAAS_DATASET_DIR/a.txt" && test -f '
-                 '"$GPUAAS_DATASET_DIR/shards/0.bin"'],  # fmt: skip
+        command=[
+            "sh",
+            "-c",
+            'test -f "$GPUAAS_DATASET_DIR/a.txt" && test -f "$GPUAAS_DATASET_DIR/shards/0.bin"',
+        ],
         dataset={"name": "corpus", "locality": locality},
     )
 
