@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gpuaas.engine.framework import CycleState, reserve_hooks
-from gpuaas.engine.gang import GangPlacement, place_workload
+from gpuaas.engine.gang import GangPlacement, place_workload, release, reserve
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.reasons import Code, Reason
 from gpuaas.engine.snapshot import Assignment, Snapshot
@@ -213,11 +213,37 @@ def place_reading(
         )
     if mask is None:
         return place_workload(snapshot, workload, policy, **options)
-    first = place_workload(snapshot, workload, policy, within=mask, **options)
-    if isinstance(first, GangPlacement):
-        return first
+    empty = (snapshot.full_free == snapshot.whole_gpus) & (snapshot.whole_gpus > 0)
+    used = mask & ~empty
+    if used.any():  # warm nodes already in use: filling them opens no node
+        first = place_workload(snapshot, workload, policy, within=used, **options)
+        if isinstance(first, GangPlacement):
+            return first
     scored = WarmScore(policy, mask, weight) if weight > 0 else policy
-    return place_workload(snapshot, workload, scored, **options)
+    normal = place_workload(snapshot, workload, scored, **options)
+    if not isinstance(normal, GangPlacement):
+        return normal
+    opened = _opened(normal, empty)
+    if opened == 0 or _all_warm(normal, mask):
+        return normal
+    # the fleet's own choice opens nodes anyway: warm ones do as well if they open no more
+    release(snapshot, normal, policy)
+    warm_only = place_workload(snapshot, workload, policy, within=mask, **options)
+    if isinstance(warm_only, GangPlacement):
+        if _opened(warm_only, empty) <= opened:
+            return warm_only
+        release(snapshot, warm_only, policy)
+    reserve(snapshot, normal, policy)
+    return normal
+
+
+def _opened(placement: GangPlacement, empty: np.ndarray) -> int:
+    """How many nodes that were empty before ``placement`` holds pods on."""
+    return len({n for n in placement.nodes if empty[n]})
+
+
+def _all_warm(placement: GangPlacement, mask: np.ndarray) -> bool:
+    return all(mask[n] for n in placement.nodes)
 
 
 def warm_when_placed(
