@@ -6,13 +6,16 @@ A workload that reads a dataset (:attr:`~gpuaas.model.workload.Workload.data`) i
 - ``required``: only the nodes where the dataset is warm are tried (a filter); when no warm
   node fits, the workload waits with ``DatasetNotWarm`` (fields ``dataset``, ``warm``: how many
   nodes hold it warm), the placement engine's own sentence for the warm nodes in ``detail``.
-- ``preferred``: first the whole workload is tried on the warm nodes alone, the placement
-  policy choosing among them as usual (so fragmentation is still weighed, inside the warm set);
-  if it does not fit there, it is placed on the whole fleet with :class:`WarmScore`, which adds
-  ``weight`` to the policy's score of a warm node, the policy's scores being scaled to 0..1
-  over the candidates first: with ``weight`` 0.5 a warm node wins unless a cold one is better
-  by more than half the spread of the policy's scores (the fragmentation it would cost).
-  ``weight`` 0 turns the bonus off; 1 or more makes warm win whenever it is feasible.
+- ``preferred``: warm against fragmentation, in three steps. (1) The whole workload is tried on
+  the warm nodes that are already in use (filling them opens no empty node), the placement
+  policy choosing among them as usual. (2) Otherwise the fleet's own choice: the ordinary
+  placement with :class:`WarmScore`, which adds ``weight`` to the policy's score of a warm node,
+  the policy's scores being scaled to 0..1 over the candidates first (with ``weight`` 0.5 a warm
+  node wins unless a cold one is better by more than half the spread of the policy's scores;
+  0 turns the bonus off). (3) If that choice is not all warm and opens empty nodes anyway, the
+  workload is tried on the warm nodes alone and takes that placement when it opens no more
+  empty nodes than the fleet's choice did; else the fleet's choice stands. So a dataset never
+  costs a whole node that the fleet's choice would have kept free.
 
 Which nodes are warm is :class:`WarmSets`: per dataset (the pair of the tenant and the
 dataset's name, as registered), a set of node names. The driver keeps it current (the service
