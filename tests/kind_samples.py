@@ -123,6 +123,12 @@ SAMPLES: dict[tuple[str, str], Sample] = {
     ("Volume", "tenant"): Sample(
         "acme-data", {"size": "1Mi"}, {"size": "2Mi"}, ("sizeBytes", 2 << 20)
     ),
+    ("Dataset", "tenant"): Sample(
+        "imagenet",
+        {"uri": "s3://datasets/imagenet", "size": "150Gi"},
+        {"uri": "s3://datasets/imagenet", "size": "150Gi", "runtime": "juicefs"},
+        ("runtime", "juicefs"),
+    ),
 }
 
 #: every kind x scope of the table, as test parameters

@@ -66,12 +66,16 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "cause": st.sampled_from(sorted(c.value for c in REQUEUE_CODES)),
     "flavors": st.lists(names, max_size=3),
     "provisioner": names,
+    "cluster": names,
     "force": st.booleans(),
+    "dataset": names,
+    "warm": st.integers(0, 10**4),
 }
 #: cluster codes whose ``nodes`` are node names, at least one
 CLUSTER_NODE_CODES = (
     Code.CLUSTER_CARVED,
     Code.CLUSTER_READY,
+    Code.CLUSTER_UNAPPLIED,
     Code.CLUSTER_DRAINING,
     Code.CLUSTER_RELEASED,
 )

@@ -129,11 +129,17 @@ def test_the_sdk_has_every_verb(kind: ApiKind) -> None:
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.cli)
 def test_the_cli_has_every_verb_with_the_tables_options(kind: ApiKind) -> None:
-    assert COMMANDS.get(kind.cli) == ("client_governance",), f"cli/main.py COMMANDS: {kind.cli}"
+    # the group's module first; a kind's own commands beyond the verbs (datasets' preload)
+    # come from the modules after it
+    modules = COMMANDS.get(kind.cli, ())
+    assert modules[:1] == ("client_governance",), f"cli/main.py COMMANDS: {kind.cli}"
     group = typer.main.get_command(KIND_GROUPS[kind.cli])
     commands = group.commands  # type: ignore[attr-defined]
-    assert set(commands) == set(kind.verbs)
-    for verb, command in commands.items():
+    extra = set(commands) - set(kind.verbs)
+    assert set(kind.verbs) <= set(commands)
+    assert not extra or len(modules) > 1, f"{kind.cli}: {extra} from no listed module"
+    for verb in kind.verbs:
+        command = commands[verb]
         options = {opt for param in command.params for opt in param.opts}
         assert ("--tenant" in options) == ("tenant" in kind.scopes), f"{kind.cli} {verb}"
         assert "--json" in options

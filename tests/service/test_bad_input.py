@@ -139,6 +139,8 @@ class World:
             hp = hardware_profile(f"{t}-hp", f"{t}-lq")
             self.admin("POST", f"/v1/tenants/{t}/hardware-profiles", json=hp)
             self.admin("POST", f"/v1/tenants/{t}/volumes", json={"name": f"{t}-vol", "size": "1Mi"})
+            ds = {"name": f"{t}-ds", "uri": f"s3://bucket/{t}", "size": "1Gi"}
+            self.admin("POST", f"/v1/tenants/{t}/datasets", json=ds)
             for role in ("tenant-admin", "tenant-user"):
                 user = f"{t}-{role}"
                 self.admin("PUT", f"/v1/tenants/{t}/members/{user}", json={"role": role})
@@ -304,7 +306,45 @@ JSON = {"content-type": "application/json"}
 YAML = {"content-type": "application/yaml"}
 
 
+DATASETS = "/v1/tenants/acme/datasets"
+
+
+def dataset_case(id_: str, field_name: str, **body: Any) -> Case:
+    return Case(id_, "POST", DATASETS, 422, field_name, json={"name": "new-ds", **body})
+
+
 CASES: list[Case] = [
+    # datasets: the URI's scheme, sizes, runtime; a preload on a node that is not there
+    dataset_case("dataset-uri-scheme", "uri", uri="ftp://host/imagenet"),
+    dataset_case("dataset-uri-relative", "uri", uri="data/imagenet"),
+    dataset_case("dataset-uri-empty-path", "uri", uri="s3://"),
+    dataset_case("dataset-size", "size", uri="s3://b/x", size="lots"),
+    dataset_case("dataset-cache-size", "cacheSize", uri="s3://b/x", cacheSize="-5Gi"),
+    dataset_case("dataset-runtime", "runtime", uri="s3://b/x", runtime="ceph"),
+    dataset_case("dataset-no-uri", "uri"),
+    Case(
+        "dataset-duplicate",
+        "POST",
+        DATASETS,
+        409,
+        "name",
+        json={"name": "acme-ds", "uri": "s3://b/x"},
+    ),
+    Case(
+        "dataset-preload-unknown-node",
+        "POST",
+        DATASETS + "/acme-ds/preload",
+        422,
+        "nodes",
+        json={"nodes": ["no-such-node"]},
+    ),
+    job_case("dataset-unknown", 422, "dataset.name", job_with(dataset={"name": "nope"})),
+    job_case(
+        "dataset-locality",
+        422,
+        "dataset.locality",
+        job_with(dataset={"name": "acme-ds", "locality": "maybe"}),
+    ),
     # jobs: wrong types, bad numbers, unknown fields
     job_case("count-negative", 422, "podSets.0.count", job_with(podSets=pod_set(count=-1))),
     job_case("count-zero", 422, "podSets.0.count", job_with(podSets=pod_set(count=0))),
@@ -888,6 +928,9 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants/{}/clusters": ("junk",),
     "POST /v1/tenants/{}/clusters/{}/scale": ("junk", "junk-cluster"),
     "PUT /v1/tenants/{}/cluster-allowance": ("junk",),
+    "POST /v1/tenants/{}/datasets": ("junk",),
+    "PUT /v1/tenants/{}/datasets/{}": ("junk", "junk-ds"),
+    "POST /v1/tenants/{}/datasets/{}/preload": ("junk", "junk-ds"),
 }
 
 #: A valid body per route: garbage is made by breaking one part of it (or from nothing).
@@ -979,6 +1022,15 @@ VALID: dict[str, Any] = {
         "gpuModels": ["H100"],
         "nodeLimit": 0,
     },
+    "POST /v1/tenants/{}/datasets": {
+        "name": "fresh-ds",
+        "uri": "s3://bucket/fresh",
+        "size": "2Ti",
+        "runtime": "juicefs",
+        "cacheSize": "100Gi",
+    },
+    "PUT /v1/tenants/{}/datasets/{}": {"uri": "hdfs://namenode/junk", "size": 1024},
+    "POST /v1/tenants/{}/datasets/{}/preload": {"nodes": ["junk-node"]},
     "POST /v1/tenants/{}/jobs/batch": {
         "jobs": [job_spec("fresh-batch-job", "junk-lq"), job_spec("another-batch-job", "junk-lq")]
     },

@@ -96,6 +96,10 @@ class Side:
     def vol(self) -> str:
         return f"{self.tenant}-vol"
 
+    @property
+    def ds(self) -> str:
+        return f"{self.tenant}-ds"
+
     def job_name(self, role: str) -> str:
         return f"{self.tenant}-{role}-job"
 
@@ -110,6 +114,7 @@ class Side:
             self.pc,
             self.vol,
             self.cluster,
+            self.ds,
             *self.users.values(),
             *(self.job_name(r) for r in self.jobs),
         ]
@@ -254,6 +259,7 @@ class World:
                    json={"flavors": ["gpu"], "nodeLimit": 100})  # fmt: skip
         self.admin("POST", "/v1/nodes", json=node_entry(f"{t}-node"))
         self.create_cluster(t, side.cluster)
+        self.admin("POST", f"/v1/tenants/{t}/datasets", json=dataset(side.ds))
 
 
 # -- valid bodies ----------------------------------------------------------------------------
@@ -269,6 +275,20 @@ def tenant_body(name: str) -> dict[str, Any]:
         "displayName": f"{name} inc.",
         "capacity": {"gpu": {"nvidia.com/gpu": "1000", "cpu": "100000", "memory": "100Ti"}},
     }
+
+
+def dataset(name: str, side: Side | None = None) -> dict[str, Any]:
+    return {"name": name, "uri": f"s3://bucket/{name}", "size": "1Gi"}
+
+
+def preload_tmp(w: World, role: str, scope: str, ok: bool) -> Call:
+    """A preload of a dataset made for the case (the world's own when it must be refused)."""
+    side = w.side(scope)
+    name = side.ds
+    if ok:
+        name = w.fresh("tmp-ds")
+        w.admin("POST", f"/v1/tenants/{side.tenant}/datasets", json=dataset(name))
+    return Call((side.tenant, name), {"nodes": ["node-1"]})
 
 
 def node_entry(name: str) -> dict[str, Any]:
@@ -702,6 +722,8 @@ TENANT_COHORT_TMP = disposable_in_tenant(
 )
 TENANT_LQ_TMP = disposable_in_tenant("local-queues", "lq", _lq)
 TENANT_PC_TMP = disposable_in_tenant("priority-classes", "pc", lambda n, s: priority_class(n, 4))
+TENANT_DS_TMP = disposable_in_tenant("datasets", "ds", dataset)
+NEW_TENANT_DS = new(lambda w, s: dataset(w.fresh("ds")), under_tenant=True)
 TENANT_HP_TMP = disposable_in_tenant(
     "hardware-profiles", "hp", lambda n, s: hardware_profile(n, s.lq)
 )
@@ -835,6 +857,13 @@ ROUTES: list[Route] = [
     Route("GET", T + "/volumes/{}", TENANT_READ, prepare=in_tenant("vol")),
     Route("PUT", T + "/volumes/{}", TENANT_ADMIN, prepare=TENANT_VOL_TMP),
     Route("DELETE", T + "/volumes/{}", TENANT_ADMIN, 204, TENANT_VOL_TMP),
+    # datasets: a tenant's own objects
+    Route("GET", T + "/datasets", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/datasets", TENANT_ADMIN, 201, NEW_TENANT_DS),
+    Route("GET", T + "/datasets/{}", TENANT_READ, prepare=in_tenant("ds")),
+    Route("PUT", T + "/datasets/{}", TENANT_ADMIN, prepare=TENANT_DS_TMP),
+    Route("DELETE", T + "/datasets/{}", TENANT_ADMIN, 204, TENANT_DS_TMP),
+    Route("POST", T + "/datasets/{}/preload", TENANT_ADMIN, 202, preload_tmp),
     # jobs
     Route("POST", T + "/jobs", TENANT_SUBMIT, 201, NEW_JOB),
     Route("POST", T + "/jobs/batch", TENANT_SUBMIT, 201, NEW_JOBS),

@@ -467,6 +467,9 @@ NO_GOVERNANCE: dict[str, str] = {
     "DELETE /v1/tenants/{}/priority-classes/{}": "lowers nothing",
     "PUT /v1/tenants/{}/hardware-profiles/{}": "checked like the create route above",
     "DELETE /v1/tenants/{}/hardware-profiles/{}": "removes an entry point",
+    "POST /v1/tenants/{}/datasets": "a dataset holds no quota; it is the tenant's own",
+    "PUT /v1/tenants/{}/datasets/{}": "as above", "DELETE /v1/tenants/{}/datasets/{}": "as above",
+    "POST /v1/tenants/{}/datasets/{}/preload": "warms a cache; no quota (docs/datasets.md)",
     "POST /v1/tenants/{}/jobs/{}/cancel": "frees quota",
     "POST /v1/tenants/{}/volumes": "storage, no Kueue quota: held to the tenant's storageQuota "
                                    "(tests/service/test_storage_*.py)",

@@ -19,7 +19,7 @@ The methods of the governance kinds (``list_flavors``, ``create_local_queue``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -561,6 +561,12 @@ class Client:
 
     def _kind_delete(self, kind: ApiKind, name: str, *, tenant: str | None = None) -> None:
         self.request("DELETE", self._kind_path(kind, tenant, name))
+
+    def preload_dataset(self, name: str, nodes: Sequence[str], *, tenant: str) -> JSON:
+        """Warm dataset ``name`` on ``nodes`` (``POST .../datasets/{name}/preload``): the view,
+        its caches on those nodes ``loading`` until the reconciler has run the preload."""
+        path = f"/v1/tenants/{_seg(tenant)}/datasets/{_seg(name)}/preload"
+        return self.request("POST", path, json={"nodes": list(nodes)})
 
     def import_kueue(
         self,

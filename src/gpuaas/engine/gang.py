@@ -181,11 +181,15 @@ def _place_in_scope(
     feasible: np.ndarray | None = None,
     sampling: NodeSampling | None = None,
     explain: bool = True,
+    within: np.ndarray | None = None,
 ) -> Unschedulable | None:
     """Reserve ``pod_set.count`` pods within ``nodes``; on failure unreserve this set's pods.
     ``feasible``: the claim filter, when already computed for the first pod. ``nodes`` come
     from the topology module (domain members), so they are not re-validated per pod.
-    ``explain=False`` when the caller discards the reason of a failure (a pack scope)."""
+    ``explain=False`` when the caller discards the reason of a failure (a pack scope).
+    ``within``: bool mask over the fleet; only its nodes are tried."""
+    if within is not None:
+        nodes = np.flatnonzero(within) if nodes is None else nodes[within[nodes]]
     start = len(placed)
     pod = pod_set.pod
     shape = PodShape.of(pod)
@@ -227,6 +231,7 @@ def place_workload(
     max_domains: int = 3,
     pack_level: Level | None = Level.RACK,
     sampling: NodeSampling | None = None,
+    within: np.ndarray | None = None,
 ) -> GangPlacement | Unschedulable:
     """Place and reserve all pods of ``workload``, or nothing.
 
@@ -241,8 +246,9 @@ def place_workload(
     only a bounded number of feasible nodes per pod (kube-scheduler's
     ``percentageOfNodesToScore``, see :class:`~gpuaas.engine.place.NodeSampling`); it only
     bites where a scope is larger than its minimum (100 nodes), i.e. whole-fleet scopes and
-    multi-domain ones, never inside one rack. Raises InvalidValue
-    for a malformed workload (no pod sets, a count below 1, repeated pod set names).
+    multi-domain ones, never inside one rack. ``within``: a bool mask over the fleet; only
+    its nodes are used (data locality's warm nodes, :mod:`gpuaas.engine.locality`). Raises
+    InvalidValue for a malformed workload (no pod sets, a count below 1, repeated pod set names).
     """
     _validate(workload)
     lacking = _quick_reject(snapshot, workload)
@@ -270,6 +276,8 @@ def place_workload(
             scope_name = "anywhere"
             packed = False
             feasible = claims.feasible(snapshot, pod.claims) if pod.claims and claims else None
+            if within is not None:
+                feasible = within if feasible is None else feasible & within
             if pack_level is not None:
                 for scope in pack_scopes(snapshot, pod, pack_level, extra=feasible):
                     tried = _place_in_scope(
@@ -284,6 +292,7 @@ def place_workload(
                         feasible,
                         sampling,
                         explain=False,
+                        within=within,
                     )
                     if tried is None:
                         scope_name = scope.description
@@ -291,7 +300,17 @@ def place_workload(
                         break
             if not packed:
                 failure = _place_in_scope(
-                    snapshot, pod_set, None, policy, hooks, claims, rng, placed, feasible, sampling
+                    snapshot,
+                    pod_set,
+                    None,
+                    policy,
+                    hooks,
+                    claims,
+                    rng,
+                    placed,
+                    feasible,
+                    sampling,
+                    within=within,
                 )
             if failure is not None:
                 _rollback(snapshot, placed, 0, hooks)
@@ -303,16 +322,28 @@ def place_workload(
             scopes.append((pod_set.name, scope_name))
             continue
         extra = claims.feasible(snapshot, pod.claims) if pod.claims and claims else None
+        if within is not None:
+            extra = within if extra is None else extra & within
         plan: ScopePlan = plan_scopes(
             snapshot,
             pod_set,
-            pods_per_node(snapshot, pod, extra) if pod_set.topology else None,
+            pods_per_node(snapshot, pod, extra) if pod_set.topology or within is not None else None,
             max_domains,
         )
         last: Unschedulable | None = None
         for scope in plan.scopes:
             last = _place_in_scope(
-                snapshot, pod_set, scope.nodes, policy, hooks, claims, rng, placed, None, sampling
+                snapshot,
+                pod_set,
+                scope.nodes,
+                policy,
+                hooks,
+                claims,
+                rng,
+                placed,
+                None,
+                sampling,
+                within=within,
             )
             if last is None:
                 scopes.append((pod_set.name, scope.description))

@@ -9,7 +9,10 @@ nodes of one rack) and reserve pod by pod, unreserving everything if one pod fai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +32,8 @@ from gpuaas.engine.snapshot import Assignment, Snapshot
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.workload import PodRequest
 
+_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:
@@ -46,15 +51,18 @@ class Unschedulable:
 
     ``rejected``: each filter's verdict and how many nodes it removed; ``code`` the cause (the
     filter that removed the most nodes, or what a gang or topology lacked), see
-    :mod:`gpuaas.engine.reasons`.
+    :mod:`gpuaas.engine.reasons`; ``fields`` the code's own fields (e.g. ``DatasetNotWarm``'s
+    ``dataset`` and ``warm``), carried into :meth:`cause`.
     """
 
     reason: str
     rejected: tuple[tuple[Reason, int], ...] = ()
     code: Code = Code.NO_CANDIDATE_NODES
+    fields: Mapping[str, Any] = field(default_factory=lambda: _NO_FIELDS)
 
     def cause(self, **fields: object) -> Reason:
         """This failure as a structured reason (its sentence in ``detail``), with ``fields``."""
+        fields = {**self.fields, **fields}
         counts = {why.code.value: n for why, n in self.rejected}
         if counts:
             fields["rejected"] = counts

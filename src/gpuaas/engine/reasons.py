@@ -72,6 +72,7 @@ class Code(StrEnum):
     EXTENDED_RESOURCE = "ExtendedResource"
     INSUFFICIENT_NIC = "InsufficientNic"
     NIC_ALIGNMENT = "NicAlignment"
+    DATASET_NOT_WARM = "DatasetNotWarm"
     # eviction by admission (the values are Kueue's preemption reasons)
     IN_CLUSTER_QUEUE = "InClusterQueue"
     IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -128,6 +129,7 @@ PLACEMENT_CODES = frozenset(
         Code.EXTENDED_RESOURCE,
         Code.INSUFFICIENT_NIC,
         Code.NIC_ALIGNMENT,
+        Code.DATASET_NOT_WARM,
     }
 )
 #: Codes of an eviction by admission (preemption or reclaim); field ``preemptor``.
@@ -411,6 +413,12 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
             + " aligned with the GPUs (same PCIe root or NUMA node), as the job requires"
         )
     ),
+    Code.DATASET_NOT_WARM: _placement(
+        lambda f: (
+            f"dataset {f['dataset']} is required warm and no warm node fits "
+            f"({f['warm']} warm node{'' if f['warm'] == 1 else 's'})"
+        )
+    ),
     Code.IN_CLUSTER_QUEUE: lambda f: _evicted(f, "InClusterQueue"),
     Code.IN_COHORT_RECLAMATION: lambda f: _evicted(f, "InCohortReclamation"),
     Code.IN_COHORT_FAIR_SHARING: lambda f: _evicted(f, "InCohortFairSharing"),
@@ -492,6 +500,7 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.EXTENDED_RESOURCE: ("node", "resource", "free", "needed"),
     Code.INSUFFICIENT_NIC: (),
     Code.NIC_ALIGNMENT: (),
+    Code.DATASET_NOT_WARM: ("dataset", "warm"),
     Code.IN_CLUSTER_QUEUE: ("preemptor",),
     Code.IN_COHORT_RECLAMATION: ("preemptor",),
     Code.IN_COHORT_FAIR_SHARING: ("preemptor",),

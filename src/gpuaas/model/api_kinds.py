@@ -1,5 +1,8 @@
 """The governance kinds of the REST API, one declaration each: the one resource table.
 
+Datasets (a tenant's registered data, :mod:`gpuaas.service.datasets`) are served from the
+same table: the same five verbs, routes, SDK methods and CLI group.
+
 Every governance kind (flavors, cohorts, cluster queues, local queues, priority classes,
 hardware profiles), and a tenant's volumes, is served, called and typed the same way: five
 verbs (list, get, create, update = replace, delete) under ``/v1/<path>`` for the provider and/or
@@ -35,6 +38,7 @@ METHODS: dict[Verb, tuple[str, int]] = {
 
 _MODELS = "gpuaas.service.models.governance"
 _SERVICE = "gpuaas.service.governance_kinds"
+_DATASETS = "gpuaas.service.models.datasets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +280,37 @@ KINDS: tuple[ApiKind, ...] = (
             Column("STATE", ("state",)),
             Column("USED", ("usedBytes",)),
             Column("REASON", ("reason",)),
+        ),
+    ),
+    ApiKind(
+        kind="Dataset",
+        path="datasets",
+        cli="datasets",
+        singular="dataset",
+        plural="datasets",
+        help="A tenant's datasets and where they are warm (preload: warm them on nodes).",
+        scopes=("tenant",),
+        request=f"{_DATASETS}:DatasetIn",
+        view=f"{_DATASETS}:DatasetOut",
+        service="gpuaas.service.datasets:Datasets",
+        fields=(
+            BodyField(
+                "uri",
+                "uri",
+                "str",
+                "where it lives: s3://, hdfs://, nfs://, file:// or an absolute path",
+                required=True,
+            ),
+            BodyField("size", "size", "str", "its size: bytes or a quantity (500Gi)"),
+            BodyField("runtime", "runtime", "str", "cache runtime: alluxio, juicefs, jindo, thin"),
+            BodyField("cacheSize", "cache_size", "str", "the cache per node (default: its size)"),
+        ),
+        columns=(
+            NAME,
+            Column("URI", ("uri",)),
+            Column("SIZE", ("size",)),
+            Column("RUNTIME", ("runtime",)),
+            Column("WARM ON", ("warmNodes",)),
         ),
     ),
 )

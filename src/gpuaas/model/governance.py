@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
+from gpuaas.model.dataset import DataRequest
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.network import NetworkRequest
 from gpuaas.model.node import Taint, Toleration
@@ -252,6 +253,7 @@ class AdmissionWorkload:
     priority: int = 0
     created: float = 0.0
     user: str | None = None
+    data: DataRequest | None = None  # the dataset it reads (placement prefers it warm)
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.nodes import pod_request
 from gpuaas.engine.admission.profiles import profile_requests
 from gpuaas.engine.reasons import CANCELLED, WAITING_FOR_ADMISSION, Code, Reason
+from gpuaas.model.dataset import DataLocality, DataRequest
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import (
     AdmissionPodSet,
@@ -44,6 +45,7 @@ from gpuaas.model.topology import Level
 from gpuaas.model.workload import TopologyMode, TopologyRequest
 from gpuaas.service.auth import TenantRef
 from gpuaas.service.cluster_names import cluster_queue_of
+from gpuaas.service.datasets import resolve_for_job
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
@@ -232,6 +234,10 @@ def prepare_job(
         mounts = [m.model_dump() for m in spec.volumes]
         document["resolved"]["volumes"] = resolve_job_volumes(
             session, tenant_id, tenant_name, mounts, spec.cluster
+        )
+    if spec.dataset is not None:  # a registered dataset of the tenant, or 422 dataset.name
+        document["resolved"]["dataset"] = resolve_for_job(
+            session, tenant_id, tenant_name, document["dataset"]
         )
     return {
         "tenant_id": tenant_id,
@@ -467,6 +473,7 @@ def workload_of(job: Job) -> AdmissionWorkload:
                 topology=topology, network=network_request(ps.get("network")),
             )
         )  # fmt: skip
+    dataset = job.spec.get("dataset")
     return AdmissionWorkload(
         name=str(job.id),
         queue=resolved["queue"],
@@ -474,6 +481,9 @@ def workload_of(job: Job) -> AdmissionWorkload:
         priority=job.priority,
         created=job.created_at,
         user=str(job.user_id),
+        data=None
+        if not dataset
+        else DataRequest(str(dataset["name"]), DataLocality(dataset.get("locality", "preferred"))),
     )
 
 

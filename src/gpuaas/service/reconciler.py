@@ -49,6 +49,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
+from gpuaas.backends.dataset_cache import CacheError, NodeCaches
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
@@ -70,6 +71,7 @@ from gpuaas.model.node import Node
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.cluster_worker import ClusterWorker
+from gpuaas.service.datasets import WarmSync
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
@@ -333,6 +335,7 @@ class Reconciler:
         self._seen_id = 0  # the highest job id taken into the engine
         self._swept_at = -math.inf
         self._leadership = Leadership(db)
+        self._datasets = WarmSync(db, settings.dataset_cache_bytes, self._caches_of)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
@@ -416,6 +419,7 @@ class Reconciler:
                 writes = self._sync(session, now, versions)
         assert self.engine is not None
         scheduler = self.scheduler(self.engine)
+        self._datasets.step(scheduler, now)  # preloads, and the warm sets into the engine
         # what finished since the last step frees quota for this step's admission
         for driver in list(self._drivers.values()):
             self._backend_events(driver, driver.events(now), writes)
@@ -426,6 +430,10 @@ class Reconciler:
         with serialized_writes(self.db.engine), self.db.session() as session:
             for write in writes:
                 self._apply(session, write, stops)
+            succeeded = [
+                w.job_id for w in writes if isinstance(w, Finish) and w.state is JobState.SUCCEEDED
+            ]
+            self._datasets.after(session, succeeded, now)  # their nodes hold their dataset
             if self._preemptors_left(session, decisions):
                 # a job cancelled since the last sweep made room by evicting others: store
                 # none of this step's decisions and rebuild from the database next step
@@ -867,6 +875,16 @@ class Reconciler:
             tracked.attempt,
             tracked.tenant,
         )
+
+    def _caches_of(self, node_name: str) -> NodeCaches | None:
+        """The dataset caches of ``node_name``'s backend (see :mod:`gpuaas.service.datasets`)."""
+        node = self._node(node_name) if self.engine is not None else None
+        default = self.backends.default
+        backend = self.backends.get(backend_of_node(node, default) if node else default)
+        caches = getattr(backend, "datasets", None)
+        if isinstance(caches, NodeCaches) or backend.name == "sim":
+            return caches
+        raise CacheError(f"the {backend.name} backend does not cache datasets on its nodes yet")
 
     def _alive(self, job_id: int, attempt: int) -> bool:
         """Whether ``job_id`` still holds the devices it was given at ``attempt``."""

@@ -61,6 +61,10 @@ class Settings:
     port: int = 8080
     speed: float = 1.0
     reconcile_interval: float = 0.5
+    #: each node's dataset cache capacity in bytes (docs/datasets.md)
+    dataset_cache_bytes: int = field(
+        default_factory=lambda: int(os.environ.get("GPUAAS_DATASET_CACHE_BYTES") or 1 << 40)
+    )
     max_body_bytes: int = 1 << 20
     reconcile: bool = True
     #: run the reconciler in a child process (``gpuaas serve``) rather than a thread

@@ -324,3 +324,41 @@ class ClusterAllowance(Base):
     pools: Mapped[list[Any]] = mapped_column(JSON, default=list)
     node_limit: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class DatasetRow(Base):
+    """A tenant's registered dataset (:class:`gpuaas.model.dataset.Dataset`); sizes in bytes,
+    ``cache_bytes`` 0: the dataset's size."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_dataset_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(63))
+    uri: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    runtime: Mapped[str] = mapped_column(String(16))
+    cache_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class DatasetCache(Base):
+    """A dataset's cache on one node: ``state`` ``warm`` (the files are there) or ``loading``
+    (a preload asked, the reconciler has not run it yet) or ``failed`` (``error`` says why);
+    ``source`` says what made it warm (``job``, ``preload``, ``backend``); ``used_at`` orders
+    the node's caches for least-recently-used eviction (docs/datasets.md)."""
+
+    __tablename__ = "dataset_caches"
+    __table_args__ = (UniqueConstraint("dataset_id", "node", name="uq_dataset_cache"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(
+        ForeignKey("datasets.id", ondelete="CASCADE"), index=True
+    )
+    node: Mapped[str] = mapped_column(String(NAME), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(16))
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    error: Mapped[str] = mapped_column(Text, default="")
+    warm_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    used_at: Mapped[float] = mapped_column(Float)

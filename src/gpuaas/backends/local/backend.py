@@ -45,8 +45,10 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from gpuaas.backends.base import DEFAULT_GRACE, BackendEvent, BackendJob, EventKind
+from gpuaas.backends.dataset_cache import CacheError, NodeCaches
 from gpuaas.backends.local import commands, procs
 from gpuaas.backends.local.state import Outcome, PodRecord, RunRecord, saved_runs
 from gpuaas.backends.local.wrapper import ALREADY_CLAIMED
@@ -150,8 +152,13 @@ class LocalBackend:
         container_runtime: str | None = None,
         time_scale: float = 1.0,
         stop_grace: float = DEFAULT_GRACE,
+        dataset_cache: Path | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        #: each node's dataset cache (docs/datasets.md): a job's dataset is copied there
+        self.datasets = NodeCaches(
+            Path(dataset_cache) if dataset_cache else self.state_dir / "dataset-cache"
+        )
         self.logs = logs
         self.container_runtime = container_runtime or None
         self.time_scale = time_scale
@@ -269,10 +276,13 @@ class LocalBackend:
         record = RunRecord(job.id, job.attempt, job.name, _free_port(),
                            container_runtime=self.container_runtime)  # fmt: skip
         base = commands.base_environment()
+        dataset = (job.spec.get("resolved") or {}).get("dataset")
         for pod in job.pods:
             pod_dir = attempt_dir / f"pod-{pod.rank}"
             pod_dir.mkdir(exist_ok=True)
             ours = commands.gpuaas_variables(job, pod, record.master_port, hostfile)
+            if dataset is not None:  # where the pod reads it: its node's cache
+                ours.update(self._dataset_environment(job, pod.node, dataset))
             if container is not None:
                 assert self.container_runtime is not None
                 runtime = self._runtime_path()
@@ -290,6 +300,18 @@ class LocalBackend:
                 PodRecord(pod.rank, str(pod_dir), container=name, argv=argv, env=env)
             )
         return record
+
+    def _dataset_environment(
+        self, job: BackendJob, node: str, dataset: dict[str, Any]
+    ) -> dict[str, str]:
+        """The job reads its dataset from ``node``'s cache, filled first when cold (the read
+        that makes the node warm); CannotRun when the dataset is not a path."""
+        try:
+            self.datasets.fill(node, job.tenant, dataset["name"], dataset["uri"])
+        except (CacheError, OSError) as exc:
+            raise commands.CannotRun(f"dataset {dataset['name']}: {exc}") from None
+        path = self.datasets.data_path(node, job.tenant, dataset["name"])
+        return {"GPUAAS_DATASET": dataset["name"], "GPUAAS_DATASET_DIR": str(path)}
 
     def _runtime_path(self) -> str:
         import shutil

@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 
 from gpuaas.engine.admission.gpu_size import GPU_MILLI, mig_compute_slices
 from gpuaas.engine.gang import GangPlacement, place_workload, release, reserve
+from gpuaas.engine.locality import DEFAULT_WEIGHT, WarmSets, place_reading
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.policies import make_policy
 from gpuaas.engine.reasons import Code, Reason, placement_failed
 from gpuaas.engine.snapshot import Snapshot
+from gpuaas.model.dataset import DataLocality
 from gpuaas.model.devices import GPU, MigInstance, Partition, PartitionMode
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionPodSet, AdmissionWorkload, ResourceFlavor
@@ -230,6 +232,9 @@ class NodePool:
         self.last_reason: Reason = _NOTHING_TRIED
         self._converted: dict[tuple[object, ...], tuple[PodSet, dict[str, int]]] = {}
         self._sliced: dict[str, bool] = {}
+        #: where each dataset is warm (see gpuaas.engine.locality); kept by the driver
+        self.warm = WarmSets(n.name for n in self.nodes if n is not None)
+        self.locality_weight = DEFAULT_WEIGHT
 
     def _workload(
         self, wl: AdmissionWorkload, assignment: Mapping[str, Mapping[str, str]]
@@ -260,7 +265,7 @@ class NodePool:
             pod_sets.append(found[0])
             if found[1]:
                 extended[ps.name] = found[1]
-        return Workload(wl.name, tuple(pod_sets), wl.priority), extended
+        return Workload(wl.name, tuple(pod_sets), wl.priority, wl.data), extended
 
     def _pod(
         self, wl: AdmissionWorkload, ps: AdmissionPodSet, flavors: Mapping[str, str]
@@ -304,12 +309,20 @@ class NodePool:
         """Reserve every pod of ``wl`` on the nodes of its flavors, or nothing (``None``; then
         ``last_failed`` names a pod set that cannot be placed and ``last_reason`` says why)."""
         gang_wl, extended = self._workload(wl, assignment)
-        shape = tuple((ps.name, ps.pod, ps.count, ps.topology) for ps in gang_wl.pod_sets)
+        shape: tuple[object, ...] = tuple(
+            (ps.name, ps.pod, ps.count, ps.topology) for ps in gang_wl.pod_sets
+        )
+        tenant = wl.queue.partition("/")[0]
+        if wl.data is not None and wl.data.locality is DataLocality.REQUIRED:
+            # where the dataset is warm decides too
+            shape = (*shape, tenant, wl.data, self.warm.version)
         known = self._no_fit.get(shape)
         if known is not None and known[0] == self._released:
             _, self.last_reason, self.last_failed = known
             return None
-        result = place_workload(self.snapshot, gang_wl, self.policy)
+        result = place_reading(
+            self.snapshot, gang_wl, self.policy, self.warm, tenant, weight=self.locality_weight
+        )
         if isinstance(result, Unschedulable):
             self._fail(gang_wl, result)
             self._no_fit[shape] = (self._released, self.last_reason, self.last_failed)
@@ -372,6 +385,7 @@ class NodePool:
         added = [n.to_node() if isinstance(n, NodeCapacity) else n for n in nodes]
         slots = self.snapshot.add_nodes(added).tolist()
         for slot, node in zip(slots, added, strict=True):
+            self.warm.add_node(node.name)
             if slot == len(self.nodes):
                 self.nodes.append(node)
                 self.extra_free.append(dict(node.extra))
@@ -383,7 +397,10 @@ class NodePool:
 
     def remove_node(self, index: int) -> None:
         """Take node ``index`` out (it must hold no reservation: release its workloads first)."""
+        gone = self.nodes[index]
         self.snapshot.remove_node(index)
+        if gone is not None:
+            self.warm.forget_node(gone.name)
         self.nodes[index] = None
         self.extra_free[index] = {}
         self._fleet_changed()

@@ -21,6 +21,7 @@ from types import MappingProxyType
 
 from gpuaas.engine.admission import AdmissionConfig, AdmissionEngine, NodePlacement
 from gpuaas.engine.admission.fleet_changes import Displaced, FleetChange
+from gpuaas.engine.locality import DatasetKey
 from gpuaas.engine.policies.base import Policy
 from gpuaas.engine.reasons import Reason
 from gpuaas.engine.scheduling.decisions import Admitted, Decisions, Evicted, Request
@@ -73,7 +74,12 @@ def admission_workload(request: Request, queue: str) -> AdmissionWorkload:
             )
         )
     return AdmissionWorkload(
-        request.name, queue, tuple(pod_sets), request.priority, request.created
+        request.name,
+        queue,
+        tuple(pod_sets),
+        request.priority,
+        request.created,
+        data=request.workload.data,
     )
 
 
@@ -171,6 +177,14 @@ class AdmissionScheduler:
             self.engine.nodes_changed()
             self.dirty = self.dirty or bool(up)
         return displaced
+
+    def datasets_changed(self, warm: Mapping[DatasetKey, Iterable[str]]) -> None:
+        """Where datasets are warm now (each given dataset's whole warm set; see
+        :mod:`gpuaas.engine.locality`): the next cycle takes its decisions again."""
+        pool = self.engine.pool
+        if pool is not None and pool.warm.update(warm):
+            self.engine.nodes_changed()
+            self.dirty = True
 
     # ------------------------------------------------------------------ the cycle
     def cycle(self, now: float) -> Decisions:

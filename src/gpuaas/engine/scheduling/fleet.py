@@ -61,10 +61,10 @@ from gpuaas.engine.admission.nodes import NodeCapacity
 from gpuaas.engine.gang import (
     GangPlacement,
     PodPlacement,
-    place_workload,
     release,
     reserve,
 )
+from gpuaas.engine.locality import DEFAULT_WEIGHT, DatasetKey, WarmSets, place_reading
 from gpuaas.engine.place import Unschedulable
 from gpuaas.engine.policies.base import Policy
 from gpuaas.engine.reasons import (
@@ -78,6 +78,7 @@ from gpuaas.engine.reasons import (
 from gpuaas.engine.scheduling.decisions import Admitted, Decisions, Evicted, Request
 from gpuaas.engine.scheduling.holds import NodeHolds
 from gpuaas.engine.snapshot import OvercommitError, Snapshot
+from gpuaas.model.dataset import DataLocality
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.node import UNSCHEDULABLE, Node
 from gpuaas.model.workload import TopologyMode, Workload
@@ -99,7 +100,10 @@ class QueuePolicy(StrEnum):
 
 
 def shape_key(workload: Workload) -> tuple[object, int, int]:
-    """(key, per-pod GPUs, pods): workloads with the same key are comparable by size."""
+    """(key, per-pod GPUs, pods): workloads with the same key are comparable by size. A
+    workload that requires its dataset warm is comparable with none (the warm sets differ)."""
+    if workload.data is not None and workload.data.locality is DataLocality.REQUIRED:
+        return (("data", workload.name), 0, 0)
     if len(workload.pod_sets) == 1:
         ps = workload.pod_sets[0]
         pod = ps.pod
@@ -168,6 +172,9 @@ class FleetScheduler:
         self._admitted: list[Admitted] = []
         self._evicted: list[Evicted] = []
         self.waiting = MappingProxyType(self.reasons)
+        #: where each dataset is warm (see gpuaas.engine.locality); kept by the driver
+        self.warm = WarmSets(self.snapshot._name_index)
+        self.locality_weight = DEFAULT_WEIGHT
 
     # ------------------------------------------------------------------ inputs
     def submit(self, request: Request, now: float) -> None:
@@ -249,7 +256,9 @@ class FleetScheduler:
         snap = self.snapshot
         if isinstance(change, AddNode):
             node = change.node
-            snap.add_nodes([node.to_node() if isinstance(node, NodeCapacity) else node])
+            added = node.to_node() if isinstance(node, NodeCapacity) else node
+            snap.add_nodes([added])
+            self.warm.add_node(added.name)
             self.freed = True
             return []
         name = change.node.name if isinstance(change, RepartitionNode) else change.name
@@ -267,6 +276,7 @@ class FleetScheduler:
             if n in self.holds:
                 self.holds.release(n)
             snap.remove_node(n)
+            self.warm.forget_node(name)
             return out
         new = change.node.to_node() if isinstance(change.node, NodeCapacity) else change.node
         return self._repartition(n, new)
@@ -448,7 +458,7 @@ class FleetScheduler:
         if known is not None:
             self.reasons[name] = known
             return None
-        result = place_workload(self.snapshot, self.requests[i].workload, self.policy, rng=self.rng)
+        result = self._place(i)
         if isinstance(result, Unschedulable):
             key, g, c = self.shape[i]
             cause = result.cause()
@@ -457,6 +467,24 @@ class FleetScheduler:
             self.reasons[name] = cause
             return None
         return result
+
+    def _place(self, i: int) -> GangPlacement | Unschedulable:
+        request = self.requests[i]
+        return place_reading(
+            self.snapshot,
+            request.workload,
+            self.policy,
+            self.warm,
+            request.queue,
+            weight=self.locality_weight,
+            rng=self.rng,
+        )
+
+    def datasets_changed(self, warm: Mapping[DatasetKey, Iterable[str]]) -> None:
+        """Where datasets are warm now (each given dataset's whole warm set; see
+        :mod:`gpuaas.engine.locality`): the next cycle looks at the whole queue again."""
+        if self.warm.update(warm):
+            self.freed = True
 
     def _whole_gpus_by_node(self, placed: GangPlacement) -> list[tuple[int, int]]:
         return [
@@ -543,9 +571,7 @@ class FleetScheduler:
             assert placed is not None
             release(self.snapshot, placed, self.policy)
             released.append(j)
-            result = place_workload(
-                self.snapshot, self.requests[i].workload, self.policy, rng=self.rng
-            )
+            result = self._place(i)
             if isinstance(result, GangPlacement):
                 for v in released:
                     self._stop(v, release_devices=False)

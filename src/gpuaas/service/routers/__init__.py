@@ -3,6 +3,7 @@ job submission is the hot path."""
 
 from gpuaas.service.routers import (
     clusters,
+    datasets,
     fleet,
     governance,
     health,
@@ -19,6 +20,7 @@ ROUTERS = [
     fleet.router,
     governance.router,
     clusters.router,
+    datasets.router,
     metrics.router,
     network.router,
 ]
