@@ -19,7 +19,7 @@ alone, so re-evaluating a node gives what a full pass would give for it.
 
 Counts are keyed by ``Snapshot.uid``: a copy and a layout change (nodes added or removed,
 taints changed) get a new uid, so they start afresh, and a snapshot never sees another's
-counts. Tracking is per process and bounded (least recently used snapshots and kinds go).
+counts. Tracking is per process and bounded (the least recently used counts go first).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from gpuaas.model.topology import Level
 #: Evaluates the tracked value at the given node indices (int64[k] -> int64[k]).
 Evaluate = Callable[[np.ndarray], np.ndarray]
 
-_MAX_SNAPSHOTS = 4
-_MAX_KINDS = 256
+#: Kinds tracked at once over all snapshots (two int64 arrays per node each: 400 KB at 25,000
+#: nodes), least recently used first out.
+_MAX_TRACKED = 128
 #: Past this share of changed nodes a query recomputes every node in one pass.
 _FULL_PASS_SHARE = 0.25
 
@@ -102,7 +103,7 @@ class TrackedCounts:
         ).astype(np.int64)
 
 
-_TRACKED: OrderedDict[int, OrderedDict[Hashable, TrackedCounts]] = OrderedDict()
+_TRACKED: OrderedDict[tuple[int, Hashable], TrackedCounts] = OrderedDict()
 #: Per-node values handed out, by id, so that a sum per domain of such an array is O(domains).
 _BY_VALUES: dict[int, TrackedCounts] = {}
 
@@ -112,22 +113,15 @@ def tracked(snap: Snapshot, kind: Hashable, evaluate: Evaluate) -> TrackedCounts
 
     ``kind`` must determine ``evaluate``'s result for a node state (e.g. the pod's shape and
     static scheduling fields), since one kind's counts are reused across calls."""
-    kinds = _TRACKED.get(snap.uid)
-    if kinds is None:
-        kinds = _TRACKED[snap.uid] = OrderedDict()
-        while len(_TRACKED) > _MAX_SNAPSHOTS:
-            for gone in _TRACKED.popitem(last=False)[1].values():
-                _BY_VALUES.pop(id(gone.values), None)
-    else:
-        _TRACKED.move_to_end(snap.uid)
-    counts = kinds.get(kind)
+    key = (snap.uid, kind)
+    counts = _TRACKED.get(key)
     if counts is None:
-        counts = kinds[kind] = TrackedCounts(snap, evaluate)
+        counts = _TRACKED[key] = TrackedCounts(snap, evaluate)
         _BY_VALUES[id(counts.values)] = counts
-        while len(kinds) > _MAX_KINDS:
-            _BY_VALUES.pop(id(kinds.popitem(last=False)[1].values), None)
+        while len(_TRACKED) > _MAX_TRACKED:
+            _BY_VALUES.pop(id(_TRACKED.popitem(last=False)[1].values), None)
     else:
-        kinds.move_to_end(kind)
+        _TRACKED.move_to_end(key)
         counts.sync(snap)
     return counts
 

@@ -651,7 +651,7 @@ def _plan_preferred(snap: Snapshot, pod_set: PodSet, per_node: np.ndarray, total
     if level_fits is None:
         level_fits = domain_fits(snap, level, per_node)
     # Fewest domains of the level that together fit: largest first.
-    order = np.lexsort((np.arange(len(level_fits)), -level_fits))
+    order = np.argsort(-level_fits, kind="stable")  # ties by domain id, as a lexsort would
     cumulative = np.cumsum(level_fits[order])
     need = int(np.searchsorted(cumulative, count)) + 1
     if need <= len(order) and cumulative[need - 1] >= count and need > 1:
