@@ -40,6 +40,8 @@ Evaluate = Callable[[np.ndarray], np.ndarray]
 _MAX_TRACKED = 128
 #: Past this share of changed nodes a query recomputes every node in one pass.
 _FULL_PASS_SHARE = 0.25
+#: Up to this many moved nodes, per-domain sums are moved in plain Python.
+_FEW = 16
 
 
 class TrackedCounts:
@@ -49,7 +51,7 @@ class TrackedCounts:
     sum asked for so far up to date. ``values`` and the sums are consistent with each other at
     any time, since both change only in :meth:`sync`."""
 
-    __slots__ = ("evaluate", "seen", "sums", "uid", "values")
+    __slots__ = ("evaluate", "seen", "sums", "total", "uid", "values")
 
     def __init__(self, snap: Snapshot, evaluate: Evaluate) -> None:
         self.uid = snap.uid
@@ -57,6 +59,7 @@ class TrackedCounts:
         self.seen = snap.version.copy()
         self.values = evaluate(np.arange(snap.size, dtype=np.int64)).astype(np.int64)
         self.values.flags.writeable = False
+        self.total = int(self.values.sum())  # over every node, with or without a domain
         self.sums: dict[Level, np.ndarray] = {}
 
     def sync(self, snap: Snapshot) -> None:
@@ -70,6 +73,7 @@ class TrackedCounts:
         try:
             if len(changed) > _FULL_PASS_SHARE * len(values):
                 values[:] = self.evaluate(np.arange(len(values), dtype=np.int64))
+                self.total = int(values.sum())
                 for level in self.sums:
                     self.sums[level] = self._sum(snap, level)
                 return
@@ -82,8 +86,15 @@ class TrackedCounts:
         if not len(moved):
             return
         nodes, delta = changed[moved], delta[moved]
+        self.total += int(delta.sum())
+        few = len(nodes) <= _FEW
         for level, sums in self.sums.items():
             of_node = snap.domains[level].of_node[nodes]
+            if few:  # a handful of nodes: Python ints beat np.add.at's set-up
+                for d, by in zip(of_node.tolist(), delta.tolist(), strict=True):
+                    if d >= 0:
+                        sums[d] += by
+                continue
             known = of_node >= 0
             np.add.at(sums, of_node[known], delta[known])
 

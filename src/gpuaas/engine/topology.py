@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuaas.engine.fit import fit_count, fit_mask, sum_per_row  # noqa: F401 (re-exported)
 from gpuaas.engine.domain_counts import TrackedCounts, counts_of, tracked
+from gpuaas.engine.fit import fit_count, fit_mask, sum_per_row  # noqa: F401 (re-exported)
 from gpuaas.engine.framework import PodShape, static_mask
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, MILLI, Snapshot
 from gpuaas.model.topology import Level
@@ -528,7 +528,8 @@ def plan_scopes(
             )
     if per_node is None:
         per_node = pods_per_node(snap, pod)
-    total = int(per_node.sum())
+    counts = counts_of(snap, per_node)
+    total = counts.total if counts is not None else int(per_node.sum())
     if request is None:
         if total < count:
             return ScopePlan((), f"needs {what}; the fleet fits {total}")
