@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_snapshot_fleet_changes import LAYOUTS, OPS, Fleet, make_node
+from test_snapshot_fleet_changes import INITIAL, OPS, Fleet, make_node
 
 from gpuaas.engine import domain_counts
 from gpuaas.engine.domain_counts import counts_of
@@ -79,11 +79,7 @@ def _check(snap: Snapshot, probes: list[int]) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(
-        st.tuples(st.integers(0, len(LAYOUTS) - 1), st.integers(0, 2), st.integers(0, 5)),
-        min_size=1,
-        max_size=5,
-    ),
+    INITIAL,
     st.lists(st.tuples(OPS, st.lists(st.integers(0, len(PROBES) - 1), max_size=3)), max_size=40),
     st.sampled_from([0, 16]),
 )

@@ -15,7 +15,9 @@ the pods inside the first scope that works.
   the requested level that together fit (largest first), and finally anywhere.
 
 How many pods fit a node is computed exactly for identical pods from the snapshot's arrays
-(vectorised, O(nodes)); per domain it is one ``bincount``. The snapshot's per-domain free-GPU
+(vectorised), and summed per domain; both are kept per pod kind by
+:mod:`gpuaas.engine.domain_counts`, which re-counts only the nodes changed since the last query
+of that kind (O(changed nodes + domains) instead of O(nodes)). The snapshot's per-domain free-GPU
 index rejects a whole level in O(domains) before any per-node work when even the roomiest
 domain lacks the GPUs. Static facts (which nodes a pod may use at all, which inner domains nest
 in which outer one) are cached per snapshot layout.
