@@ -51,13 +51,16 @@ class TrackedCounts:
     sum asked for so far up to date. ``values`` and the sums are consistent with each other at
     any time, since both change only in :meth:`sync`."""
 
-    __slots__ = ("evaluate", "seen", "sums", "total", "uid", "values")
+    __slots__ = ("candidates", "evaluate", "seen", "sums", "total", "uid", "values")
 
-    def __init__(self, snap: Snapshot, evaluate: Evaluate) -> None:
+    def __init__(
+        self, snap: Snapshot, evaluate: Evaluate, candidates: np.ndarray | None = None
+    ) -> None:
         self.uid = snap.uid
         self.evaluate = evaluate
+        self.candidates = candidates
         self.seen = snap.version.copy()
-        self.values = evaluate(np.arange(snap.size, dtype=np.int64)).astype(np.int64)
+        self.values = self._evaluate_all(snap.size)
         self.values.flags.writeable = False
         self.total = int(self.values.sum())  # over every node, with or without a domain
         self.sums: dict[Level, np.ndarray] = {}
@@ -72,7 +75,7 @@ class TrackedCounts:
         values.flags.writeable = True
         try:
             if len(changed) > _FULL_PASS_SHARE * len(values):
-                values[:] = self.evaluate(np.arange(len(values), dtype=np.int64))
+                values[:] = self._evaluate_all(len(values))
                 self.total = int(values.sum())
                 for level in self.sums:
                     self.sums[level] = self._sum(snap, level)
@@ -98,6 +101,15 @@ class TrackedCounts:
             known = of_node >= 0
             np.add.at(sums, of_node[known], delta[known])
 
+    def _evaluate_all(self, size: int) -> np.ndarray:
+        """Every node's value: ``evaluate`` over the candidates only, when given (the value
+        is 0 elsewhere), so a first query costs what a pass over them did before tracking."""
+        if self.candidates is None:
+            return self.evaluate(np.arange(size, dtype=np.int64)).astype(np.int64)
+        values = np.zeros(size, dtype=np.int64)
+        values[self.candidates] = self.evaluate(self.candidates)
+        return values
+
     def per_domain(self, snap: Snapshot, level: Level) -> np.ndarray:
         """Sum of the values per domain of ``level`` (int64[D], read-only; nodes without a
         domain of the level are left out). Call after :meth:`sync`."""
@@ -119,15 +131,22 @@ _TRACKED: OrderedDict[tuple[int, Hashable], TrackedCounts] = OrderedDict()
 _BY_VALUES: dict[int, TrackedCounts] = {}
 
 
-def tracked(snap: Snapshot, kind: Hashable, evaluate: Evaluate) -> TrackedCounts:
+def tracked(
+    snap: Snapshot,
+    kind: Hashable,
+    evaluate: Evaluate,
+    candidates: np.ndarray | None = None,
+) -> TrackedCounts:
     """The counts of ``kind`` on ``snap``, synced (built with ``evaluate`` on first use).
 
     ``kind`` must determine ``evaluate``'s result for a node state (e.g. the pod's shape and
-    static scheduling fields), since one kind's counts are reused across calls."""
+    static scheduling fields), since one kind's counts are reused across calls. ``candidates``
+    (int node indices, static for the snapshot's layout): the only nodes whose value may be
+    non-zero; ``evaluate`` must return 0 for any other node."""
     key = (snap.uid, kind)
     counts = _TRACKED.get(key)
     if counts is None:
-        counts = _TRACKED[key] = TrackedCounts(snap, evaluate)
+        counts = _TRACKED[key] = TrackedCounts(snap, evaluate, candidates)
         _BY_VALUES[id(counts.values)] = counts
         while len(_TRACKED) > _MAX_TRACKED:
             _BY_VALUES.pop(id(_TRACKED.popitem(last=False)[1].values), None)

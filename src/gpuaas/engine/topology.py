@@ -316,16 +316,18 @@ def _fitting_per_domain(
     :mod:`gpuaas.engine.domain_counts`, so a decision re-checks only the nodes that changed
     since the last one of this pod kind instead of every capable node."""
     kind = ("fits", level, model, shape, pod.node_selector, pod.tolerations)
+    nodes = _capable_nodes(snap, level, shape, model)
+    capable: list[np.ndarray] = []  # built on first use: static per layout
 
-    capable: list[np.ndarray] = []  # built on first evaluation: static per layout
-
-    def evaluate(nodes: np.ndarray) -> np.ndarray:
+    def evaluate(which: np.ndarray) -> np.ndarray:
+        if which is nodes:  # the first pass: all capable, no mask needed
+            return _fits_on(snap, pod, shape, which)
         if not capable:
             capable.append(np.zeros(snap.size, dtype=bool))
-            capable[0][_capable_nodes(snap, level, shape, model)] = True
-        return capable[0][nodes] & _fits_on(snap, pod, shape, nodes)
+            capable[0][nodes] = True
+        return capable[0][which] & _fits_on(snap, pod, shape, which)
 
-    return tracked(snap, kind, evaluate).per_domain(snap, level)
+    return tracked(snap, kind, evaluate, nodes).per_domain(snap, level)
 
 
 def _domain_scope(snap: Snapshot, level: Level, d: int) -> Scope:
