@@ -32,8 +32,10 @@ import numpy as np
 from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.topology import Level
 
-#: Evaluates the tracked value at the given node indices (int64[k] -> int64[k]).
-Evaluate = Callable[[np.ndarray], np.ndarray]
+#: Evaluates the tracked value at the given node indices of the snapshot (int64[k] -> int64[k]).
+#: It takes the snapshot as an argument rather than holding it, so that tracking keeps no
+#: snapshot alive.
+Evaluate = Callable[[Snapshot, np.ndarray], np.ndarray]
 
 #: Kinds tracked at once over all snapshots (two int64 arrays per node each: 400 KB at 25,000
 #: nodes), least recently used first out.
@@ -60,7 +62,7 @@ class TrackedCounts:
         self.evaluate = evaluate
         self.candidates = candidates
         self.seen = snap.version.copy()
-        self.values = self._evaluate_all(snap.size)
+        self.values = self._evaluate_all(snap)
         self.values.flags.writeable = False
         self.total = int(self.values.sum())  # over every node, with or without a domain
         self.sums: dict[Level, np.ndarray] = {}
@@ -75,12 +77,12 @@ class TrackedCounts:
         values.flags.writeable = True
         try:
             if len(changed) > _FULL_PASS_SHARE * len(values):
-                values[:] = self._evaluate_all(len(values))
+                values[:] = self._evaluate_all(snap)
                 self.total = int(values.sum())
                 for level in self.sums:
                     self.sums[level] = self._sum(snap, level)
                 return
-            new = self.evaluate(changed).astype(np.int64)
+            new = self.evaluate(snap, changed).astype(np.int64)
             delta = new - values[changed]
             values[changed] = new
         finally:
@@ -101,13 +103,13 @@ class TrackedCounts:
             known = of_node >= 0
             np.add.at(sums, of_node[known], delta[known])
 
-    def _evaluate_all(self, size: int) -> np.ndarray:
+    def _evaluate_all(self, snap: Snapshot) -> np.ndarray:
         """Every node's value: ``evaluate`` over the candidates only, when given (the value
         is 0 elsewhere), so a first query costs what a pass over them did before tracking."""
         if self.candidates is None:
-            return self.evaluate(np.arange(size, dtype=np.int64)).astype(np.int64)
-        values = np.zeros(size, dtype=np.int64)
-        values[self.candidates] = self.evaluate(self.candidates)
+            return self.evaluate(snap, np.arange(snap.size, dtype=np.int64)).astype(np.int64)
+        values = np.zeros(snap.size, dtype=np.int64)
+        values[self.candidates] = self.evaluate(snap, self.candidates)
         return values
 
     def per_domain(self, snap: Snapshot, level: Level) -> np.ndarray:

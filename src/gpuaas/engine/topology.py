@@ -319,13 +319,13 @@ def _fitting_per_domain(
     nodes = _capable_nodes(snap, level, shape, model)
     capable: list[np.ndarray] = []  # built on first use: static per layout
 
-    def evaluate(which: np.ndarray) -> np.ndarray:
+    def evaluate(now: Snapshot, which: np.ndarray) -> np.ndarray:
         if which is nodes:  # the first pass: all capable, no mask needed
-            return _fits_on(snap, pod, shape, which)
+            return _fits_on(now, pod, shape, which)
         if not capable:
-            capable.append(np.zeros(snap.size, dtype=bool))
+            capable.append(np.zeros(now.size, dtype=bool))
             capable[0][nodes] = True
-        return capable[0][which] & _fits_on(snap, pod, shape, which)
+        return capable[0][which] & _fits_on(now, pod, shape, which)
 
     return tracked(snap, kind, evaluate, nodes).per_domain(snap, level)
 
@@ -386,7 +386,7 @@ def _tracked_pods_per_node(snap: Snapshot, pod: PodRequest) -> TrackedCounts:
     kind are counted again, and their domains' sums moved."""
     shape = PodShape.of(pod)
     kind = ("pods", shape, pod.node_selector, pod.tolerations, bool(pod.claims))
-    return tracked(snap, kind, lambda nodes: _pods_per_node(snap, pod, None, nodes))
+    return tracked(snap, kind, lambda now, nodes: _pods_per_node(now, pod, None, nodes))
 
 
 def _pods_per_node(
