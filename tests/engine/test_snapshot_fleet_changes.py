@@ -168,15 +168,16 @@ class Fleet:
         return snap
 
 
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, len(LAYOUTS) - 1), st.integers(0, 2), st.integers(0, 5)),
-        min_size=0,
-        max_size=4,
-    ),
-    st.lists(OPS, max_size=40),
+#: A starting fleet: (layout, model, rack) per node.
+INITIAL = st.lists(
+    st.tuples(st.integers(0, len(LAYOUTS) - 1), st.integers(0, 2), st.integers(0, 5)),
+    min_size=0,
+    max_size=4,
 )
+
+
+@settings(max_examples=80, deadline=None)
+@given(INITIAL, st.lists(OPS, max_size=40))
 def test_changes_in_place_equal_a_snapshot_built_from_scratch(initial: list, ops: list) -> None:
     fleet = Fleet([make_node(f"i{k}", *spec) for k, spec in enumerate(initial)])
     for op in ops:

@@ -15,7 +15,9 @@ the pods inside the first scope that works.
   the requested level that together fit (largest first), and finally anywhere.
 
 How many pods fit a node is computed exactly for identical pods from the snapshot's arrays
-(vectorised, O(nodes)); per domain it is one ``bincount``. The snapshot's per-domain free-GPU
+(vectorised), and summed per domain; both are kept per pod kind by
+:mod:`gpuaas.engine.domain_counts`, which re-counts only the nodes changed since the last query
+of that kind (O(changed nodes + domains) instead of O(nodes)). The snapshot's per-domain free-GPU
 index rejects a whole level in O(domains) before any per-node work when even the roomiest
 domain lacks the GPUs. Static facts (which nodes a pod may use at all, which inner domains nest
 in which outer one) are cached per snapshot layout.
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuaas.engine.domain_counts import TrackedCounts, counts_of, tracked
 from gpuaas.engine.fit import fit_count, fit_mask, sum_per_row  # noqa: F401 (re-exported)
 from gpuaas.engine.framework import PodShape, static_mask
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, MILLI, Snapshot
@@ -284,11 +287,13 @@ def pack_scopes(
         d = len(index.names)
         per_domain = np.zeros(0, dtype=np.int64)
         for restrict in (model, -1) if model >= 0 else (-1,):
-            nodes = _capable_nodes(snap, level, shape, restrict)
-            fit = _fits_on(snap, pod, shape, nodes)
-            if extra is not None:
+            if extra is None:
+                per_domain = _fitting_per_domain(snap, pod, shape, level, restrict)
+            else:
+                nodes = _capable_nodes(snap, level, shape, restrict)
+                fit = _fits_on(snap, pod, shape, nodes)
                 fit &= extra[nodes]
-            per_domain = np.bincount(of_node[nodes[fit]], minlength=d)
+                per_domain = np.bincount(of_node[nodes[fit]], minlength=d)
             ids = np.flatnonzero(per_domain)
             if len(ids):
                 break
@@ -301,6 +306,28 @@ def pack_scopes(
         ids, keys = ids[best], keys[best]
     chosen = sorted(zip(keys.tolist(), ids.tolist(), strict=True))
     return [_domain_scope(snap, level, d) for _, d in chosen]
+
+
+def _fitting_per_domain(
+    snap: Snapshot, pod: PodRequest, shape: PodShape, level: Level, model: int
+) -> np.ndarray:
+    """Per domain of ``level``, the nodes among :func:`_capable_nodes` where one more ``pod``
+    fits now (int64[D], read-only): kept in step with reservations by
+    :mod:`gpuaas.engine.domain_counts`, so a decision re-checks only the nodes that changed
+    since the last one of this pod kind instead of every capable node."""
+    kind = ("fits", level, model, shape, pod.node_selector, pod.tolerations)
+    nodes = _capable_nodes(snap, level, shape, model)
+    capable: list[np.ndarray] = []  # built on first use: static per layout
+
+    def evaluate(now: Snapshot, which: np.ndarray) -> np.ndarray:
+        if which is nodes:  # the first pass: all capable, no mask needed
+            return _fits_on(now, pod, shape, which)
+        if not capable:
+            capable.append(np.zeros(now.size, dtype=bool))
+            capable[0][nodes] = True
+        return capable[0][which] & _fits_on(now, pod, shape, which)
+
+    return tracked(snap, kind, evaluate, nodes).per_domain(snap, level)
 
 
 def _domain_scope(snap: Snapshot, level: Level, d: int) -> Scope:
@@ -344,8 +371,27 @@ def pods_per_node(
 
     Over the whole fleet (int64[N]) or only ``nodes`` (int indices; one count each). ``extra``
     is an optional bool mask over the fleet (e.g. the DRA claim filter) that zeroes other nodes;
-    a pod with claims counts at most one per node.
+    a pod with claims counts at most one per node. Over the whole fleet without ``extra`` the
+    array is read-only and tracked (:mod:`gpuaas.engine.domain_counts`), so the next query of
+    the same pod kind and :func:`domain_fits` on it cost the changed nodes, not the fleet.
     """
+    if extra is None and nodes is None:
+        return _tracked_pods_per_node(snap, pod).values
+    return _pods_per_node(snap, pod, extra, nodes)
+
+
+def _tracked_pods_per_node(snap: Snapshot, pod: PodRequest) -> TrackedCounts:
+    """:func:`pods_per_node` over the fleet, kept in step with reservations (see
+    :mod:`gpuaas.engine.domain_counts`): only nodes changed since the last query of this pod
+    kind are counted again, and their domains' sums moved."""
+    shape = PodShape.of(pod)
+    kind = ("pods", shape, pod.node_selector, pod.tolerations, bool(pod.claims))
+    return tracked(snap, kind, lambda now, nodes: _pods_per_node(now, pod, None, nodes))
+
+
+def _pods_per_node(
+    snap: Snapshot, pod: PodRequest, extra: np.ndarray | None, nodes: np.ndarray | None
+) -> np.ndarray:
     shape = PodShape.of(pod)
     sel = slice(None) if nodes is None else nodes
     size = snap.size if nodes is None else len(nodes)
@@ -359,7 +405,11 @@ def pods_per_node(
 
 
 def domain_fits(snap: Snapshot, level: Level, per_node: np.ndarray) -> np.ndarray:
-    """Pods that fit each domain of ``level`` (int64[D]); nodes without a domain are ignored."""
+    """Pods that fit each domain of ``level`` (int64[D]); nodes without a domain are ignored.
+    O(domains) when ``per_node`` is the tracked array :func:`pods_per_node` returned."""
+    counts = counts_of(snap, per_node)
+    if counts is not None:
+        return counts.per_domain(snap, level)
     index = snap.domains[level]
     of_node = index.of_node
     known = of_node >= 0
@@ -418,14 +468,33 @@ def _whole_gpu_bound(snap: Snapshot, level: Level, pod: PodRequest, count: int) 
     return bool(len(index.free_gpus)) and int(index.free_gpus.max()) >= count * shape.whole
 
 
-def _best_fit(fits: np.ndarray, count: int, free_gpus: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Domain ids with ``fits >= count`` (and ``ok``), best fit first: least room to spare,
-    then fewest free GPUs, then lowest id."""
-    ids = np.flatnonzero((fits >= count) & ok)
-    if len(ids) == 0:
-        return ids
-    order = np.lexsort((ids, free_gpus[ids], fits[ids]))
-    return ids[order]
+def _best_fit(
+    fits: np.ndarray,
+    count: int,
+    free_gpus: np.ndarray,
+    ok: np.ndarray | None = None,
+    first: int = 1,
+) -> tuple[np.ndarray, int]:
+    """The first ``first`` domain ids with ``fits >= count`` (and ``ok``), best fit first:
+    least room to spare, then fewest free GPUs, then lowest id; and how many domains qualify.
+
+    The three keys are packed into one integer (each below the next one's unit), so the first
+    few come from one ``argpartition`` instead of sorting every qualifying domain."""
+    hit = fits >= count
+    ids = np.flatnonzero(hit if ok is None else hit & ok)
+    total = len(ids)
+    if total <= 1:
+        return ids, total
+    f, free = fits[ids], free_gpus[ids]
+    d = len(fits)
+    unit = (int(free.max()) + 1) * d
+    if int(f.max()) >= _BIG // max(unit, 1):  # cannot pack without overflow: sort
+        return ids[np.lexsort((ids, free, f))][:first], total
+    key = f * unit + free * d + ids
+    if total > first:
+        part = np.argpartition(key, first - 1)[:first]
+        ids, key = ids[part], key[part]
+    return ids[np.argsort(key)], total
 
 
 def plan_scopes(
@@ -463,7 +532,8 @@ def plan_scopes(
             )
     if per_node is None:
         per_node = pods_per_node(snap, pod)
-    total = int(per_node.sum())
+    counts = counts_of(snap, per_node)
+    total = counts.total if counts is not None else int(per_node.sum())
     if request is None:
         if total < count:
             return ScopePlan((), f"needs {what}; the fleet fits {total}")
@@ -507,8 +577,8 @@ def _plan_required(
     index = snap.domains[level]
     fits = domain_fits(snap, level, per_node)
     what = f"{count} {describe_pod(pod_set.pod)}"
-    ids = _best_fit(fits, count, index.free_gpus, np.ones(len(fits), dtype=bool))
-    if len(ids) == 0:
+    ids, qualify = _best_fit(fits, count, index.free_gpus, first=max(max_domains, 1))
+    if qualify == 0:
         if len(fits) == 0:
             return ScopePlan(
                 (), f"needs {what} in one {_noun(level)}; no node has a {_noun(level)}"
@@ -525,7 +595,7 @@ def _plan_required(
     for inner in INNER_TO_OUTER[:position]:
         inner_fits = domain_fits(snap, inner, per_node)
         nested = parents(snap, inner, level) >= 0
-        inner_ids = _best_fit(inner_fits, count, snap.domains[inner].free_gpus, nested)
+        inner_ids, _ = _best_fit(inner_fits, count, snap.domains[inner].free_gpus, nested)
         if len(inner_ids):
             d = int(inner_ids[0])
             name = snap.domains[inner].names[d]
@@ -548,7 +618,7 @@ def _plan_required(
         )
     best = int(ids[0])
     reason = (
-        f"needs {what} in one {_noun(level)}; {len(ids)} {_noun(level)}(s) fit by count, "
+        f"needs {what} in one {_noun(level)}; {qualify} {_noun(level)}(s) fit by count, "
         f"e.g. {index.names[best]} fits {int(fits[best])}, but placement failed"
     )
     return ScopePlan(tuple(scopes), reason)
@@ -569,9 +639,7 @@ def _plan_preferred(snap: Snapshot, pod_set: PodSet, per_node: np.ndarray, total
         fits = domain_fits(snap, candidate, per_node)
         if candidate is level:
             level_fits = fits
-        ids = _best_fit(
-            fits, count, snap.domains[candidate].free_gpus, np.ones(len(fits), dtype=bool)
-        )
+        ids, _ = _best_fit(fits, count, snap.domains[candidate].free_gpus)
         if len(ids):
             d = int(ids[0])
             name = snap.domains[candidate].names[d]
@@ -588,7 +656,7 @@ def _plan_preferred(snap: Snapshot, pod_set: PodSet, per_node: np.ndarray, total
     if level_fits is None:
         level_fits = domain_fits(snap, level, per_node)
     # Fewest domains of the level that together fit: largest first.
-    order = np.lexsort((np.arange(len(level_fits)), -level_fits))
+    order = np.argsort(-level_fits, kind="stable")  # ties by domain id, as a lexsort would
     cumulative = np.cumsum(level_fits[order])
     need = int(np.searchsorted(cumulative, count)) + 1
     if need <= len(order) and cumulative[need - 1] >= count and need > 1:

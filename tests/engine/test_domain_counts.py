@@ -1,0 +1,132 @@
+"""Tracked per-node counts (engine/domain_counts.py): after any sequence of reservations,
+releases, node additions, removals, cordons and repartitions, queried at any points in
+between, the tracked counts and their per-domain sums equal a computation from scratch; and the
+packed best-fit order equals the plain sort."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_snapshot_fleet_changes import INITIAL, OPS, Fleet, make_node
+
+from gpuaas.engine import domain_counts
+from gpuaas.engine.domain_counts import counts_of
+from gpuaas.engine.framework import PodShape
+from gpuaas.engine.snapshot import DOMAIN_LEVELS, Snapshot
+from gpuaas.engine.topology import (
+    _best_fit,
+    _capable_nodes,
+    _fits_on,
+    _fitting_per_domain,
+    _pods_per_node,
+    domain_fits,
+    pods_per_node,
+)
+from gpuaas.model.node import Toleration
+from gpuaas.model.topology import Level
+from gpuaas.model.workload import PodRequest
+
+GI = 2**30
+PROBES = (
+    PodRequest(cpu_milli=1000, gpus=1),
+    PodRequest(cpu_milli=16000, memory_bytes=64 * GI, gpus=2),
+    PodRequest(cpu_milli=1000, gpus=4),
+    PodRequest(cpu_milli=1000, gpus=1, gpu_milli=250),
+    PodRequest(cpu_milli=16000, gpus=1, gpu_milli=500),
+    PodRequest(cpu_milli=1000, mig=(("1g.10gb", 1),)),
+    PodRequest(cpu_milli=1000, mig=(("3g.40gb", 1),)),
+    PodRequest(cpu_milli=1000, replicas=2),
+    PodRequest(cpu_milli=8000),
+    PodRequest(cpu_milli=1000, gpus=1, node_selector=(("pool", "p0"),)),
+    PodRequest(cpu_milli=1000, gpus=1, gpu_milli=250, gpu_models=frozenset({"A100"})),
+    PodRequest(
+        cpu_milli=1000,
+        gpus=1,
+        tolerations=(Toleration(key="node.kubernetes.io/unschedulable", operator="Exists"),),
+    ),
+)
+
+
+def _fresh_fits_per_domain(snap: Snapshot, pod: PodRequest, level: Level, model: int):
+    shape = PodShape.of(pod)
+    nodes = _capable_nodes(snap, level, shape, model)
+    fit = _fits_on(snap, pod, shape, nodes)
+    index = snap.domains[level]
+    return np.bincount(index.of_node[nodes[fit]], minlength=len(index.names))
+
+
+def _check(snap: Snapshot, probes: list[int]) -> None:
+    for p in probes:
+        pod = PROBES[p]
+        fresh = _pods_per_node(snap, pod, None, None)
+        got = pods_per_node(snap, pod)
+        assert got.tolist() == fresh.tolist(), pod
+        assert not got.flags.writeable
+        counts = counts_of(snap, got)
+        assert counts is not None and counts.total == int(fresh.sum())
+        for level in DOMAIN_LEVELS:
+            index = snap.domains[level]
+            known = index.of_node >= 0
+            expect = np.bincount(index.of_node[known], fresh[known], len(index.names))
+            assert domain_fits(snap, level, got).tolist() == expect.astype(np.int64).tolist()
+        for level in (Level.RACK, Level.BLOCK):
+            for model in range(-1, len(snap.model_names)):
+                got_d = _fitting_per_domain(snap, pod, PodShape.of(pod), level, model)
+                want = _fresh_fits_per_domain(snap, pod, level, model)
+                assert got_d.tolist() == want.tolist(), (pod, level, model)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    INITIAL,
+    st.lists(st.tuples(OPS, st.lists(st.integers(0, len(PROBES) - 1), max_size=3)), max_size=40),
+    st.sampled_from([0, 16]),
+)
+def test_tracked_counts_equal_a_computation_from_scratch(
+    initial: list, steps: list, few: int
+) -> None:
+    """``few``: sums moved by ``np.add.at`` (0) or in Python for up to 16 moved nodes."""
+    saved = domain_counts._FEW
+    domain_counts._FEW = few
+    try:
+        fleet = Fleet([make_node(f"i{k}", *spec) for k, spec in enumerate(initial)])
+        _check(fleet.snap, list(range(len(PROBES))))
+        for op, probes in steps:
+            fleet.apply(op)
+            _check(fleet.snap, probes)  # often none: changes pile up between queries
+        _check(fleet.snap, list(range(len(PROBES))))
+    finally:
+        domain_counts._FEW = saved
+
+
+def test_a_copy_keeps_its_own_counts() -> None:
+    snap = Snapshot.from_nodes([make_node(f"n{k}", 0, 0, k % 2) for k in range(4)])
+    pod = PROBES[0]
+    before = pods_per_node(snap, pod).tolist()
+    twin = snap.copy()
+    fleet = Fleet([])
+    fleet.snap = twin
+    fleet.apply(("place", PodRequest(cpu_milli=1000, gpus=4)))
+    assert pods_per_node(snap, pod).tolist() == before
+    assert pods_per_node(twin, pod).tolist() == _pods_per_node(twin, pod, None, None).tolist()
+    assert sum(pods_per_node(twin, pod).tolist()) == sum(before) - 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 6), min_size=0, max_size=30),
+    st.data(),
+    st.integers(1, 4),
+    st.integers(1, 5),
+)
+def test_best_fit_equals_the_plain_sort(fits: list, data: st.DataObject, count: int, first: int):
+    fits_a = np.array(fits, dtype=np.int64)
+    free = np.array(data.draw(st.lists(st.integers(0, 9), min_size=len(fits), max_size=len(fits))))
+    ok = np.array(data.draw(st.lists(st.booleans(), min_size=len(fits), max_size=len(fits))))
+    ok = ok.astype(bool) if len(fits) else np.zeros(0, dtype=bool)
+    ids = np.flatnonzero((fits_a >= count) & ok)
+    plain = ids[np.lexsort((ids, free[ids], fits_a[ids]))] if len(ids) else ids
+    got, total = _best_fit(fits_a, count, free.astype(np.int64), ok, first)
+    assert total == len(plain)
+    assert got.tolist() == plain[:first].tolist()
