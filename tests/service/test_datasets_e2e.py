@@ -19,6 +19,7 @@ from gpuaas.backends.local import LocalBackend, procs
 from gpuaas.backends.local.state import RunRecord
 from gpuaas.backends.logs import LogLayout
 from gpuaas.service.datasets import Datasets, preload
+from gpuaas.service.errors import ApiError
 from gpuaas.service.governance_kinds import At
 from gpuaas.service.jobs import cancel_job, submit_job
 from gpuaas.service.models.datasets import DatasetIn, PreloadIn
@@ -26,7 +27,7 @@ from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
-from gpuaas.store.tables import DatasetCache, Job, Tenant
+from gpuaas.store.tables import DatasetCache, DatasetRow, Job, Tenant
 
 
 @pytest.fixture
@@ -194,3 +195,38 @@ def test_a_full_cache_evicts_the_least_recently_used(
     assert states[(2, "node-1")][0] == states[(3, "node-1")][0] == "warm"
     cache = tmp_path / "local" / "dataset-cache" / "node-1" / "acme"
     assert not (cache / "d1").exists() and (cache / "d3" / "data" / "blob").exists()
+
+
+SCHEMAS = Path(__file__).resolve().parents[2] / ".." / "shared" / "schemas"
+
+
+@pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"{SCHEMAS} is absent")
+def test_the_job_manifest_carries_the_datasets_fluid_objects(
+    db: Database, world: dict[str, int], tmp_path: Path
+) -> None:
+    """``gpuaas jobs manifest`` of a job reading a registered dataset: the Fluid Dataset, its
+    runtime and a DataLoad first, then the job whose pods mount the dataset's PVC."""
+    from gpuaas.backends.kubernetes.schemas import validate
+    from gpuaas.service.job_manifest import job_manifests
+
+    with at(db, world) as where:
+        Datasets().create(
+            where, DatasetIn(name="corpus", uri="s3://bucket/corpus", size="8Gi", runtime="juicefs")
+        )
+    job_id = submit(db, world, job_spec("reader", 1, command=["true"], dataset={"name": "corpus"}))
+    settings = Settings(db_url=db.url, data_dir=tmp_path)
+    with db.session() as s:
+        row = s.get(Job, job_id)
+        assert row is not None
+        docs = job_manifests(s, row, "acme", settings, "kueue")
+    assert [d["kind"] for d in docs[:3]] == ["Dataset", "JuiceFSRuntime", "DataLoad"]
+    assert "s3://bucket/corpus" in repr(docs[:2])  # JuiceFS names its bucket in the options
+    validate(docs, SCHEMAS)
+    pod = docs[3]["spec"]["template"]["spec"]
+    assert {"name": "dataset-corpus", "persistentVolumeClaim": {"claimName": "corpus",
+            "readOnly": True}} in pod["volumes"]  # fmt: skip
+    with db.session() as s:  # a dataset deleted under the job: a conflict, not a 500
+        s.execute(DatasetRow.__table__.delete())
+    with db.session() as s, pytest.raises(ApiError) as gone:
+        job_manifests(s, s.get(Job, job_id), "acme", settings, "kueue")  # type: ignore[arg-type]
+    assert gone.value.status == 409

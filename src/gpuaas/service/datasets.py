@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 from gpuaas.backends.dataset_cache import CacheError, NodeCaches
 from gpuaas.engine.locality import DatasetKey
 from gpuaas.engine.scheduling.admission import AdmissionScheduler
-from gpuaas.model.dataset import CacheRuntime, DatasetScheme
+from gpuaas.model.dataset import CacheRuntime, Dataset, DatasetScheme
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.quantity import parse_bytes
 from gpuaas.service import governance as gv
@@ -110,6 +110,18 @@ def version(session: Session) -> str:
 def find(session: Session, tenant_id: int, name: str) -> DatasetRow | None:
     return session.scalar(
         select(DatasetRow).where(DatasetRow.tenant_id == tenant_id, DatasetRow.name == name)
+    )
+
+
+def dataset_of(row: DatasetRow, tenant: str) -> Dataset:
+    """The model's :class:`Dataset` of a stored one (what the Fluid objects are made from)."""
+    return Dataset(
+        name=row.name,
+        tenant=tenant,
+        uri=row.uri,
+        size_bytes=row.size_bytes,
+        runtime=CacheRuntime(row.runtime),
+        cache_bytes=row.cache_bytes,
     )
 
 

@@ -7,6 +7,10 @@ the nodes it holds; a job not admitted yet (or finished, its placement given bac
 placement and is shown without node pinning, which is what it would be submitted as to a
 cluster whose own scheduler places it. A placement that names a node no longer in the fleet
 is a conflict: it cannot be rendered as it was admitted.
+
+A job reading a registered dataset comes with the dataset's Fluid objects first (``Dataset``,
+its runtime and a ``DataLoad`` pinned to the nodes the job holds, so its cache is warm where
+it runs); the job's pods mount the PVC Fluid makes for it.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from gpuaas.backends.base import BackendJob
-from gpuaas.backends.kubernetes.manifests import ManifestOptions, render
+from gpuaas.backends.kubernetes.fluid import dataset_objects
+from gpuaas.backends.kubernetes.manifests import ManifestOptions, namespace_of, render
 from gpuaas.backends.kubernetes.targets import Target
 from gpuaas.engine.admission.restore import PlacementLost, typed_pods
 from gpuaas.model.dataset import Dataset
+from gpuaas.service.datasets import dataset_of
+from gpuaas.service.datasets import find as find_dataset
 from gpuaas.service.errors import conflict
 from gpuaas.service.fleet import load_nodes
 from gpuaas.service.settings import Settings
@@ -48,8 +55,20 @@ def job_manifests(
     datasets: Mapping[str, Dataset] | None = None,
 ) -> list[dict[str, Any]]:
     """``datasets``: the tenant's registered datasets by name, which a job's ``dataset`` must
-    be one of (None: not checked); the fleet's nodes name the pool of placed NICs."""
+    be one of (None: the job's own, read from the registry); the fleet's nodes name the pool
+    of placed NICs."""
     nodes = {node.name: node for node in load_nodes(session)} if job.placement else None
+    fluid: list[dict[str, Any]] = []
+    ref = job.spec.get("dataset")
+    if datasets is None and isinstance(ref, Mapping):
+        row = find_dataset(session, job.tenant_id, str(ref.get("name")))
+        if row is None:
+            raise conflict(f"job {job.id} reads dataset {ref.get('name')}, which is gone")
+        dataset = dataset_of(row, tenant)
+        datasets = {dataset.name: dataset}
+        held = sorted({p["node"] for p in job.placement or ()})
+        namespace = namespace_of(tenant, settings.kube_namespace)
+        fluid = dataset_objects(dataset, namespace, preload=True, nodes=held)
     options = ManifestOptions(
         target=Target.parse(target or settings.kube_target),
         namespace=settings.kube_namespace,
@@ -57,4 +76,4 @@ def job_manifests(
         datasets=datasets,
         nodes=nodes,
     )
-    return render(backend_job(session, job, tenant), options)
+    return fluid + render(backend_job(session, job, tenant), options)
