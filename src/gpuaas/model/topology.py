@@ -80,6 +80,17 @@ class Topology:
             nvlink_domain=labels.get(Level.NVLINK.value, ""),
         )
 
+    def known(self) -> dict[str, str]:
+        """The levels known, by the API's names (``zone``, ``block``, ``rack``,
+        ``nvlinkDomain``): what a node's view and a bare-metal allocation show."""
+        values = (
+            ("zone", self.zone),
+            ("block", self.block),
+            ("rack", self.rack),
+            ("nvlinkDomain", self.nvlink_domain),
+        )
+        return {key: value for key, value in values if value}
+
     def labels(self) -> dict[str, str]:
         values = {
             Level.ZONE: self.zone,

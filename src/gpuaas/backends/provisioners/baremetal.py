@@ -32,16 +32,7 @@ def _host(name: str, node: Node | None) -> dict[str, Any]:
     if node is None:
         return {"name": name}
     address = next((node.labels[k] for k in ADDRESS_LABELS if k in node.labels), None)
-    topology = {
-        key: value
-        for key, value in (
-            ("zone", node.topology.zone),
-            ("block", node.topology.block),
-            ("rack", node.topology.rack),
-            ("nvlinkDomain", node.topology.nvlink_domain),
-        )
-        if value
-    }
+    topology = node.topology.known()
     return {
         "name": name,
         "address": address,

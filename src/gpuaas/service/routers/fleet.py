@@ -89,16 +89,7 @@ def _nics(node: Node) -> list[NicOut]:
 
 
 def node_out(row: NodeRow, node: Node, allocated: list[PodOnNode] | None = None) -> NodeOut:
-    topology = {
-        key: value
-        for key, value in (
-            ("zone", node.topology.zone),
-            ("block", node.topology.block),
-            ("rack", node.topology.rack),
-            ("nvlinkDomain", node.topology.nvlink_domain),
-        )
-        if value
-    }
+    topology = node.topology.known()
     return NodeOut(
         name=row.name,
         cordoned=row.cordoned,
