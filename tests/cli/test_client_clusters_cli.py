@@ -41,7 +41,7 @@ def test_clusters_commands(http: TestClient, tmp_path: Path) -> None:
     assert doc["kind"] == "BareMetalAllocation"
     assert [h["name"] for h in doc["spec"]["pools"]["gpu"]] == ["n-1", "n-2"]
     events = ok_json("clusters", "events", "bm", "--tenant", "acme")
-    assert [e["reasonCode"] for e in events] == ["ClusterCarved", "ClusterCarved"]  # type: ignore[union-attr]
+    assert [e["code"] for e in events] == ["ClusterCarved", "ClusterCarved"]  # type: ignore[union-attr]
     assert "pools[0].count" in failed("clusters", "scale", "bm", "gpu=3", "--tenant", "acme")
     assert "POOL=COUNT" in failed("clusters", "scale", "bm", "gpu", "--tenant", "acme")
     other = tmp_path / "other.yaml"

@@ -239,7 +239,7 @@ def test_a_cluster_lives_carved_scaled_drained_and_deleted(world: World) -> None
     assert "NodeDrained" in world.job(victim).reason or world.job(victim).attempts >= 1
     assert CLUSTER_LABEL not in world.labels()[leaving].get("labels", {})
     events = world.ok("GET", "/v1/tenants/acme/clusters/bm/events", world.admin())
-    codes = [e["reasonCode"] for e in events]
+    codes = [e["code"] for e in events]
     assert codes[0] == "ClusterCarved" and "ClusterDraining" in codes
     assert codes[-2:] == ["ClusterReleased", "ClusterReady"]
 
@@ -343,8 +343,8 @@ def test_a_kubernetes_cluster_without_a_management_cluster_is_carved_and_printed
     assert created["state"] == "Provisioning" and len(created["nodes"]) == 2
     world.settle(lambda: world.cluster("k8s")["state"] == "Ready")
     view = world.cluster("k8s")
-    assert view["reasonCode"] == "ClusterUnapplied", view
-    assert "gpuaas clusters manifest k8s" in view["reason"]
+    assert view["reason"]["code"] == "ClusterUnapplied", view
+    assert "gpuaas clusters manifest k8s" in view["reason"]["message"]
 
     def replicas() -> dict[str, int]:
         docs = world.ok("GET", "/v1/tenants/acme/clusters/k8s/manifest", world.admin())

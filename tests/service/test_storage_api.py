@@ -42,7 +42,7 @@ def test_create_read_grow_and_delete_a_local_volume(sqlite_api: Api, tmp_path: P
     r = api.post("/v1/tenants/acme/volumes", json={"name": "data", "size": "2Mi"})
     assert r.status_code == 201, r.text
     vol = r.json()
-    assert vol["state"] == "Ready" and vol["reasonCode"] == "Provisioned"
+    assert vol["state"] == "Ready" and vol["reason"]["code"] == "Provisioned"
     assert vol["sizeBytes"] == 2 * MI and vol["storageClass"] == "local"
     assert vol["accessMode"] == "ReadWriteOnce" and vol["cluster"] is None
     path = Path(vol["path"])
@@ -52,7 +52,7 @@ def test_create_read_grow_and_delete_a_local_volume(sqlite_api: Api, tmp_path: P
     assert got["usedBytes"] >= 8192
     r = api.put("/v1/tenants/acme/volumes/data", json={"size": "3Mi"})
     assert r.status_code == 200, r.text
-    assert r.json()["sizeBytes"] == 3 * MI and r.json()["reasonCode"] == "Resized"
+    assert r.json()["sizeBytes"] == 3 * MI and r.json()["reason"]["code"] == "Resized"
     assert [v["name"] for v in volumes(api)] == ["data"]
     assert api.delete("/v1/tenants/acme/volumes/data").status_code == 204
     assert not path.exists() and volumes(api) == []
@@ -65,7 +65,7 @@ def test_a_full_measured_volume_refuses_read_write_mounts(sqlite_api: Api) -> No
     vol = api.post("/v1/tenants/acme/volumes", json={"name": "tiny", "size": "64Ki"}).json()
     (Path(vol["path"]) / "big").write_bytes(b"x" * (128 << 10))
     got = api.get("/v1/tenants/acme/volumes/tiny").json()
-    assert got["state"] == "Ready" and got["reasonCode"] == "Full", got
+    assert got["state"] == "Ready" and got["reason"]["code"] == "Full", got
 
 
 def test_the_quota_refuses_a_volume_beyond_it_naming_size_and_the_amounts(sqlite_api: Api) -> None:

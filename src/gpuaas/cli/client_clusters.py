@@ -155,7 +155,7 @@ def clusters_events(name: str, tenant: TenantOption = None, as_json: JsonOption 
         ("AT", field("at", fmt=short_when)),
         ("FROM", field("fromState")),
         ("TO", field("toState")),
-        ("CODE", field("reasonCode")),
+        ("CODE", field("code")),
         ("REASON", field("reason")),
     ]
     print_json(events) if as_json else show_table(events, columns)

@@ -279,7 +279,7 @@ KINDS: tuple[ApiKind, ...] = (
             Column("CLUSTER", ("cluster",)),
             Column("STATE", ("state",)),
             Column("USED", ("usedBytes",)),
-            Column("REASON", ("reason",)),
+            Column("REASON", ("reason.message",)),
         ),
     ),
     ApiKind(

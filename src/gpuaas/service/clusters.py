@@ -87,6 +87,7 @@ from gpuaas.service.models.clusters import (
     PoolOut,
     ScaleIn,
 )
+from gpuaas.service.models.common import ReasonView
 from gpuaas.service.settings import Settings
 from gpuaas.service.storage import parse_size, provision_cluster_volumes
 from gpuaas.store.tables import (
@@ -291,9 +292,7 @@ def cluster_view(session: Session, row: ClusterRow, tenant: str) -> ClusterOut:
         localQueue=local_queue_name(row.name),
         volumes=[v["name"] for v in row.spec.get("volumes") or ()],
         state=row.state,
-        reason=row.reason,
-        reasonCode=row.reason_code,
-        reasonFields=row.reason_fields,
+        reason=ReasonView(code=row.reason_code, message=row.reason, fields=row.reason_fields or {}),
         createdAt=row.created_at,
         updatedAt=row.updated_at,
     )
@@ -324,8 +323,8 @@ def cluster_events(session: Session, row: ClusterRow) -> list[ClusterEventOut]:
             fromState=e.from_state,
             toState=e.to_state,
             reason=e.reason,
-            reasonCode=e.reason_code,
-            reasonFields=e.reason_fields,
+            code=e.reason_code,
+            fields=e.reason_fields,
         )
         for e in events
     ]

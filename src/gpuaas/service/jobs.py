@@ -50,14 +50,13 @@ from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
 from gpuaas.service.job_checks import check_requests, network_request
+from gpuaas.service.models.common import ReasonCause, ReasonView
 from gpuaas.service.models.jobs import (
     JobEventView,
     JobSpec,
     JobView,
     PodDeviceView,
     PodView,
-    ReasonCause,
-    ReasonView,
     WorkloadView,
 )
 from gpuaas.service.storage import resolve_job_volumes

@@ -65,7 +65,7 @@ from gpuaas.service.errors import ApiError, conflict, invalid, not_found
 from gpuaas.service.fleet import take_turn_on, text_cursor
 from gpuaas.service.governance import check_name
 from gpuaas.service.governance_kinds import At
-from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
+from gpuaas.service.models.common import MAX_LIMIT, Page, ReasonView, paginate
 from gpuaas.service.models.storage import VolumeIn, VolumeOut
 from gpuaas.service.settings import Settings
 from gpuaas.store.tables import ClusterRow, Job, Tenant, VolumeRow
@@ -252,9 +252,7 @@ def volume_out(row: VolumeRow, tenant: str, settings: Settings | None) -> Volume
         storage_class=row.storage_class,
         access_mode=row.access_mode,
         state=state,
-        reason=reason[0],
-        reason_code=reason[1],
-        reason_fields=reason[2] or {},
+        reason=ReasonView(code=reason[1], message=reason[0], fields=reason[2] or {}),
         used_bytes=used,
         path=row.path or None,
         claim=row.claim or None,

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
-from gpuaas.service.models.common import Strict
+from gpuaas.service.models.common import ReasonView, Strict
 
 Name = str
 
@@ -99,9 +99,7 @@ class ClusterOut(BaseModel):
     #: the cluster's volumes, by name (``gpuaas volumes get NAME`` for their state)
     volumes: list[str] = []
     state: str
-    reason: str
-    reasonCode: str
-    reasonFields: dict[str, Any] | None = None
+    reason: ReasonView
     createdAt: float
     updatedAt: float
 
@@ -111,8 +109,9 @@ class ClusterEventOut(BaseModel):
     fromState: str | None
     toState: str
     reason: str
-    reasonCode: str
-    reasonFields: dict[str, Any] | None = None
+    #: the reason's code (see ReasonView) and the fields its sentence was built from
+    code: str
+    fields: dict[str, Any] | None = None
 
 
 class AllowanceIn(Strict):

@@ -90,3 +90,21 @@ def _cursor(key: InstrumentedAttribute[Any], after: str) -> Any:
     if python_type is int and not -(2**63) <= cursor < 2**63:
         raise bad
     return cursor
+
+
+class ReasonCause(BaseModel):
+    """A further cause of a reason (its sentence is part of the reason's message)."""
+
+    code: str
+    fields: dict[str, Any]
+
+
+class ReasonView(BaseModel):
+    """Why a job (a cluster, a volume) is where it is: ``code`` from the closed set of
+    :class:`gpuaas.engine.reasons.Code` (the table is in docs/architecture.md), the sentence a
+    person reads, the fields it was built from, and any further causes."""
+
+    code: str
+    message: str
+    fields: dict[str, Any]
+    causes: list[ReasonCause] = []

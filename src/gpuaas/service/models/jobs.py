@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
 from gpuaas.model.topology import Level
-from gpuaas.service.models.common import Strict, unicode_text
+from gpuaas.service.models.common import ReasonView, Strict, unicode_text
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -218,24 +218,6 @@ class JobSpec(Strict):
             if name in names[:i]:
                 raise ValueError(f"podSets[{i}].name: pod set name {name!r} is repeated")
         return self
-
-
-class ReasonCause(BaseModel):
-    """A further cause of a reason (its sentence is part of the reason's message)."""
-
-    code: str
-    fields: dict[str, Any]
-
-
-class ReasonView(BaseModel):
-    """Why a job is where it is: ``code`` from the closed set of
-    :class:`gpuaas.engine.reasons.Code` (the table is in docs/architecture.md), the sentence a
-    person reads, the fields it was built from, and any further causes."""
-
-    code: str
-    message: str
-    fields: dict[str, Any]
-    causes: list[ReasonCause] = []
 
 
 class JobEventView(BaseModel):

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from gpuaas.model.cluster import AccessMode
+from gpuaas.service.models.common import ReasonView
 from gpuaas.service.models.identity import CamelIn, CamelOut
 
 
@@ -33,9 +34,7 @@ class VolumeOut(CamelOut):
     storage_class: str
     access_mode: str
     state: str
-    reason: str
-    reason_code: str
-    reason_fields: dict[str, Any] = Field(default_factory=dict)
+    reason: ReasonView
     #: bytes used, where the provisioner sees them (local directories); null elsewhere
     used_bytes: int | None = None
     #: where jobs find it: a directory on the job hosts (local, Slurm, NFS) ...
