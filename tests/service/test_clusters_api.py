@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -391,3 +392,12 @@ def test_a_cluster_brings_its_volumes_and_takes_them_away(world: World) -> None:
         lambda: world.api.as_(world.admin()).get("/v1/tenants/acme/clusters/bm").status_code == 404
     )
     assert world.ok("GET", "/v1/tenants/acme/volumes", world.admin())["items"] == []
+
+
+def test_the_readme_tour_cluster_is_created_as_written(world: World) -> None:
+    """examples/cluster.yaml, which the README's tour creates, is a valid cluster."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+    body = yaml.safe_load(example.read_text())
+    created = world.ok("POST", "/v1/tenants/acme/clusters", world.admin(), json=body)
+    assert len(created["nodes"]) == 2 and created["volumes"] == ["scratch"]
+    world.settle(lambda: world.cluster("hpc-team")["state"] == "Ready")
