@@ -11,7 +11,9 @@ backends cannot run (no backend spans another's nodes) and is rejected with that
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from gpuaas.backends.base import Backend
 from gpuaas.backends.sim import SimBackend
@@ -60,6 +62,10 @@ def _slurm(settings: Settings) -> Backend:
         cli=SlurmCli(settings.slurm_conf),
         partition=settings.slurm_partition,
         nic_gres=parse_nic_gres(settings.slurm_nic_gres),
+        dataset_cache=Path(settings.slurm_dataset_cache) if settings.slurm_dataset_cache else None,
+        dataset_command=(
+            shlex.split(settings.slurm_dataset_command) if settings.slurm_dataset_command else None
+        ),
     )
 
 

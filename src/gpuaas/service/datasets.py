@@ -33,7 +33,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from gpuaas.backends.dataset_cache import CacheError, NodeCaches
+from gpuaas.backends.dataset_cache import CacheError, NodeCacheAgent
 from gpuaas.engine.locality import DatasetKey
 from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.dataset import CacheRuntime, Dataset, DatasetScheme
@@ -310,8 +310,10 @@ def preload(at: At, name: str, body: PreloadIn) -> DatasetOut:
 # --- the reconciler's half -------------------------------------------------------------------
 
 #: the node caches of a node's backend: None when the backend keeps no files of its own (the
-#: simulator: a preload is done when asked); CacheError when it cannot cache datasets (yet)
-CachesOf = Callable[[str], NodeCaches | None]
+#: simulator: a preload is done when asked); CacheError when it cannot cache datasets (yet).
+#: The local backend answers at once; the Slurm backend runs the work as jobs on the node and
+#: answers None ("not known yet") until they have reported (see NodeCacheAgent)
+CachesOf = Callable[[str], NodeCacheAgent | None]
 
 
 def _evict(caches_of: CachesOf, node: str, tenant: str, name: str) -> None:
@@ -406,7 +408,7 @@ def run_preloads(session: Session, now: float, capacity: int, caches_of: CachesO
         .order_by(DatasetCache.id)
     ).all()
     for cache, dataset in pending:
-        size = 0
+        size: int | None = 0
         try:
             files = caches_of(cache.node)
             if files is not None:
@@ -414,6 +416,8 @@ def run_preloads(session: Session, now: float, capacity: int, caches_of: CachesO
                 size = files.fill(cache.node, tenant, dataset.name, dataset.uri)
         except (CacheError, OSError) as exc:
             cache.state, cache.error = FAILED, str(exc)
+            continue
+        if size is None:  # running on the node: asked again at the next step
             continue
         _turn_warm(session, cache, dataset, size, BY_PRELOAD, now, capacity, caches_of)
     if pending:
@@ -437,15 +441,11 @@ def mark_warm(
             files = caches_of(node)
         except CacheError:  # no way to tell whether the files are there: not warm
             continue
-        size = 0
+        size: int | None = 0
         if files is not None:
-            if not files.check(node, tenant, dataset.name, dataset.uri):
+            size = files.held(node, tenant, dataset.name, dataset.uri)
+            if size is None:
                 continue
-            size = sum(
-                p.stat().st_size
-                for p in files.data_path(node, tenant, dataset.name).rglob("*")
-                if p.is_file()
-            )
         cache = session.scalar(
             select(DatasetCache).where(
                 DatasetCache.dataset_id == dataset.id, DatasetCache.node == node
@@ -500,7 +500,9 @@ def verify(session: Session, caches_of: CachesOf) -> bool:
             files = caches_of(cache.node)
         except CacheError:
             continue
-        if files is not None and not files.check(cache.node, tenant, dataset.name, dataset.uri):
+        if files is not None and (
+            files.check(cache.node, tenant, dataset.name, dataset.uri) is False
+        ):  # None: being checked on the node, answered at a later step
             session.delete(cache)
             gone = True
     if gone:

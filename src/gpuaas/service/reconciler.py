@@ -49,7 +49,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
-from gpuaas.backends.dataset_cache import CacheError, NodeCaches
+from gpuaas.backends.dataset_cache import CacheError, NodeCacheAgent
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
@@ -876,13 +876,14 @@ class Reconciler:
             tracked.tenant,
         )
 
-    def _caches_of(self, node_name: str) -> NodeCaches | None:
-        """The dataset caches of ``node_name``'s backend (see :mod:`gpuaas.service.datasets`)."""
+    def _caches_of(self, node_name: str) -> NodeCacheAgent | None:
+        """The dataset caches of ``node_name``'s backend (see :mod:`gpuaas.service.datasets`):
+        the local backend's files, the Slurm backend's jobs on the node."""
         node = self._node(node_name) if self.engine is not None else None
         default = self.backends.default
         backend = self.backends.get(backend_of_node(node, default) if node else default)
-        caches = getattr(backend, "datasets", None)
-        if isinstance(caches, NodeCaches) or backend.name == "sim":
+        caches: NodeCacheAgent | None = getattr(backend, "datasets", None)
+        if caches is not None or backend.name == "sim":
             return caches
         raise CacheError(f"the {backend.name} backend does not cache datasets on its nodes yet")
 

@@ -30,7 +30,10 @@ class Settings:
     submit to (unset: the first partition holding the job's nodes), the ``state_dir`` where
     it keeps which Slurm job runs which gpuaas job (default ``data_dir/slurm``), and
     ``nic_gres``, NIC pools mapped to the gres the cluster counts them as
-    (``openshift.io/mlnx_ib=nic``; unset: Slurm is not asked for NICs).
+    (``openshift.io/mlnx_ib=nic``; unset: Slurm is not asked for NICs), ``dataset_cache`` the
+    dataset cache directory on each node's local disk (default ``/var/cache/gpuaas/datasets``) and
+    ``dataset_command`` the program the jobs that fill and check it run on the node
+    (docs/datasets.md).
 
     Storage (docs/storage.md): ``storage_enforcement`` how local volumes' sizes are enforced
     (``measure``, ``image``: loop-mounted ext4 images, needs root, or ``auto``;
@@ -116,6 +119,14 @@ class Settings:
             if os.environ.get("GPUAAS_SLURM_STATE_DIR")
             else None
         )
+    )
+    #: each Slurm node's dataset cache, on its local disk (gpuaas.backends.slurm.datasets)
+    slurm_dataset_cache: str | None = field(
+        default_factory=lambda: _env("GPUAAS_SLURM_DATASET_CACHE")
+    )
+    #: the command the node jobs run (default: this Python, ``-m gpuaas.backends.dataset_cache``)
+    slurm_dataset_command: str | None = field(
+        default_factory=lambda: _env("GPUAAS_SLURM_DATASET_COMMAND")
     )
 
     storage_enforcement: str = field(

@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +54,7 @@ from gpuaas.backends.base import (
 from gpuaas.backends.logs import LogLayout
 from gpuaas.backends.slurm.cli import SlurmCli
 from gpuaas.backends.slurm.clusters import account_name, accounting_on, partition_name
+from gpuaas.backends.slurm.datasets import DEFAULT_ROOT, SlurmNodeCaches
 from gpuaas.backends.slurm.errors import SlurmRefused
 from gpuaas.backends.slurm.hostlist import expand
 from gpuaas.backends.slurm.inventory import slurm_nodes
@@ -112,6 +113,8 @@ class SlurmBackend:
         workers: int = 8,
         claim_grace: float = 60.0,
         nic_gres: Mapping[str, str] | None = None,
+        dataset_cache: Path | None = None,
+        dataset_command: Sequence[str] | None = None,
     ) -> None:
         self.logs = logs
         #: NIC pool -> the cluster's gres name for it (see gpuaas.backends.slurm.script)
@@ -139,6 +142,11 @@ class SlurmBackend:
         self._nodes: dict[str, SlurmNode] = {}
         self._nodes_at = -NODES_TTL
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slurm-submit")
+        #: each node's dataset cache, on the node's own disk (see gpuaas.backends.slurm.datasets)
+        self.datasets = SlurmNodeCaches(
+            self.cli, logs.root / "datasets", Path(dataset_cache or DEFAULT_ROOT),
+            dataset_command, partition, prefix,
+        )  # fmt: skip
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -280,7 +288,9 @@ class SlurmBackend:
             if self._accounting is None:
                 self._accounting = accounting_on(self.cli)
             account = account_name(job.tenant) if self._accounting else None
-        sub = submission(job, self.logs, nodes, partition, self.prefix, self.nic_gres)
+        sub = submission(
+            job, self.logs, nodes, partition, self.prefix, self.nic_gres, self.datasets
+        )
         if account is not None:  # the partition admits the tenant's account only
             sub.options.append(f"--account={account}")
         script = write_files(self.logs.attempt_dir(job.id, job.attempt), sub)
@@ -416,6 +426,10 @@ class SlurmBackend:
         code = exit_code(info.get("exit_code"))
         self._end(run)
         if state == "COMPLETED" and (code or 0) == 0:
+            dataset = (run.job.spec.get("resolved") or {}).get("dataset")
+            if dataset and run.job.tenant:  # its nodes' fill step reported what they hold
+                folder = self.logs.attempt_dir(run.job.id, run.job.attempt)
+                self.datasets.reported(run.job.tenant, dataset, folder)
             ev.append(BackendEvent(job_id, EventKind.SUCCEEDED, now, "completed", 0))
             return
         said = _said(info.get("job_id"), state, why, code) + self._stderr_tail(run.job)

@@ -31,6 +31,10 @@ nodes share (``local``) or where the nodes mount the provider's export (``nfs``)
 exports ``GPUAAS_VOLUME_<NAME>`` (that directory) and links it at the mount path made relative
 to the job's working directory (``/data`` -> ``./data``), as the local backend does. A volume
 with no directory (a Kubernetes claim) cannot be mounted here and the job is refused.
+
+A dataset (``resolved.dataset``, docs/datasets.md): the batch script first runs one task per node
+that fills the node's dataset cache (:mod:`.datasets`), and stops the job when it cannot; each
+pod gets ``GPUAAS_DATASET`` and ``GPUAAS_DATASET_DIR`` (the copy on its node).
 """
 
 from __future__ import annotations
@@ -40,11 +44,16 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuaas.backends.base import BackendJob, nic_variables
+from gpuaas.backends.dataset_cache import CacheError
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.placement import DeviceKind, PodPlacement
 from gpuaas.model.volume import mount_link, volume_env_name
+
+if TYPE_CHECKING:
+    from gpuaas.backends.slurm.datasets import SlurmNodeCaches
 
 _MIB = 1 << 20
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -88,9 +97,11 @@ def submission(
     partition: str | None = None,
     prefix: str = "gpuaas",
     nic_gres: Mapping[str, str] | None = None,
+    datasets: SlurmNodeCaches | None = None,
 ) -> Submission:
     """The batch job for ``job``; :class:`Unrunnable` when Slurm cannot run it as placed.
-    ``nic_gres``: NIC pool -> the cluster's gres name for it (see the module docstring)."""
+    ``nic_gres``: NIC pool -> the cluster's gres name for it (see the module docstring);
+    ``datasets``: the nodes' dataset caches, for a job that reads a dataset."""
     if not job.pods:
         raise Unrunnable("the job has no pods placed")
     if job.spec.get("container") is not None:
@@ -164,11 +175,13 @@ def submission(
         if not command:
             raise Unrunnable("the job gives neither a command nor a script")
         run = "exec " + shlex.join(command)
-    task = _task_script(job, layout, by_node, nodes, run)
+    fill, reads = _dataset_lines(job, folder, datasets)
+    task = _task_script(job, layout, by_node, nodes, run, reads)
     batch = "\n".join([
         "#!/bin/bash",
         f"# gpuaas job {job.id} attempt {job.attempt}: one Slurm task per pod (see task.sh)",
         f"export PATH={_PATH}",
+        *fill,
         f"exec srun --export=ALL --kill-on-bad-exit=1 --ntasks-per-node={tasks} "
         f"--cpus-per-task={cpus} bash {shlex.quote(str(folder / 'task.sh'))}",
         "",
@@ -236,6 +249,7 @@ def _task_script(
     by_node: Mapping[str, list[PodPlacement]],
     nodes: Mapping[str, SlurmNode],
     run: str,
+    reads: list[str] | None = None,
 ) -> str:
     q = shlex.quote
     world = len(job.pods)
@@ -277,8 +291,26 @@ def _task_script(
         lines.append(f"export {key}={q(value)}")
     lines.append(f"cd {q(str(layout.attempt_dir(job.id, job.attempt)))}")
     lines += _volume_lines(job)
+    lines += reads or []
     lines += [run, ""]
     return "\n".join(lines)
+
+
+def _dataset_lines(
+    job: BackendJob, folder: Path, datasets: SlurmNodeCaches | None
+) -> tuple[list[str], list[str]]:
+    """For a job that reads a dataset: the batch step that fills its nodes' caches, and the
+    pods' environment (``GPUAAS_DATASET``, ``GPUAAS_DATASET_DIR``: the copy on its node)."""
+    dataset = (job.spec.get("resolved") or {}).get("dataset")
+    if not dataset:
+        return [], []
+    if datasets is None:
+        raise Unrunnable(f"dataset {dataset['name']}: this backend keeps no dataset caches")
+    try:
+        fill = datasets.fill_lines(job.tenant or "", dataset, folder)
+    except CacheError as exc:
+        raise Unrunnable(f"dataset {dataset['name']}: {exc}") from None
+    return fill, datasets.task_lines(job.tenant or "", dataset)
 
 
 def _volume_lines(job: BackendJob) -> list[str]:
