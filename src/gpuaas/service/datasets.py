@@ -487,8 +487,9 @@ def warm_after_jobs(
 def verify(session: Session, caches_of: CachesOf) -> bool:
     """The backends' report: every warm cache on a node whose backend keeps node caches is
     checked against the files there; one whose files are gone (or whose source changed) is
-    forgotten. True when any was."""
-    gone = False
+    forgotten. True while some answer is still to come (a check running on its node: ask
+    again at the next step)."""
+    gone = waiting = False
     rows = session.execute(
         select(DatasetCache, DatasetRow, Tenant.name)
         .join(DatasetRow, DatasetRow.id == DatasetCache.dataset_id)
@@ -500,14 +501,15 @@ def verify(session: Session, caches_of: CachesOf) -> bool:
             files = caches_of(cache.node)
         except CacheError:
             continue
-        if files is not None and (
-            files.check(cache.node, tenant, dataset.name, dataset.uri) is False
-        ):  # None: being checked on the node, answered at a later step
+        held = None if files is None else files.check(cache.node, tenant, dataset.name, dataset.uri)
+        if held is False:
             session.delete(cache)
             gone = True
+        elif files is not None and held is None:  # being checked on the node
+            waiting = True
     if gone:
         bump(session)
-    return gone
+    return waiting
 
 
 #: seconds between two checks of the warm caches' files (the backends' report)
@@ -526,6 +528,7 @@ class WarmSync:
         self.caches_of = caches_of
         self._seen: tuple[int, str] | None = None  # (the warm sets given to, the version)
         self._verified_at = -math.inf
+        self._checking = False  # checks still running on their nodes (asked each step)
 
     def step(self, scheduler: AdmissionScheduler, now: float) -> None:
         pool = scheduler.engine.pool
@@ -535,7 +538,7 @@ class WarmSync:
             loading = session.scalar(
                 select(DatasetCache.id).where(DatasetCache.state == LOADING).limit(1)
             )
-        verify_now = now - self._verified_at >= VERIFY_EVERY
+        verify_now = self._checking or now - self._verified_at >= VERIFY_EVERY
         if loading is not None or verify_now:
             from gpuaas.service.jobs import serialized_writes  # jobs imports this module
 
@@ -543,8 +546,9 @@ class WarmSync:
                 if loading is not None:
                     run_preloads(session, now, self.capacity, self.caches_of)
                 if verify_now:
-                    verify(session, self.caches_of)
-                    self._verified_at = now
+                    self._checking = verify(session, self.caches_of)
+                    if not self._checking:
+                        self._verified_at = now
         with self.db.session() as session:
             seen = (id(pool.warm), version(session))
             if seen == self._seen:

@@ -49,6 +49,8 @@ DEFAULT_ROOT = Path("/var/cache/gpuaas/datasets")
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
           "BOOT_FAIL", "DEADLINE", "PREEMPTED"}  # fmt: skip
 _Key = tuple[str, str, str, str, str]  # op, node, tenant, dataset, uri
+#: seconds a check's answer stands (less than the service's 30 s between check rounds)
+ANSWER_TTL = 20.0
 
 
 def default_command() -> list[str]:
@@ -60,7 +62,6 @@ def default_command() -> list[str]:
 class _NodeJob:
     slurm_id: int
     report: Path
-    asked_at: float
 
 
 class SlurmNodeCaches:
@@ -84,6 +85,9 @@ class SlurmNodeCaches:
         self.prefix = prefix
         self._lock = threading.Lock()
         self._asked: dict[_Key, _NodeJob] = {}
+        #: recent answers of checks: a check round asks until every node has answered, and
+        #: a node that answered early is not asked again in the same round
+        self._answered: dict[_Key, tuple[float, dict]] = {}
         #: (node, tenant, dataset) -> (uri, bytes) reported by a succeeded job's fill step
         self._reported: dict[tuple[str, str, str], tuple[str, int]] = {}
 
@@ -168,6 +172,9 @@ class SlurmNodeCaches:
         key = (op, node, tenant, dataset, uri)
         with self._lock:
             asked = self._asked.get(key)
+            recent = self._answered.get(key)
+        if recent is not None and time.monotonic() - recent[0] < ANSWER_TTL:
+            return recent[1]
         if asked is None:
             try:
                 self._submit(op, node, tenant, dataset, uri)
@@ -189,7 +196,18 @@ class SlurmNodeCaches:
                 )
         with self._lock:
             self._asked.pop(key, None)
-        asked.report.unlink(missing_ok=True)
+            if op == "check":
+                now = time.monotonic()
+                self._answered = {
+                    k: v for k, v in self._answered.items() if now - v[0] < ANSWER_TTL
+                }
+                self._answered[key] = (now, answer)
+        for path in (
+            asked.report,
+            asked.report.with_suffix(".sh"),
+            asked.report.with_suffix(".out"),
+        ):
+            path.unlink(missing_ok=True)
         return answer
 
     def _submit(self, op: str, node: str, tenant: str, dataset: str, uri: str) -> None:
@@ -224,9 +242,7 @@ class SlurmNodeCaches:
             raise CacheError(f"Slurm refused the {op} job on node {node}: {exc}") from None
         if op != "evict":
             with self._lock:
-                self._asked[(op, node, tenant, dataset, uri)] = _NodeJob(
-                    slurm_id, report, time.time()
-                )
+                self._asked[(op, node, tenant, dataset, uri)] = _NodeJob(slurm_id, report)
 
     def _state(self, slurm_id: int) -> str:
         """Slurm's state of a node job; ``COMPLETED`` once slurmctld has forgotten it."""
