@@ -8,7 +8,8 @@ hands them to the engine (:mod:`gpuaas.engine.locality`):
 - a preload asks for nodes: rows in state ``loading``; the reconciler runs them
   (:func:`run_preloads`): on a backend with node caches (local, Slurm: a dataset is a path,
   :mod:`gpuaas.backends.dataset_cache`) it copies the files there or finds them there, checked,
-  and the row turns ``warm`` or ``failed`` with the reason; a backend without files of its own
+  and the row turns ``warm`` or ``failed`` with the reason (on Slurm a job on the node does it,
+  and the row stays ``loading`` until that job has answered); a backend without files of its own
   (the simulator) reports the preload done at once; on Kubernetes Fluid's ``DataLoad`` loads
   the cache;
 - a job that read the dataset and succeeded makes its nodes warm (:func:`warm_after_jobs`), on

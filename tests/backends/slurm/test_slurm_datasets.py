@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -169,5 +170,51 @@ def test_a_required_dataset_waits_until_a_preload_ran_on_a_slurm_node(
         # the preload ran as a Slurm job on n3: its copy is on n3's disk
         manifest = tmp_path / "node-disk" / "n3" / "acme" / "corpus" / "MANIFEST.json"
         assert manifest.exists()
+    finally:
+        reconciler.stop()
+
+
+def test_a_full_node_cache_evicts_through_a_job_on_the_node(
+    slurm_cluster: Cluster, db: Database, tmp_path: Path
+) -> None:
+    """1 MiB per node: three 400 KiB datasets preloaded on n1 cannot all stay; the least
+    recently used is forgotten and a job on n1 deletes its copy."""
+    world = build(db, slurm_cluster, 16)
+    tight = replace(settings(db, tmp_path), dataset_cache_bytes=1 << 20)
+    reconciler = Reconciler(db, tight, backend=slurm_backend(slurm_cluster, tmp_path))
+    try:
+        for name in ("d1", "d2", "d3"):
+            root = tmp_path / name
+            root.mkdir()
+            (root / "blob").write_bytes(b"x" * 400 * 1024)
+            register(db, world, name, str(root))
+        for name in ("d1", "d2", "d3"):
+            ask_preload(db, world, name, ["n1"])
+            step_until(reconciler, lambda n=name: caches(db, n)["n1"][0] != "loading")
+        assert "n1" not in caches(db, "d1")
+        assert caches(db, "d2")["n1"][0] == caches(db, "d3")["n1"][0] == "warm"
+        disk = tmp_path / "node-disk" / "n1" / "acme"
+        step_until(reconciler, lambda: not (disk / "d1").exists())  # the eviction job ran
+        assert (disk / "d3" / "data" / "blob").exists()
+    finally:
+        reconciler.stop()
+
+
+def test_a_node_job_that_ends_without_an_answer_fails_the_preload(
+    slurm_cluster: Cluster, db: Database, tmp_path: Path, corpus: Path
+) -> None:
+    world = build(db, slurm_cluster, 16)
+    broken = backend(
+        slurm_cluster, tmp_path, dataset_cache=tmp_path / "node-disk",
+        dataset_command=["/nonexistent/python3", "-m", "gpuaas.backends.dataset_cache"],
+    )  # fmt: skip
+    reconciler = Reconciler(db, settings(db, tmp_path), backend=broken)
+    try:
+        register(db, world, "corpus", str(corpus))
+        ask_preload(db, world, "corpus", ["n2"])
+        step_until(reconciler, lambda: caches(db, "corpus")["n2"][0] != "loading", timeout=60)
+        state, _, error = caches(db, "corpus")["n2"]
+        assert state == "failed"
+        assert "on node n2 ended FAILED with no answer" in error, error
     finally:
         reconciler.stop()

@@ -48,6 +48,7 @@ DEFAULT_ROOT = Path("/var/cache/gpuaas/datasets")
 #: Slurm states in which a node job has ended (with no report: it failed)
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
           "BOOT_FAIL", "DEADLINE", "PREEMPTED"}  # fmt: skip
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _Key = tuple[str, str, str, str, str]  # op, node, tenant, dataset, uri
 #: seconds a check's answer stands (less than the service's 30 s between check rounds)
 ANSWER_TTL = 20.0
@@ -221,7 +222,7 @@ class SlurmNodeCaches:
             argv += ["--uri", uri]
         script = self.work / f"{stem}.sh"
         script.write_text(f"#!/bin/bash\n# gpuaas: {op} dataset {dataset} on {node}\n"
-                          f"exec {shlex.join(argv)}\n")  # fmt: skip
+                          f"export PATH={_PATH}\nexec {shlex.join(argv)}\n")  # fmt: skip
         options = [
             f"--job-name={self.prefix}-data-{op}",
             f"--comment={self.prefix} dataset {tenant}/{dataset} {op} on {node}",
@@ -232,6 +233,7 @@ class SlurmNodeCaches:
             "--mem=256",
             f"--chdir={self.work}",
             f"--output={report.with_suffix('.out')}",
+            "--export=NONE",
             "--no-requeue",
         ]
         if self.partition:
