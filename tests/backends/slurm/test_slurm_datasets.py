@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,16 @@ def nodes_of(db: Database, job_id: int) -> list[str]:
     return [p["node"] for p in job(db, job_id).placement or []]
 
 
+@contextmanager
+def running(db: Database, root: Path, slurm: SlurmBackend, **changes: Any) -> Iterator[Reconciler]:
+    """A reconciler driving ``slurm`` (settings changed by ``changes``), stopped after."""
+    reconciler = Reconciler(db, replace(settings(db, root), **changes), backend=slurm)
+    try:
+        yield reconciler
+    finally:
+        reconciler.stop()
+
+
 def cordon(db: Database, nodes: list[str], cordoned: bool) -> None:
     with db.session() as s:
         for node in nodes:
@@ -102,10 +113,7 @@ def test_a_slurm_job_warms_its_node_and_the_next_prefers_it(
     slurm_cluster: Cluster, db: Database, tmp_path: Path, corpus: Path
 ) -> None:
     world = build(db, slurm_cluster, 16)
-    reconciler = Reconciler(
-        db, settings(db, tmp_path), backend=slurm_backend(slurm_cluster, tmp_path)
-    )
-    try:
+    with running(db, tmp_path, slurm_backend(slurm_cluster, tmp_path)) as reconciler:
         register(db, world, "corpus", f"file://{corpus}")
         cordon(db, ["n1", "n3"], True)  # the first reader can only run on n2
         first = submit(db, world, reads("first", "corpus"))
@@ -137,18 +145,13 @@ def test_a_slurm_job_warms_its_node_and_the_next_prefers_it(
         )  # fmt: skip
         reconciler._datasets._verified_at = float("-inf")  # check now, not in 30 s
         step_until(reconciler, lambda: "n2" not in caches(db, "corpus"), timeout=60)
-    finally:
-        reconciler.stop()
 
 
 def test_a_required_dataset_waits_until_a_preload_ran_on_a_slurm_node(
     slurm_cluster: Cluster, db: Database, tmp_path: Path, corpus: Path
 ) -> None:
     world = build(db, slurm_cluster, 16)
-    reconciler = Reconciler(
-        db, settings(db, tmp_path), backend=slurm_backend(slurm_cluster, tmp_path)
-    )
-    try:
+    with running(db, tmp_path, slurm_backend(slurm_cluster, tmp_path)) as reconciler:
         register(db, world, "corpus", str(corpus))
         register(db, world, "remote", "s3://bucket/remote")
         waiting = submit(db, world, reads("needs-warm", "corpus", "required"))
@@ -170,8 +173,6 @@ def test_a_required_dataset_waits_until_a_preload_ran_on_a_slurm_node(
         # the preload ran as a Slurm job on n3: its copy is on n3's disk
         manifest = tmp_path / "node-disk" / "n3" / "acme" / "corpus" / "MANIFEST.json"
         assert manifest.exists()
-    finally:
-        reconciler.stop()
 
 
 def test_a_full_node_cache_evicts_through_a_job_on_the_node(
@@ -180,9 +181,8 @@ def test_a_full_node_cache_evicts_through_a_job_on_the_node(
     """1 MiB per node: three 400 KiB datasets preloaded on n1 cannot all stay; the least
     recently used is forgotten and a job on n1 deletes its copy."""
     world = build(db, slurm_cluster, 16)
-    tight = replace(settings(db, tmp_path), dataset_cache_bytes=1 << 20)
-    reconciler = Reconciler(db, tight, backend=slurm_backend(slurm_cluster, tmp_path))
-    try:
+    slurm = slurm_backend(slurm_cluster, tmp_path)
+    with running(db, tmp_path, slurm, dataset_cache_bytes=1 << 20) as reconciler:
         for name in ("d1", "d2", "d3"):
             root = tmp_path / name
             root.mkdir()
@@ -196,8 +196,6 @@ def test_a_full_node_cache_evicts_through_a_job_on_the_node(
         disk = tmp_path / "node-disk" / "n1" / "acme"
         step_until(reconciler, lambda: not (disk / "d1").exists())  # the eviction job ran
         assert (disk / "d3" / "data" / "blob").exists()
-    finally:
-        reconciler.stop()
 
 
 def test_a_node_job_that_ends_without_an_answer_fails_the_preload(
@@ -208,13 +206,10 @@ def test_a_node_job_that_ends_without_an_answer_fails_the_preload(
         slurm_cluster, tmp_path, dataset_cache=tmp_path / "node-disk",
         dataset_command=["/nonexistent/python3", "-m", "gpuaas.backends.dataset_cache"],
     )  # fmt: skip
-    reconciler = Reconciler(db, settings(db, tmp_path), backend=broken)
-    try:
+    with running(db, tmp_path, broken) as reconciler:
         register(db, world, "corpus", str(corpus))
         ask_preload(db, world, "corpus", ["n2"])
         step_until(reconciler, lambda: caches(db, "corpus")["n2"][0] != "loading", timeout=60)
         state, _, error = caches(db, "corpus")["n2"]
         assert state == "failed"
         assert "on node n2 ended FAILED with no answer" in error, error
-    finally:
-        reconciler.stop()
