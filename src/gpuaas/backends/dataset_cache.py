@@ -152,8 +152,14 @@ class NodeCaches:
                 shutil.copytree(source, tmp / "data")
             (tmp / MANIFEST).write_text(json.dumps(files, sort_keys=True))
             if place.exists():
-                shutil.rmtree(place)
-            os.replace(tmp, place)
+                shutil.rmtree(place, ignore_errors=True)
+            try:
+                os.replace(tmp, place)
+            except OSError:  # another fill (a job and a preload on one node) got there first
+                held = self.held(node, tenant, dataset, uri)
+                if held is None:
+                    raise
+                return held
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
