@@ -314,6 +314,11 @@ def preload(at: At, name: str, body: PreloadIn) -> DatasetOut:
 CachesOf = Callable[[str], NodeCaches | None]
 
 
+class ReportedByBackend(CacheError):
+    """Raised by a :data:`CachesOf` for a node whose backend reports its caches itself (Fluid
+    on Kubernetes, :mod:`gpuaas.service.fluid_warm`): its preloads are left to that report."""
+
+
 def _evict(caches_of: CachesOf, node: str, tenant: str, name: str) -> None:
     try:
         files = caches_of(node)
@@ -405,6 +410,7 @@ def run_preloads(session: Session, now: float, capacity: int, caches_of: CachesO
         .where(DatasetCache.state == LOADING)
         .order_by(DatasetCache.id)
     ).all()
+    ran = False
     for cache, dataset in pending:
         size = 0
         try:
@@ -412,13 +418,16 @@ def run_preloads(session: Session, now: float, capacity: int, caches_of: CachesO
             if files is not None:
                 tenant = _tenant_name(session, dataset)
                 size = files.fill(cache.node, tenant, dataset.name, dataset.uri)
+        except ReportedByBackend:
+            continue
         except (CacheError, OSError) as exc:
-            cache.state, cache.error = FAILED, str(exc)
+            cache.state, cache.error, ran = FAILED, str(exc), True
             continue
         _turn_warm(session, cache, dataset, size, BY_PRELOAD, now, capacity, caches_of)
-    if pending:
+        ran = True
+    if ran:
         bump(session)
-    return bool(pending)
+    return ran
 
 
 def mark_warm(

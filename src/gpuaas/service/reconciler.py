@@ -50,6 +50,7 @@ from sqlalchemy.orm import Session
 
 from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
 from gpuaas.backends.dataset_cache import CacheError, NodeCaches
+from gpuaas.backends.kubernetes.backend import KubernetesBackend
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
@@ -71,8 +72,9 @@ from gpuaas.model.node import Node
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.cluster_worker import ClusterWorker
-from gpuaas.service.datasets import WarmSync
+from gpuaas.service.datasets import ReportedByBackend, WarmSync
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
+from gpuaas.service.fluid_warm import FluidSync
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
 from gpuaas.service.replicas import ReplicaBook
@@ -336,6 +338,8 @@ class Reconciler:
         self._swept_at = -math.inf
         self._leadership = Leadership(db)
         self._datasets = WarmSync(db, settings.dataset_cache_bytes, self._caches_of)
+        self._fluid = FluidSync(db, settings.dataset_cache_bytes, self._caches_of,
+                                self._fluid_nodes)  # fmt: skip
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
@@ -419,6 +423,7 @@ class Reconciler:
                 writes = self._sync(session, now, versions)
         assert self.engine is not None
         scheduler = self.scheduler(self.engine)
+        self._fluid.step(now)  # Fluid's preloads and warm caches on Kubernetes nodes
         self._datasets.step(scheduler, now)  # preloads, and the warm sets into the engine
         # what finished since the last step frees quota for this step's admission
         for driver in list(self._drivers.values()):
@@ -884,7 +889,25 @@ class Reconciler:
         caches = getattr(backend, "datasets", None)
         if isinstance(caches, NodeCaches) or backend.name == "sim":
             return caches
+        if isinstance(backend, KubernetesBackend):
+            raise ReportedByBackend("Fluid reports the kubernetes backend's dataset caches")
         raise CacheError(f"the {backend.name} backend does not cache datasets on its nodes yet")
+
+    def _fluid_nodes(self) -> dict[str, KubernetesBackend]:
+        """Every fleet node run by a Kubernetes backend, with it (Fluid's datasets there)."""
+        if self.engine is None or self.engine.pool is None:
+            return {}
+        default = self.backends.default
+        by_name: dict[str, Backend] = {}
+        out: dict[str, KubernetesBackend] = {}
+        for node in self.engine.pool.nodes:
+            name = backend_of_node(node, default)
+            if name not in by_name:
+                by_name[name] = self.backends.get(name)
+            backend = by_name[name]
+            if isinstance(backend, KubernetesBackend):
+                out[node.name] = backend
+        return out
 
     def _alive(self, job_id: int, attempt: int) -> bool:
         """Whether ``job_id`` still holds the devices it was given at ``attempt``."""
