@@ -10,10 +10,12 @@ hands them to the engine (:mod:`gpuaas.engine.locality`):
   :mod:`gpuaas.backends.dataset_cache`) it copies the files there or finds them there, checked,
   and the row turns ``warm`` or ``failed`` with the reason; a backend without files of its own
   (the simulator) reports the preload done at once; on Kubernetes Fluid's ``DataLoad`` loads
-  the cache;
+  the cache and Fluid's status says when (:mod:`gpuaas.service.fluid_warm`; ``caches_of``
+  raises :class:`ReportedByBackend` for those nodes, whose preloads are left to it);
 - a job that read the dataset and succeeded makes its nodes warm (:func:`warm_after_jobs`), on
   a backend with node caches only once the files are checked there;
-- a backend may report warm nodes itself (:func:`report_warm`).
+- a backend may report warm nodes itself: Fluid on Kubernetes, through :func:`mark_warm`
+  (:mod:`gpuaas.service.fluid_warm`).
 
 Each node's cache has a capacity (``Settings.dataset_cache_bytes``, the same on every node): a
 dataset takes its ``cacheSize`` there (its size when 0). When a dataset turns warm on a full
