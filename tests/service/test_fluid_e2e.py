@@ -165,3 +165,28 @@ def test_fluid_not_installed_fails_the_preload_with_the_api_servers_words(
     error = _caches(db, "corpus")["node-1"][2]
     assert error.startswith("Fluid preload refused: the cluster serves no data.fluid.io")
     assert "is Fluid installed" in error
+
+
+def test_a_node_asked_where_fluid_puts_no_worker_fails_and_thin_has_nothing_to_load(
+    db: Database, world: dict[str, int], reconciler: Reconciler, server: FakeApiServer
+) -> None:
+    _register(db, world, "corpus")
+    thin = DatasetIn(name="mounted", uri="s3://data/mounted", runtime="thin")
+    _at(db, world, lambda at: Datasets().create(at, thin))
+    reconciler.step(time.time())
+    _preload(db, world, "corpus", ["node-1", "node-2"])
+    _preload(db, world, "mounted", ["node-1"])
+    step_until(reconciler, lambda: _caches(db, "mounted")["node-1"][0] == "failed")
+    assert "thin dataset has no cache" in _caches(db, "mounted")["node-1"][2]
+    assert not any(k[2] == "mounted" for k in server.objects)  # nothing applied for it
+    server.add_node("node-1", {cache_label(NS, "corpus"): "true"})
+    _bound(server, "corpus")
+    server.set_status("corpus-preload", {"phase": "Complete"}, plural="dataloads")
+    step_until(reconciler, lambda: _caches(db, "corpus")["node-2"][0] != "loading")
+    assert _caches(db, "corpus")["node-1"] == ("warm", "preload", "")
+    state, _, error = _caches(db, "corpus")["node-2"]
+    assert state == "failed"
+    assert error == (
+        "Fluid DataLoad corpus-preload completed but Fluid keeps no cache of it on node-2 "
+        "(its cache workers: node-1)"
+    )

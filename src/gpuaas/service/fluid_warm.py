@@ -110,12 +110,17 @@ class FluidSync:
                 elif cache.state == ds.WARM:
                     warm.setdefault(key, set()).add(cache.node)
         changed = False
+        for key in [k for k in self._reported if k[0] not in datasets]:  # deleted since
+            del self._reported[key]
         for dataset_id, dataset in datasets.items():
             for name, backend in backends.items():
                 key = (dataset_id, name)
                 mine = {n for n, b in fluid.items() if b.name == name}
-                changed |= self._one(key, dataset, backend, asked.get(key), warm.get(key, set()),
-                                     mine, fluid, now)  # fmt: skip
+                try:
+                    changed |= self._one(key, dataset, backend, asked.get(key),
+                                         warm.get(key, set()), mine, fluid, now)  # fmt: skip
+                except Exception:  # one dataset's trouble must not stop the reconciler
+                    log.exception("dataset %s: reading Fluid's state failed", dataset.name)
         return changed
 
     def _one(

@@ -91,6 +91,10 @@ WORKLOADS = (JOB, JOBSET, VOLCANO_JOB)
 SELECTOR = f"{MANAGED_BY}=gpuaas"
 
 
+#: seconds a Fluid call may take: the reconciler makes them on its own thread, which a hung
+#: connection must not hold
+FLUID_TIMEOUT = 10
+
 #: the preload a DataLoad was made for (the time it was asked, as the service stores it)
 PRELOAD_AT = "gpuaas.io/preload-at"
 
@@ -540,7 +544,10 @@ class KubernetesBackend:
                 load = None
         label = label_of(runtime, namespace, name)
         core = client.CoreV1Api(self.api())
-        listed = self._call("list nodes", lambda: core.list_node(label_selector=f"{label}=true"))
+        listed = self._call(
+            "list nodes",
+            lambda: core.list_node(label_selector=f"{label}=true", _request_timeout=FLUID_TIMEOUT),
+        )
         nodes = self.api().sanitize_for_serialization(listed).get("items") or []
         thin = dataset.runtime is CacheRuntime.THIN
         return fluid_state(found, load, nodes, label, thin=thin)
@@ -554,7 +561,10 @@ class KubernetesBackend:
         fn = getattr(custom, f"{verb}_namespaced_custom_object")
         group, version = FLUID_API.split("/")
         what = f"{verb} {plural} {namespace}/{args[0] if isinstance(args[0], str) else ''}"
-        return self._call(what, lambda: fn(group, version, namespace, plural, *args))
+        return self._call(
+            what,
+            lambda: fn(group, version, namespace, plural, *args, _request_timeout=FLUID_TIMEOUT),
+        )
 
     def _fluid_get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         from kubernetes.client.exceptions import ApiException
