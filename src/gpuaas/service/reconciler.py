@@ -84,6 +84,7 @@ from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
 log = logging.getLogger("gpuaas.reconciler")
+K8S = KubernetesBackend.name
 
 _CHUNK = 500
 #: Seconds between writes of pending jobs' reasons.
@@ -898,16 +899,11 @@ class Reconciler:
         if self.engine is None or self.engine.pool is None:
             return {}
         default = self.backends.default
-        by_name: dict[str, Backend] = {}
-        out: dict[str, KubernetesBackend] = {}
-        for node in self.engine.pool.nodes:
-            name = backend_of_node(node, default)
-            if name not in by_name:
-                by_name[name] = self.backends.get(name)
-            backend = by_name[name]
-            if isinstance(backend, KubernetesBackend):
-                out[node.name] = backend
-        return out
+        names = [n.name for n in self.engine.pool.nodes if backend_of_node(n, default) == K8S]
+        if not names:  # no other backend is built for this
+            return {}
+        backend = self.backends.get(K8S)
+        return dict.fromkeys(names, backend) if isinstance(backend, KubernetesBackend) else {}
 
     def _alive(self, job_id: int, attempt: int) -> bool:
         """Whether ``job_id`` still holds the devices it was given at ``attempt``."""
