@@ -171,18 +171,17 @@ class FakeApiServer:
             events = self.pending.pop(collection, [])
             return _response(200, "".join(json.dumps(e) + "\n" for e in events).encode())
         self.pending.pop(collection, None)
-        wanted = [p.split("=", 1) for p in query.get("labelSelector", [""])[0].split(",") if p]
+        selector = query.get("labelSelector", [""])[0]
         items = [o for (c, ns, _), o in self.objects.items()
                  if c == collection and (not namespace or ns == namespace)
-                 and all((o["metadata"].get("labels") or {}).get(k) == v
-                         for k, v in wanted)]  # fmt: skip
+                 and _matches(o["metadata"].get("labels") or {}, selector)]  # fmt: skip
         meta = {"resourceVersion": str(self.version)}
         return _response(
             200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items}
         )
 
 
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """RFC 7386: objects merge key by key, null deletes, anything else replaces."""
     for key, value in patch.items():
         if value is None:
@@ -191,3 +190,13 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             _merge(target[key], value)
         else:
             target[key] = copy.deepcopy(value)
+    return target
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    """Whether ``labels`` satisfy an equality label selector (``k=v,k2``)."""
+    for term in filter(None, selector.split(",")):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
