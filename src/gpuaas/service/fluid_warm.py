@@ -40,7 +40,7 @@ from gpuaas.backends.base import BackendUnavailable
 from gpuaas.backends.kubernetes.backend import KubernetesBackend, PreloadRefused
 from gpuaas.backends.kubernetes.fluid import fluid_name
 from gpuaas.backends.kubernetes.fluid_status import FluidState
-from gpuaas.model.dataset import CacheRuntime
+from gpuaas.model.dataset import CacheRuntime, Dataset
 from gpuaas.model.errors import InvalidValue
 from gpuaas.service import datasets as ds
 from gpuaas.store.db import Database
@@ -126,7 +126,7 @@ class FluidSync:
     def _one(
         self,
         key: tuple[int, str],
-        dataset: Any,
+        dataset: Dataset,
         backend: KubernetesBackend,
         asked: _Asked | None,
         warm: set[str],
@@ -171,7 +171,7 @@ class FluidSync:
     def _write(
         self,
         key: tuple[int, str],
-        dataset: Any,
+        dataset: Dataset,
         failed: dict[str, str],
         loaded: set[str],
         reported: set[str],
