@@ -11,10 +11,12 @@ hands them to the engine (:mod:`gpuaas.engine.locality`):
   and the row turns ``warm`` or ``failed`` with the reason (on Slurm a job on the node does it,
   and the row stays ``loading`` until that job has answered); a backend without files of its own
   (the simulator) reports the preload done at once; on Kubernetes Fluid's ``DataLoad`` loads
-  the cache;
+  the cache and Fluid's status says when (:mod:`gpuaas.service.fluid_warm`; ``caches_of``
+  raises :class:`ReportedByBackend` for those nodes, whose preloads are left to it);
 - a job that read the dataset and succeeded makes its nodes warm (:func:`warm_after_jobs`), on
   a backend with node caches only once the files are checked there;
-- a backend may report warm nodes itself (:func:`report_warm`).
+- a backend may report warm nodes itself: Fluid on Kubernetes, through :func:`mark_warm`
+  (:mod:`gpuaas.service.fluid_warm`).
 
 Each node's cache has a capacity (``Settings.dataset_cache_bytes``, the same on every node): a
 dataset takes its ``cacheSize`` there (its size when 0). When a dataset turns warm on a full
@@ -317,6 +319,11 @@ def preload(at: At, name: str, body: PreloadIn) -> DatasetOut:
 CachesOf = Callable[[str], NodeCacheAgent | None]
 
 
+class ReportedByBackend(CacheError):
+    """Raised by a :data:`CachesOf` for a node whose backend reports its caches itself (Fluid
+    on Kubernetes, :mod:`gpuaas.service.fluid_warm`): its preloads are left to that report."""
+
+
 def _evict(caches_of: CachesOf, node: str, tenant: str, name: str) -> None:
     try:
         files = caches_of(node)
@@ -408,6 +415,7 @@ def run_preloads(session: Session, now: float, capacity: int, caches_of: CachesO
         .where(DatasetCache.state == LOADING)
         .order_by(DatasetCache.id)
     ).all()
+    ran = False
     for cache, dataset in pending:
         size: int | None = 0
         try:
@@ -415,15 +423,18 @@ def run_preloads(session: Session, now: float, capacity: int, caches_of: CachesO
             if files is not None:
                 tenant = _tenant_name(session, dataset)
                 size = files.fill(cache.node, tenant, dataset.name, dataset.uri)
+        except ReportedByBackend:
+            continue
         except (CacheError, OSError) as exc:
-            cache.state, cache.error = FAILED, str(exc)
+            cache.state, cache.error, ran = FAILED, str(exc), True
             continue
         if size is None:  # running on the node: asked again at the next step
             continue
         _turn_warm(session, cache, dataset, size, BY_PRELOAD, now, capacity, caches_of)
-    if pending:
+        ran = True
+    if ran:
         bump(session)
-    return bool(pending)
+    return ran
 
 
 def mark_warm(

@@ -50,6 +50,7 @@ from sqlalchemy.orm import Session
 
 from gpuaas.backends.base import Backend, BackendEvent, BackendJob, EventKind
 from gpuaas.backends.dataset_cache import CacheError, NodeCacheAgent
+from gpuaas.backends.kubernetes.backend import KubernetesBackend
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
@@ -71,8 +72,9 @@ from gpuaas.model.node import Node
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.cluster_worker import ClusterWorker
-from gpuaas.service.datasets import WarmSync
+from gpuaas.service.datasets import ReportedByBackend, WarmSync
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
+from gpuaas.service.fluid_warm import FluidSync
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
 from gpuaas.service.replicas import ReplicaBook
@@ -82,6 +84,7 @@ from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
 log = logging.getLogger("gpuaas.reconciler")
+K8S = KubernetesBackend.name
 
 _CHUNK = 500
 #: Seconds between writes of pending jobs' reasons.
@@ -336,6 +339,8 @@ class Reconciler:
         self._swept_at = -math.inf
         self._leadership = Leadership(db)
         self._datasets = WarmSync(db, settings.dataset_cache_bytes, self._caches_of)
+        self._fluid = FluidSync(db, settings.dataset_cache_bytes, self._caches_of,
+                                self._fluid_nodes)  # fmt: skip
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
@@ -419,6 +424,7 @@ class Reconciler:
                 writes = self._sync(session, now, versions)
         assert self.engine is not None
         scheduler = self.scheduler(self.engine)
+        self._fluid.step(now)  # Fluid's preloads and warm caches on Kubernetes nodes
         self._datasets.step(scheduler, now)  # preloads, and the warm sets into the engine
         # what finished since the last step frees quota for this step's admission
         for driver in list(self._drivers.values()):
@@ -885,7 +891,20 @@ class Reconciler:
         caches: NodeCacheAgent | None = getattr(backend, "datasets", None)
         if caches is not None or backend.name == "sim":
             return caches
+        if isinstance(backend, KubernetesBackend):
+            raise ReportedByBackend("Fluid reports the kubernetes backend's dataset caches")
         raise CacheError(f"the {backend.name} backend does not cache datasets on its nodes yet")
+
+    def _fluid_nodes(self) -> dict[str, KubernetesBackend]:
+        """Every fleet node run by a Kubernetes backend, with it (Fluid's datasets there)."""
+        if self.engine is None or self.engine.pool is None:
+            return {}
+        default = self.backends.default
+        names = [n.name for n in self.engine.pool.nodes if backend_of_node(n, default) == K8S]
+        if not names:  # no other backend is built for this
+            return {}
+        backend = self.backends.get(K8S)
+        return dict.fromkeys(names, backend) if isinstance(backend, KubernetesBackend) else {}
 
     def _alive(self, job_id: int, attempt: int) -> bool:
         """Whether ``job_id`` still holds the devices it was given at ``attempt``."""

@@ -70,11 +70,17 @@ class FakeApiServer:
         Status dict, or an exception the transport raises)."""
         self.failures.append((method, path_part, answer))
 
-    def find(self, name: str) -> tuple[tuple[str, str, str], dict[str, Any]]:
-        return next((k, o) for k, o in self.objects.items() if k[2] == name and "pods" not in k[0])
+    def find(self, name: str, plural: str = "") -> tuple[tuple[str, str, str], dict[str, Any]]:
+        """The object called ``name`` (of the collection ending in ``/plural``, when two kinds
+        share the name: a Fluid Dataset and its runtime)."""
+        return next(
+            (k, o)
+            for k, o in self.objects.items()
+            if k[2] == name and "pods" not in k[0] and (not plural or k[0].endswith("/" + plural))
+        )
 
-    def set_status(self, name: str, status_: dict[str, Any]) -> None:
-        key, obj = self.find(name)
+    def set_status(self, name: str, status_: dict[str, Any], plural: str = "") -> None:
+        key, obj = self.find(name, plural)
         obj["status"] = status_
         self._bump(obj)
         self.pending.setdefault(key[0], []).append({"type": "MODIFIED", "object": obj})
@@ -83,6 +89,11 @@ class FakeApiServer:
         key, obj = self.find(name)
         del self.objects[key]
         self.pending.setdefault(key[0], []).append({"type": "DELETED", "object": obj})
+
+    def add_node(self, name: str, labels: dict[str, str]) -> None:
+        meta = {"name": name, "labels": labels}
+        self.objects[("/api/v1/nodes", "", name)] = {"apiVersion": "v1", "kind": "Node",
+                                                     "metadata": meta}  # fmt: skip
 
     def add_pod(self, namespace: str, name: str, labels: dict[str, str], exit_code: int) -> None:
         pod = {"apiVersion": "v1", "kind": "Pod",
@@ -136,6 +147,14 @@ class FakeApiServer:
                 return _response(404, status(404, "NotFound", f'"{name}" not found'), "Not Found")
             self.pending.setdefault(collection, []).append({"type": "DELETED", "object": obj})
             return _response(200, obj)
+        if method == "PATCH":  # a JSON merge patch
+            obj = self.objects.get((collection, namespace, name or ""))
+            if obj is None:
+                return _response(404, status(404, "NotFound", f'"{name}" not found'), "Not Found")
+            _merge(obj, data)
+            self._bump(obj)
+            self.pending.setdefault(collection, []).append({"type": "MODIFIED", "object": obj})
+            return _response(200, obj)
         if name is not None:
             obj = self.objects.get((collection, namespace, name))
             if obj is None:
@@ -152,9 +171,32 @@ class FakeApiServer:
             events = self.pending.pop(collection, [])
             return _response(200, "".join(json.dumps(e) + "\n" for e in events).encode())
         self.pending.pop(collection, None)
+        selector = query.get("labelSelector", [""])[0]
         items = [o for (c, ns, _), o in self.objects.items()
-                 if c == collection and (not namespace or ns == namespace)]  # fmt: skip
+                 if c == collection and (not namespace or ns == namespace)
+                 and _matches(o["metadata"].get("labels") or {}, selector)]  # fmt: skip
         meta = {"resourceVersion": str(self.version)}
         return _response(
             200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items}
         )
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386: objects merge key by key, null deletes, anything else replaces."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    """Whether ``labels`` satisfy an equality label selector (``k=v,k2``)."""
+    for term in filter(None, selector.split(",")):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True

@@ -16,28 +16,9 @@ from urllib.parse import parse_qs, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kubernetes"))
 
-from fake_apiserver import FakeApiServer, _response, status
+from fake_apiserver import FakeApiServer, _matches, _merge, _response, status
 
 __all__ = ["CapiApiServer", "status"]
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-    return target
-
-
-def _matches(labels: dict[str, str], selector: str) -> bool:
-    for term in filter(None, selector.split(",")):
-        key, eq, value = term.partition("=")
-        if key not in labels or (eq and labels[key] != value):
-            return False
-    return True
 
 
 def collection_of(path: str) -> tuple[str, str, str | None]:

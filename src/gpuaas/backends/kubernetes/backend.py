@@ -54,13 +54,17 @@ from gpuaas.backends.base import (
     BackendUnavailable,
     EventKind,
 )
+from gpuaas.backends.kubernetes.fluid import FLUID_API, RUNTIME_KINDS, dataset_objects, fluid_name
+from gpuaas.backends.kubernetes.fluid_status import FluidState, fluid_state, label_of
 from gpuaas.backends.kubernetes.manifests import (
     ATTEMPT,
     JOB_ID,
     MANAGED_BY,
     ManifestOptions,
+    namespace_of,
     render,
 )
+from gpuaas.model.dataset import CacheRuntime, Dataset
 from gpuaas.model.errors import InvalidValue
 
 
@@ -85,6 +89,19 @@ CLAIM_TEMPLATE = Kind("resource.k8s.io", "v1", "resourceclaimtemplates", "Resour
 KINDS = {k.api_version + "/" + k.kind: k for k in (JOB, JOBSET, VOLCANO_JOB, CLAIM_TEMPLATE)}
 WORKLOADS = (JOB, JOBSET, VOLCANO_JOB)
 SELECTOR = f"{MANAGED_BY}=gpuaas"
+
+
+#: seconds a Fluid call may take: the reconciler makes them on its own thread, which a hung
+#: connection must not hold
+FLUID_TIMEOUT = 10
+
+#: the preload a DataLoad was made for (the time it was asked, as the service stores it)
+PRELOAD_AT = "gpuaas.io/preload-at"
+
+
+class PreloadRefused(Exception):
+    """The cluster refused a preload's Fluid objects for good (invalid, or Fluid not
+    installed): the message says which object and why."""
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -466,6 +483,135 @@ class KubernetesBackend:
                 if terminated and terminated.exit_code:
                     return int(terminated.exit_code)
         return None
+
+    # --- Fluid: preloads and where a dataset is warm -------------------------------------
+    def preload_dataset(self, dataset: Dataset, nodes: list[str], asked_at: float) -> None:
+        """Apply ``dataset``'s Fluid ``Dataset`` and runtime (their node affinity widened to
+        ``nodes`` when they exist already) and a ``DataLoad`` pinned to ``nodes``, annotated
+        with ``asked_at``; a DataLoad of an earlier preload is replaced, this one's is kept.
+        PreloadRefused when the cluster refuses an object for good; BackendUnavailable when it
+        cannot be reached (retry)."""
+        from kubernetes.client.exceptions import ApiException
+
+        namespace = namespace_of(dataset.tenant, self.options.namespace)
+        name = fluid_name(dataset.name)
+        existing = self._fluid_get("datasets", namespace, name)
+        pinned = set(_affinity_nodes((existing or {}).get("spec", {}).get("nodeAffinity")))
+        everywhere = sorted(pinned | set(nodes))
+        fluid_dataset, runtime = dataset_objects(
+            dataset, namespace, preload=False, nodes=everywhere
+        )
+        *_, load = dataset_objects(dataset, namespace, preload=True, nodes=nodes)
+        load["metadata"]["annotations"] = {PRELOAD_AT: repr(asked_at)}
+        for obj in (fluid_dataset, runtime):
+            plural = obj["kind"].lower() + "s"
+            if existing is not None and set(everywhere) == pinned:
+                break  # there already, pinned where asked: nothing to change
+            if not self._fluid_create(plural, obj):  # there already: widen its nodes
+                self._fluid("patch", plural, namespace, name, {"spec": obj["spec"]})
+        load_name = load["metadata"]["name"]
+        before = self._fluid_get("dataloads", namespace, load_name)
+        if before is None and self._fluid_create("dataloads", load):
+            return
+        annotations = ((before or {}).get("metadata") or {}).get("annotations") or {}
+        if annotations.get(PRELOAD_AT) == repr(asked_at):
+            return  # this preload's, made by an earlier call
+        try:
+            self._fluid("delete", "dataloads", namespace, load_name)
+        except ApiException as exc:
+            if exc.status != 404:
+                message = api_message(exc)
+                raise BackendUnavailable(f"kubernetes: delete DataLoad: {message}") from None
+        if not self._fluid_create("dataloads", load):  # the old one is still going away
+            raise BackendUnavailable(f"kubernetes: DataLoad {namespace}/{load_name} is deleting")
+
+    def fluid_state(self, dataset: Dataset, asked_at: float | None = None) -> FluidState:
+        """What Fluid says of ``dataset`` (:mod:`.fluid_status`); the DataLoad counts only
+        when it is the preload asked at ``asked_at`` (None: whichever is there)."""
+        from kubernetes import client
+
+        namespace = namespace_of(dataset.tenant, self.options.namespace)
+        name = fluid_name(dataset.name)
+        found = self._fluid_get("datasets", namespace, name)
+        if found is None:
+            return FluidState(exists=False)
+        runtime_plural = RUNTIME_KINDS[dataset.runtime].lower() + "s"
+        runtime = self._fluid_get(runtime_plural, namespace, name)
+        load = self._fluid_get("dataloads", namespace, f"{name}-preload")
+        if load is not None and asked_at is not None:
+            annotations = (load.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(PRELOAD_AT) != repr(asked_at):
+                load = None
+        label = label_of(runtime, namespace, name)
+        core = client.CoreV1Api(self.api())
+        listed = self._call(
+            "list nodes",
+            lambda: core.list_node(label_selector=f"{label}=true", _request_timeout=FLUID_TIMEOUT),
+        )
+        nodes = self.api().sanitize_for_serialization(listed).get("items") or []
+        thin = dataset.runtime is CacheRuntime.THIN
+        return fluid_state(found, load, nodes, label, thin=thin)
+
+    def _fluid(self, verb: str, plural: str, namespace: str, *args: Any) -> Any:
+        """``CustomObjectsApi.<verb>_namespaced_custom_object`` on a Fluid kind, through
+        :meth:`_call` (transport failures are BackendUnavailable)."""
+        from kubernetes import client
+
+        custom = client.CustomObjectsApi(self.api())
+        fn = getattr(custom, f"{verb}_namespaced_custom_object")
+        group, version = FLUID_API.split("/")
+        what = f"{verb} {plural} {namespace}/{args[0] if isinstance(args[0], str) else ''}"
+        return self._call(
+            what,
+            lambda: fn(group, version, namespace, plural, *args, _request_timeout=FLUID_TIMEOUT),
+        )
+
+    def _fluid_get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._fluid("get", plural, namespace, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise BackendUnavailable(f"kubernetes: get {plural}: {api_message(exc)}") from None
+
+    def _fluid_create(self, plural: str, obj: Mapping[str, Any]) -> bool:
+        """Create a Fluid object; False when it exists already. 400/422 and 404 (the CRD is
+        not served: Fluid not installed) are PreloadRefused; 403 is BackendUnavailable."""
+        from kubernetes.client.exceptions import ApiException
+
+        assert obj["apiVersion"] == FLUID_API
+        meta = obj["metadata"]
+        what = f"create {obj['kind']} {meta['namespace']}/{meta['name']}"
+        try:
+            self._fluid("create", plural, meta["namespace"], dict(obj))
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            if exc.status in (400, 422):
+                raise PreloadRefused(
+                    f"the API server refused {obj['kind']} {meta['name']}: {api_message(exc)}"
+                ) from None
+            if exc.status == 404:
+                raise PreloadRefused(
+                    f"the cluster serves no {FLUID_API} {obj['kind']} in {meta['namespace']} "
+                    f"(is Fluid installed, the namespace there?): {api_message(exc)}"
+                ) from None
+            raise BackendUnavailable(f"kubernetes: {what}: {api_message(exc)}") from None
+
+
+def _affinity_nodes(affinity: Mapping[str, Any] | None) -> list[str]:
+    """The hostnames a Fluid Dataset's ``spec.nodeAffinity`` pins it to."""
+    required = (affinity or {}).get("required") or {}
+    return [
+        str(v)
+        for term in required.get("nodeSelectorTerms") or []
+        for expr in term.get("matchExpressions") or []
+        if expr.get("key") == "kubernetes.io/hostname"
+        for v in expr.get("values") or []
+    ]
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
