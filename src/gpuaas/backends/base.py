@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from gpuaas.model.errors import GpuaasError
 from gpuaas.model.placement import PodPlacement
+from gpuaas.model.telemetry import DeviceSample
 
 #: Seconds between SIGTERM (or Slurm's cancel) and SIGKILL when a job is stopped.
 DEFAULT_GRACE = 10.0
@@ -110,4 +111,16 @@ class Backend(Protocol):
 
     def running(self) -> set[int]:
         """The ids of the jobs this backend follows."""
+        ...
+
+
+@runtime_checkable
+class TelemetrySource(Protocol):
+    """A backend that can say how busy its devices are (the simulated fleet synthesises it
+    from each job's declared profile; a node naming a dcgm-exporter URL is scraped by the
+    service instead). Optional: the service checks ``isinstance(backend, TelemetrySource)``
+    (hence ``runtime_checkable``) and treats a backend without it as having no telemetry."""
+
+    def samples(self, now: float) -> list[DeviceSample]:
+        """The readings taken since the last call, up to ``now``."""
         ...

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpuaas.model.autoscale import AutoscaleSpec, IdlePoolSpec
+
 
 class ClusterKind(StrEnum):
     KUBERNETES = "kubernetes"
@@ -94,6 +96,10 @@ class ClusterSpec:
     control_plane: int = 1
     volumes: tuple[VolumeSpec, ...] = ()
     ssh_keys: tuple[str, ...] = ()
+    #: scale the pools between their min and max on demand and GPU utilisation (None: fixed)
+    autoscale: AutoscaleSpec | None = None
+    #: this cluster is the provider's idle-capacity pool (registered with a marketplace)
+    idle_pool: IdlePoolSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)

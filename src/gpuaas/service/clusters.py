@@ -63,6 +63,7 @@ from gpuaas.model.cluster import (
     NodePoolSpec,
     VolumeSpec,
 )
+from gpuaas.model.errors import InvalidValue
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
 from gpuaas.model.resources import CPU, MEMORY, NVIDIA_GPU
@@ -86,6 +87,8 @@ from gpuaas.service.models.clusters import (
     ClusterOut,
     PoolOut,
     ScaleIn,
+    autoscale_spec,
+    idle_pool_spec,
 )
 from gpuaas.service.models.common import ReasonView
 from gpuaas.service.settings import Settings
@@ -193,6 +196,8 @@ def spec_of(row: ClusterRow, tenant: str) -> ClusterSpec:
             for v in spec.get("volumes") or ()
         ),
         ssh_keys=tuple(spec.get("sshKeys") or ()),
+        autoscale=autoscale_spec(spec.get("autoscale")),
+        idle_pool=idle_pool_spec(spec.get("idlePool")),
     )
 
 
@@ -668,6 +673,12 @@ def create_cluster(
     if len(label_value(tenant.name, body.name)) > 63:
         raise invalid("name", "tenant name + '.' + cluster name must fit 63 characters")
     _check_kind(body, available)
+    for part in (body.autoscale, body.idlePool):
+        if part is not None:
+            try:
+                part.spec()
+            except InvalidValue as exc:
+                raise invalid(exc.field, exc.problem) from None
     take_turn_on(session, FLEET_VERSION)
     if session.scalar(
         select(ClusterRow.id).where(ClusterRow.tenant_id == tenant.id, ClusterRow.name == body.name)

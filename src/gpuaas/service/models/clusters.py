@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from gpuaas.model.autoscale import MIN_POOL_GRACE, AutoscaleSpec, IdlePoolSpec
 from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
 from gpuaas.service.models.common import ReasonView, Strict
 
@@ -35,6 +36,47 @@ class ClusterVolumeIn(Strict):
     accessMode: AccessMode = AccessMode.RWO
 
 
+class AutoscaleIn(Strict):
+    """A cluster's autoscaler (see :class:`gpuaas.model.autoscale.AutoscaleSpec`): its pools
+    scale between their ``min`` and ``max``; utilisations are percentages."""
+
+    targetUtilization: float = Field(default=70.0, gt=0, le=100)
+    scaleInBelow: float = Field(default=20.0, ge=0, lt=100)
+    unneededSeconds: float = Field(default=600.0, ge=0, le=30 * 86400)
+    cooldownSeconds: float = Field(default=300.0, ge=0, le=86400)
+    disruptionBudget: int = Field(default=1, ge=1, le=10_000)
+
+    def spec(self) -> AutoscaleSpec:
+        """The model's spec, held to its rules (scaleInBelow under the target)."""
+        out = AutoscaleSpec(self.targetUtilization, self.scaleInBelow, self.unneededSeconds,
+                            self.cooldownSeconds, self.disruptionBudget)  # fmt: skip
+        out.check()
+        return out
+
+
+class IdlePoolIn(Strict):
+    """Marks the cluster as the provider's idle-capacity pool (provider only)."""
+
+    marketplace: str = Field(default="", max_length=253)
+    settleSeconds: float = Field(default=300.0, ge=0, le=7 * 86400)
+    graceSeconds: float = Field(default=MIN_POOL_GRACE, ge=MIN_POOL_GRACE, le=86400)
+    maxNodes: int = Field(default=0, ge=0, le=100_000)
+
+    def spec(self) -> IdlePoolSpec:
+        out = IdlePoolSpec(self.marketplace, self.settleSeconds, self.graceSeconds, self.maxNodes)
+        out.check()
+        return out
+
+
+def autoscale_spec(stored: dict[str, Any] | None) -> AutoscaleSpec | None:
+    """The spec of a stored ``autoscale`` body (None: the cluster does not autoscale)."""
+    return None if stored is None else AutoscaleIn.model_validate(stored).spec()
+
+
+def idle_pool_spec(stored: dict[str, Any] | None) -> IdlePoolSpec | None:
+    return None if stored is None else IdlePoolIn.model_validate(stored).spec()
+
+
 class ClusterIn(Strict):
     """A cluster to create. ``distribution`` for ``kind: kubernetes`` only (default
     ``upstream``); ``controlPlane``: Kubernetes control-plane machines (1 or 3);
@@ -48,6 +90,8 @@ class ClusterIn(Strict):
     pools: list[NodePoolIn] = Field(min_length=1, max_length=16)
     sshKeys: list[str] = Field(default_factory=list, max_length=32)
     volumes: list[ClusterVolumeIn] = Field(default_factory=list, max_length=32)
+    autoscale: AutoscaleIn | None = None
+    idlePool: IdlePoolIn | None = None
 
 
 class PoolCount(Strict):

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
+from gpuaas.model.autoscale import ReplicaScaling
 from gpuaas.model.topology import Level
 from gpuaas.service.models.common import ReasonView, Strict, unicode_text
 
@@ -174,6 +175,31 @@ class PodSetSpec(Strict):
         return self
 
 
+class ReplicaAutoscale(Strict):
+    """An inference job's replicas (its first pod set's count) kept between ``minReplicas``
+    and ``maxReplicas`` on GPU utilisation against ``targetUtilization`` (a percentage),
+    within its cluster and then across ``clusters`` (the tenant's) when that one is full."""
+
+    minReplicas: int = Field(ge=0, le=MAX_PODS)
+    maxReplicas: int = Field(ge=1, le=MAX_PODS)
+    targetUtilization: float = Field(default=70.0, gt=0, le=100)
+    clusters: list[Text] = Field(default_factory=list, max_length=16)
+    cooldownSeconds: float = Field(default=60.0, ge=0, le=86400)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ReplicaAutoscale:
+        if self.maxReplicas < self.minReplicas:
+            raise ValueError(
+                f"maxReplicas: must be at least minReplicas ({self.minReplicas}), "
+                f"got {self.maxReplicas}"
+            )
+        return self
+
+    def spec(self) -> ReplicaScaling:
+        return ReplicaScaling(self.minReplicas, self.maxReplicas, self.targetUtilization,
+                              tuple(self.clusters), self.cooldownSeconds)  # fmt: skip
+
+
 class JobSpec(Strict):
     """What a user submits; see the contract's example."""
 
@@ -194,6 +220,8 @@ class JobSpec(Strict):
     cluster: Text | None = Field(default=None, min_length=1, max_length=63)
     dataset: DatasetRef | None = None
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=32)
+    #: inference only: scale the replicas on GPU utilisation
+    autoscale: ReplicaAutoscale | None = None
 
     @field_validator("name")
     @classmethod
@@ -213,6 +241,8 @@ class JobSpec(Strict):
                 "give exactly one of container, command or script"
                 + (f" (got {', '.join(ways)})" if ways else "")
             )
+        if self.autoscale is not None and self.kind is not JobKind.INFERENCE:
+            raise ValueError(f"autoscale: only an inference job scales, this is {self.kind.value}")
         names = [ps.name for ps in self.podSets]
         for i, name in enumerate(names):
             if name in names[:i]:
