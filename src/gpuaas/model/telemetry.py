@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 
 class UtilSource(StrEnum):
@@ -53,3 +54,19 @@ class UtilSummary:
     @property
     def known(self) -> bool:
         return self.samples > 0
+
+
+class UtilisationReader(Protocol):
+    """What the autoscalers and billing read: rolling-window summaries (None: no telemetry
+    for it). The service keeps one (``service/utilisation.py``, fed by backends that are a
+    :class:`~gpuaas.backends.base.TelemetrySource` and by dcgm-exporter scrapes); tests and
+    the simulator may pass any object with these methods. ``key`` of a cluster is its
+    ``<tenant>.<cluster>`` label value."""
+
+    def device(self, node: str, device: str) -> UtilSummary | None: ...
+
+    def node(self, node: str) -> UtilSummary | None: ...
+
+    def job(self, job_id: int) -> UtilSummary | None: ...
+
+    def cluster(self, key: str) -> UtilSummary | None: ...
