@@ -390,6 +390,18 @@ CASES: list[Case] = [
         "podSets.0.resources.nvidia.com/gpu",
         job_with(podSets=pod_set(resources={"nvidia.com/gpu": "1e400"})),
     ),
+    job_case(  # Python's int() refuses 4,301+ digits; refused by length before it gets there
+        "gpu-4301-digits",
+        422,
+        "podSets.0.resources.nvidia.com/gpu",
+        job_with(podSets=pod_set(resources={"nvidia.com/gpu": "9" * 4301})),
+    ),
+    job_case(
+        "memory-4301-digits-milli",
+        422,
+        "podSets.0.resources.memory",
+        job_with(podSets=pod_set(resources={"nvidia.com/gpu": 1, "memory": "1" * 4301 + "m"})),
+    ),
     job_case(
         "env-not-strings",
         422,

@@ -41,6 +41,11 @@ def _round_up(amount: Fraction) -> int:
     return math.ceil(amount) if amount >= 0 else -math.ceil(-amount)
 
 
+#: The longest quantity text accepted: Kubernetes' own quantities fit 64-bit integers with a
+#: scale, far below this; a longer text is refused before it reaches ``int()``/``Fraction``.
+MAX_TEXT = 64
+
+
 @total_ordering
 @dataclass(frozen=True, slots=True)
 class Quantity:
@@ -64,6 +69,10 @@ class Quantity:
             return cls(Fraction(repr(value)))
         if not isinstance(text, str):
             raise InvalidValue(field, f"expected a quantity string, got {type(text).__name__}")
+        if len(text) > MAX_TEXT:  # before any parsing: Python refuses int() of 4,301+ digits
+            raise InvalidValue(
+                field, f"a quantity is at most {MAX_TEXT} characters, got {len(text)}"
+            )
         match = _PATTERN.match(text.strip())
         if match is None:
             raise InvalidValue(
