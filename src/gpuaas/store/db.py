@@ -7,6 +7,7 @@ for an acknowledged submission. PostgreSQL is reached through psycopg 3.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,14 +90,20 @@ def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
 
 
 def ensure_directory(url: str) -> None:
-    """SQLite creates the file but not its directory: create the data directory first."""
+    """SQLite creates the file but not its directory: create the data directory first, 0700,
+    and the database file 0600 (SQLite gives its -wal and -shm files the database's mode), so
+    tokens' hashes and tenants' jobs are not readable by other users of the machine. An
+    existing directory or file keeps the mode its owner gave it."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        directory = Path(parsed.database).expanduser().parent
+        path = Path(parsed.database).expanduser()
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+            for directory in reversed(missing):  # mkdir(parents=True) ignores mode for parents
+                directory.mkdir(mode=0o700, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         except OSError as exc:
-            raise InvalidValue("--db", f"cannot create the directory {directory}: {exc}") from exc
+            raise InvalidValue("--db", f"cannot create {path}: {exc}") from exc
 
 
 def alembic_config(url: str) -> Config:
