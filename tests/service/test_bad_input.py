@@ -390,6 +390,12 @@ CASES: list[Case] = [
         "podSets.0.resources.nvidia.com/gpu",
         job_with(podSets=pod_set(resources={"nvidia.com/gpu": "1e400"})),
     ),
+    job_case(
+        "resource-name-path",
+        422,
+        "podSets.0.resources.../../etc",
+        job_with(podSets=pod_set(resources={"nvidia.com/gpu": 1, "../../etc": 1})),
+    ),
     job_case(  # Python's int() refuses 4,301+ digits; refused by length before it gets there
         "gpu-4301-digits",
         422,

@@ -261,6 +261,20 @@ def _mutate(kind: str, name: str, change: Any) -> list[dict[str, Any]]:
             ),
             r"lendingLimit: must not exceed nominalQuota",
         ),
+        (
+            "ClusterQueue",
+            "team-a",
+            lambda d: d["spec"]["resourceGroups"][0]["coveredResources"].append("../../etc"),
+            r"coveredResources\[\d\]: '../../etc' is not a resource name",
+        ),
+        (
+            "ClusterQueue",
+            "team-a",
+            lambda d: d["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].update(
+                name="gpu/../x"
+            ),
+            r"resources\[0\].name: 'gpu/../x' is not a resource name",
+        ),
     ],
 )
 def test_bad_objects_are_rejected_by_name(kind: str, name: str, change: Any, message: str) -> None:

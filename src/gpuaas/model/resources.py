@@ -7,6 +7,7 @@ that integer so sums and comparisons are exact.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from gpuaas.model.errors import InvalidValue
@@ -68,6 +69,26 @@ def _canonical_amount(name: str, value: str | int | float | Quantity, field: str
     return quantity.value()
 
 
+_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def check_resource_name(name: str, field: str) -> None:
+    """A resource name is a Kubernetes qualified name: an optional DNS-subdomain prefix and
+    ``/``, then at most 63 letters, digits, ``-``, ``_`` or ``.``, starting and ending with a
+    letter or digit (``nvidia.com/mig-1g.10gb``, ``hugepages-2Mi``); ``../../etc`` is not."""
+    prefix, slash, rest = name.rpartition("/")
+    ok = bool(_NAME_PART.fullmatch(rest)) and (
+        not slash or (len(prefix) <= 253 and bool(_PREFIX.fullmatch(prefix)))
+    )
+    if not ok:
+        raise InvalidValue(
+            field,
+            f"{name[:80]!r} is not a resource name (a Kubernetes qualified name such as "
+            "'nvidia.com/gpu' or 'memory')",
+        )
+
+
 def parse_resource_list(values: Mapping[str, object], field: str = "resources") -> ResourceList:
     """Parse ``{"cpu": "500m", "memory": "4Gi", "nvidia.com/gpu": 1}`` into canonical integers."""
     if not isinstance(values, Mapping):
@@ -76,6 +97,7 @@ def parse_resource_list(values: Mapping[str, object], field: str = "resources") 
     for name, value in values.items():
         if not isinstance(name, str) or not name:
             raise InvalidValue(field, f"resource name must be a non-empty string, got {name!r}")
+        check_resource_name(name, f"{field}.{name}")
         out[name] = canonical_amount(name, value, f"{field}.{name}")  # type: ignore[arg-type]
     return out
 

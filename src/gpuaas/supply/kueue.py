@@ -50,7 +50,7 @@ from gpuaas.model.governance import (
 )
 from gpuaas.model.node import Taint, TaintEffect, Toleration
 from gpuaas.model.quantity import Quantity
-from gpuaas.model.resources import canonical_amount, format_amount
+from gpuaas.model.resources import canonical_amount, check_resource_name, format_amount
 from gpuaas.model.topology import LEVELS, Level
 from gpuaas.supply.kueue_conversion import V1ALPHA1, V1BETA1, as_written, to_v1beta2
 from gpuaas.supply.loaders.kubernetes import TOPOLOGY_LABELS
@@ -127,6 +127,12 @@ def _name(value: object, where: str) -> str:
     return text(value, where, strip=False)
 
 
+def _resource(value: object, where: str) -> str:
+    name = _name(value, where)
+    check_resource_name(name, where)
+    return name
+
+
 def _enum(enum: type, value: object, where: str) -> Any:
     try:
         return enum(value)
@@ -149,7 +155,7 @@ def _groups(value: object, where: str) -> tuple[ResourceGroup, ...]:
         group = mapping(raw, gwhere)
         _only(group, ("coveredResources", "flavors"), gwhere)
         covered = tuple(
-            _name(r, f"{gwhere}.coveredResources[{i}]")
+            _resource(r, f"{gwhere}.coveredResources[{i}]")
             for i, r in enumerate(
                 sequence(group.get("coveredResources"), f"{gwhere}.coveredResources")
             )
@@ -164,7 +170,7 @@ def _groups(value: object, where: str) -> tuple[ResourceGroup, ...]:
                 rwhere = f"{fwhere}.resources[{ri}]"
                 res = mapping(rraw, rwhere)
                 _only(res, ("name", "nominalQuota", "borrowingLimit", "lendingLimit"), rwhere)
-                name = _name(res.get("name"), f"{rwhere}.name")
+                name = _resource(res.get("name"), f"{rwhere}.name")
                 if "nominalQuota" not in res:
                     raise InvalidValue(f"{rwhere}.nominalQuota", "is required")
 
