@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from conftest import Api
 
 PROBLEM = "application/problem+json"
@@ -154,7 +156,8 @@ def test_tokens(api: Api) -> None:
     made = api.post("/v1/tokens", json={"name": "ci", "expiresIn": 3600})
     assert made.status_code == 201, made.text
     body = made.json()
-    assert body["token"].startswith(body["prefix"]) and body["expiresAt"] > body["createdAt"]
+    assert body["fingerprint"] == hashlib.sha256(body["token"].encode()).hexdigest()[:8]
+    assert body["fingerprint"] not in body["token"] and body["expiresAt"] > body["createdAt"]
     mine = api.as_(body["token"])
     assert mine.get("/v1/whoami").json()["platformRole"] == "provider-admin"
     listed = api.get("/v1/tokens").json()["items"]

@@ -8,7 +8,7 @@ import time
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from gpuaas.service.auth import Role, hash_token, load_principal
+from gpuaas.service.auth import Role, fingerprint, hash_token, load_principal
 from gpuaas.store.db import Database, normalise_url, upgrade
 
 OLD = "gpa_token-from-before-the-upgrade-0123"
@@ -46,7 +46,9 @@ def test_existing_tokens_keep_their_roles_at_the_upgrade_and_gain_none(db_url: s
     upgrade(db_url)
     db = Database(db_url)
     try:
-        with db.engine.connect() as c:
+        with db.engine.connect() as c:  # 0009: the stored prefixes became fingerprints
+            kept = dict(c.execute(text("SELECT id, prefix FROM tokens")).all())
+            assert kept == {1: fingerprint(OLD), 2: fingerprint(OLD + "x")}
             p = load_principal(c, OLD, time.time())
             assert p is not None and p.tenant_id is None
             assert p.platform_role is Role.VIEWER and p.tenant_roles == {1: Role.TENANT_ADMIN}

@@ -457,7 +457,7 @@ tokens_app = group("tokens", "API tokens: yours, a user's (provider), a tenant's
 TOKEN_COLUMNS: list[Column] = [
     ("ID", field("id")),
     ("NAME", field("name")),
-    ("PREFIX", field("prefix")),
+    ("FINGERPRINT", field("fingerprint")),
     ("USER", field("user")),
     ("TENANT", field("tenant")),
     ("CREATED", field("createdAt", fmt=short_when)),

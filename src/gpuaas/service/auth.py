@@ -103,6 +103,13 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def fingerprint(token: str) -> str:
+    """What a listing shows to tell tokens apart: the first 8 hex digits of the token's
+    SHA-256, never any character of the token itself (an operator-chosen admin token of 16
+    characters once had half of it stored and listed)."""
+    return hash_token(token)[:8]
+
+
 #: The one query authentication costs. One row per membership of the token's user (one row with
 #: NULLs when it has none).
 _PRINCIPAL_SQL = (
@@ -197,7 +204,7 @@ def mint_token(
         tenant_id=tenant_id,
         scope=scope,
         name=name,
-        prefix=secret[:8],
+        prefix=fingerprint(secret),
         token_hash=hash_token(secret),
         created_at=now,
         expires_at=expires_at,

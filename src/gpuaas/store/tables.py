@@ -119,6 +119,7 @@ class Token(Base):
     )
     scope: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     name: Mapped[str] = mapped_column(String(100), default="")
+    #: the token's fingerprint (:func:`gpuaas.service.auth.fingerprint`), not a piece of it
     prefix: Mapped[str] = mapped_column(String(16))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)

@@ -47,7 +47,7 @@ def _token_out(token: Token, user: str, tenant: str | None) -> TokenOut:
         name=token.name,
         user=user,
         tenant=tenant,
-        prefix=token.prefix,
+        fingerprint=token.prefix,
         created_at=token.created_at,
         expires_at=token.expires_at,
     )

@@ -192,7 +192,8 @@ class TokenOut(CamelOut):
     name: str
     user: str
     tenant: str | None = None
-    prefix: str
+    #: the first 8 hex digits of the token's SHA-256: tells tokens apart, reveals nothing
+    fingerprint: str
     created_at: float
     expires_at: float | None
 
