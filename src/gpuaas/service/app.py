@@ -15,9 +15,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gpuaas import __version__
-from gpuaas.service import errors
+from gpuaas.service import errors, openapi
 from gpuaas.service.auth import TenantCache, bootstrap_admin, mark_bootstrapped
 from gpuaas.service.limits import BodyLimit
+from gpuaas.service.rate_limits import RateLimits, RateLimitSettings
 from gpuaas.service.routers import ROUTERS
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
@@ -58,7 +59,15 @@ def create_app(
     app.state.reconciler = None
     app.state.demo = None
     app.state.telemetry = Telemetry()
+    app.state.rate_limits = RateLimits(
+        RateLimitSettings(
+            per_token=settings.rate_per_token,
+            per_tenant=settings.rate_per_tenant,
+            free_failures=settings.auth_free_failures,
+        )
+    )
     errors.install(app)
+    openapi.install(app)
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

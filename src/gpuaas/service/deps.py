@@ -10,8 +10,9 @@ from fastapi import Depends, Request
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from gpuaas.service.auth import Principal, load_principal
+from gpuaas.service.auth import Principal, hash_token, load_principal
 from gpuaas.service.errors import ApiError
+from gpuaas.service.rate_limits import RateLimits
 from gpuaas.store.db import Database
 
 
@@ -50,9 +51,32 @@ def authenticate(db: Connection | Session, token: str) -> Principal:
     return found
 
 
+def authenticate_request(request: Request, db: Connection | Session, token: str) -> Principal:
+    """:func:`authenticate` held to the rate limits (:mod:`gpuaas.service.rate_limits`): a
+    client backed off after failed attempts is refused before its token is looked up, a failed
+    attempt counts against it, and a good token's request counts against the token's and the
+    path's tenant's rate."""
+    limits: RateLimits | None = getattr(request.app.state, "rate_limits", None)
+    if limits is None:
+        return authenticate(db, token)
+    client = request.client.host if request.client else "unknown"
+    now = time.time()
+    limits.check_client(client, now)
+    try:
+        found = authenticate(db, token)
+    except ApiError:
+        limits.failed(client, now)
+        raise
+    limits.token(hash_token(token))
+    tenant = request.path_params.get("tenant")
+    if tenant:
+        limits.tenant(str(tenant))
+    return found
+
+
 def principal(request: Request, db: SessionDep) -> Principal:
     """The caller, read in the request's own session (one connection per request)."""
-    return authenticate(db, bearer_token(request))
+    return authenticate_request(request, db, bearer_token(request))
 
 
 PrincipalDep = Annotated[Principal, Depends(principal)]

@@ -31,6 +31,7 @@ _TITLES = {
     413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
+    429: "Too Many Requests",
     500: "Internal Server Error",
 }
 
@@ -115,6 +116,9 @@ def install(app: FastAPI) -> None:
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         errors = [{"field": exc.field, "message": exc.detail}] if exc.field else None
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            headers = {"Retry-After": str(retry_after)}
         return problem(exc.status, exc.detail, errors, headers)
 
     @app.exception_handler(InvalidValue)

@@ -6,7 +6,23 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuaas.model.errors import InvalidValue
+
 DEFAULT_DATA_DIR = Path(os.environ.get("GPUAAS_DATA_DIR", "~/.local/share/gpuaas")).expanduser()
+
+
+def _env_int(name: str, default: int) -> int:
+    """An integer setting from the environment; a bad value is refused by name at start."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidValue(name, f"expected a whole number, got {raw!r}") from None
+    if value < 0:
+        raise InvalidValue(name, f"must not be negative, got {value}")
+    return value
 
 
 @dataclass(slots=True)
@@ -69,6 +85,14 @@ class Settings:
         default_factory=lambda: int(os.environ.get("GPUAAS_DATASET_CACHE_BYTES") or 1 << 40)
     )
     max_body_bytes: int = 1 << 20
+    #: requests a second per token and per tenant, and the failed-authentication back-off
+    #: (:mod:`gpuaas.service.rate_limits`; ``GPUAAS_RATE_PER_TOKEN``, ``GPUAAS_RATE_PER_TENANT``,
+    #: ``GPUAAS_AUTH_FREE_FAILURES``; 0 turns a rule off)
+    rate_per_token: int = field(default_factory=lambda: _env_int("GPUAAS_RATE_PER_TOKEN", 2000))
+    rate_per_tenant: int = field(default_factory=lambda: _env_int("GPUAAS_RATE_PER_TENANT", 5000))
+    auth_free_failures: int = field(
+        default_factory=lambda: _env_int("GPUAAS_AUTH_FREE_FAILURES", 10)
+    )
     reconcile: bool = True
     #: run the reconciler in a child process (``gpuaas serve``) rather than a thread
     reconciler_process: bool = False

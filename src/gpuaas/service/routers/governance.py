@@ -32,6 +32,7 @@ from gpuaas.service.governance_kinds import At
 from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
 from gpuaas.service.models.common import Page
 from gpuaas.service.models.governance import ImportResult
+from gpuaas.service.openapi import YAML
 from gpuaas.service.queue_io import export_queues, import_queues
 
 router = APIRouter(prefix="/v1", tags=["governance"])
@@ -207,7 +208,7 @@ async def import_kueue(
     )
 
 
-@router.get("/kueue/export", response_class=Response)
+@router.get("/kueue/export", response_class=Response, responses={200: YAML})
 def export_kueue(session: SessionDep, p: PrincipalDep) -> Response:
     """Every shared object as Kueue v1beta2 YAML (HardwareProfiles as gpuaas.io/v1), as it was
     written (quantities keep their form), ready for ``kubectl apply`` or for import elsewhere;
@@ -287,6 +288,7 @@ def _add_scheduler_routes(scheduler: str, what: str) -> None:
         export,
         methods=["GET"],
         response_class=Response,
+        responses={200: YAML},
         name=f"export_{scheduler}",
     )
     router.add_api_route(

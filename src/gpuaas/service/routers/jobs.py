@@ -31,7 +31,7 @@ from gpuaas.service.auth import (
     require_platform,
     tenant_for,
 )
-from gpuaas.service.deps import PrincipalDep, SessionDep, authenticate, bearer_token
+from gpuaas.service.deps import PrincipalDep, SessionDep, authenticate_request, bearer_token
 from gpuaas.service.errors import ApiError, invalid, not_found, problem
 from gpuaas.service.job_manifest import job_manifests
 from gpuaas.service.jobs import (
@@ -153,19 +153,19 @@ async def submit(tenant: str, spec: JobSpec, request: Request) -> Response:
     db: Database = request.app.state.db
     tenants: TenantCache = request.app.state.tenant_ids
     if db.is_sqlite:
-        view, created = _submit(db, tenants, token, tenant, spec)
+        view, created = _submit(request, db, tenants, token, tenant, spec)
     else:
-        view, created = await run_in_threadpool(_submit, db, tenants, token, tenant, spec)
+        view, created = await run_in_threadpool(_submit, request, db, tenants, token, tenant, spec)
     return Response(
         view.model_dump_json(), status_code=201 if created else 200, media_type="application/json"
     )
 
 
 def _submit(
-    db: Database, tenants: TenantCache, token: str, tenant: str, spec: JobSpec
+    request: Request, db: Database, tenants: TenantCache, token: str, tenant: str, spec: JobSpec
 ) -> tuple[JobView, bool]:
     with db.sessions() as session:  # not db.session(): it would commit a second, empty time
-        p = authenticate(session, token)
+        p = authenticate_request(request, session, token)
         row = tenants.ref_for(session, p, tenant, Need.SUBMIT)
         tenant_name = row.name
         with serialized_writes(session):
@@ -194,7 +194,7 @@ def submit_batch(
     db: Database = request.app.state.db
     tenants: TenantCache = request.app.state.tenant_ids
     with db.sessions() as session:
-        p = authenticate(session, token)
+        p = authenticate_request(request, session, token)
         row = tenants.ref_for(session, p, tenant, Need.SUBMIT)
         try:
             with serialized_writes(session):

@@ -1,0 +1,108 @@
+"""Request rate limits and back-off on failed authentication.
+
+Three rules, each answering 429 with ``Retry-After`` (whole seconds, at least 1):
+
+- **Per token**: at most ``per_token`` authenticated requests a second for one token (keyed by
+  the token's hash, never the token). One script cannot take the API from its own tenant's
+  other users.
+- **Per tenant**: at most ``per_tenant`` requests a second under ``/v1/tenants/{tenant}/...``,
+  whatever token makes them, so one tenant's tokens together cannot take the API from others.
+- **Failed authentication**: a client (its address) may present ``free_failures`` bad tokens
+  in ``failure_window`` seconds; after that every further attempt with a token is refused
+  without looking the token up, for a time that doubles with each failure (1 s, 2 s, 4 s, ...
+  up to ``max_backoff``). A good token does not lift a back-off in force (a guesser with one
+  valid token of its own would otherwise reset the count); the back-off ends when its time
+  runs out and the count when ``failure_window`` passes without a failure. A request with no
+  token is not an attempt (it guesses nothing) and is answered 401 as before.
+
+The windows are counted by the ``limits`` library (a sliding-window counter in memory): per
+server process, which is where the work they protect is done. A zero limit turns its rule off.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from limits import RateLimitItemPerSecond
+from limits.storage import MemoryStorage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from gpuaas.service.errors import ApiError
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitSettings:
+    per_token: int = 2000
+    per_tenant: int = 5000
+    free_failures: int = 10
+    failure_window: float = 600.0
+    max_backoff: float = 300.0
+    #: the rates' window in seconds (``per_token`` requests per ``window`` seconds)
+    window: int = 1
+
+
+class TooManyRequests(ApiError):
+    def __init__(self, detail: str, retry_after: float) -> None:
+        super().__init__(429, detail)
+        self.retry_after = max(1, math.ceil(retry_after))
+
+
+class RateLimits:
+    def __init__(self, settings: RateLimitSettings) -> None:
+        self.settings = settings
+        self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
+        w = settings.window
+        self._token = RateLimitItemPerSecond(settings.per_token, w) if settings.per_token else None
+        self._tenant = (
+            RateLimitItemPerSecond(settings.per_tenant, w) if settings.per_tenant else None
+        )
+        self._lock = threading.Lock()
+        #: client -> (failures in the window, time of the last failure, back-off until)
+        self._failures: dict[str, tuple[int, float, float]] = {}
+
+    # --- request rates ------------------------------------------------------------------------
+    def _hit(self, item: RateLimitItemPerSecond | None, key: str, what: str) -> None:
+        if item is None or self._limiter.hit(item, key):
+            return
+        reset = self._limiter.get_window_stats(item, key).reset_time
+        raise TooManyRequests(
+            f"too many requests for {what}: at most {item.amount} in {item.multiples} s",
+            reset - time.time(),
+        )
+
+    def token(self, token_hash: str) -> None:
+        self._hit(self._token, f"token:{token_hash}", "this token")
+
+    def tenant(self, tenant: str) -> None:
+        self._hit(self._tenant, f"tenant:{tenant}", f"tenant {tenant}")
+
+    # --- failed authentication ------------------------------------------------------------------
+    def check_client(self, client: str, now: float) -> None:
+        """429 while ``client`` is backed off; called before a token is looked up."""
+        with self._lock:
+            found = self._failures.get(client)
+        if found is not None and found[2] > now:
+            raise TooManyRequests(
+                "too many failed authentications from this client: wait before trying again",
+                found[2] - now,
+            )
+
+    def failed(self, client: str, now: float) -> None:
+        s = self.settings
+        if not s.free_failures:
+            return
+        with self._lock:
+            count, last, _ = self._failures.get(client, (0, now, 0.0))
+            if now - last > s.failure_window:
+                count = 0
+            count += 1
+            over = count - s.free_failures
+            until = now + min(s.max_backoff, 2.0 ** (over - 1)) if over > 0 else 0.0
+            self._failures[client] = (count, now, until)
+            if len(self._failures) > 100_000:  # forget the oldest quiet clients
+                cutoff = now - s.failure_window
+                for key in [k for k, v in self._failures.items() if v[1] < cutoff and v[2] < now]:
+                    del self._failures[key]
