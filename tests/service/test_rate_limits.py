@@ -52,6 +52,10 @@ def test_failed_authentication_backs_off_and_doubles(limited: Api) -> None:
     for _ in range(3):  # the free failures: plain 401s
         assert limited.as_("gpa_guess").get("/v1/whoami").status_code == 401
     assert limited.as_(None).get("/v1/whoami").status_code == 401  # no token: not an attempt
+    revoked = limited.post("/v1/tokens", json={"name": "gone"}).json()
+    assert limited.delete(f"/v1/tokens/{revoked['id']}").status_code == 204
+    for _ in range(5):  # a revoked token is no guess: its client is told 401, not backed off
+        assert limited.as_(revoked["token"]).get("/v1/whoami").status_code == 401
     assert limited.as_("gpa_guess").get("/v1/whoami").status_code == 401  # the 4th: 1 s
     assert _too_many(limited.get("/v1/whoami")) == 1  # even a good token waits it out
     time.sleep(1.1)

@@ -7,13 +7,14 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from gpuaas.service.auth import Principal, hash_token, load_principal
 from gpuaas.service.errors import ApiError
 from gpuaas.service.rate_limits import RateLimits
 from gpuaas.store.db import Database
+from gpuaas.store.tables import Token
 
 
 def database(request: Request) -> Database:
@@ -62,12 +63,16 @@ def authenticate_request(request: Request, db: Connection | Session, token: str)
     client = request.client.host if request.client else "unknown"
     now = time.time()
     limits.check_client(client, now)
+    digest = hash_token(token)
     try:
         found = authenticate(db, token)
     except ApiError:
-        limits.failed(client, now)
+        # a guess is a token nobody was ever given; a revoked or expired one is a client
+        # still configured with it, told 401 each time rather than backed off
+        if db.execute(select(Token.id).where(Token.token_hash == digest)).first() is None:
+            limits.failed(client, now)
         raise
-    limits.token(hash_token(token))
+    limits.token(digest)
     tenant = request.path_params.get("tenant")
     if tenant:
         limits.tenant(str(tenant))

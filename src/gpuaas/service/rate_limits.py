@@ -7,7 +7,8 @@ Three rules, each answering 429 with ``Retry-After`` (whole seconds, at least 1)
   other users.
 - **Per tenant**: at most ``per_tenant`` requests a second under ``/v1/tenants/{tenant}/...``,
   whatever token makes them, so one tenant's tokens together cannot take the API from others.
-- **Failed authentication**: a client (its address) may present ``free_failures`` bad tokens
+- **Failed authentication**: a client (its address) may present ``free_failures`` unknown
+  tokens (a revoked or expired one is not a guess: it stays a plain 401)
   in ``failure_window`` seconds; after that every further attempt with a token is refused
   without looking the token up, for a time that doubles with each failure (1 s, 2 s, 4 s, ...
   up to ``max_backoff``). A good token does not lift a back-off in force (a guesser with one
