@@ -21,7 +21,7 @@ from conftest import ADMIN_TOKEN, Api, make_settings
 from gpuaas.model.cluster import CLUSTER_LABEL
 from gpuaas.service.app import create_app
 from gpuaas.service.reconciler import Reconciler
-from gpuaas.store.tables import Base, Job, NodeRow
+from gpuaas.store.tables import REQUEST_LOGS, Base, Job, NodeRow
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpuaasTestKeyOnly alice@example"
 
@@ -166,6 +166,7 @@ class World:
             return {
                 t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key))]
                 for t in Base.metadata.sorted_tables
+                if t.name not in REQUEST_LOGS
             }
 
 

@@ -31,7 +31,7 @@ from sqlalchemy import select
 from gpuaas.service.app import create_app
 from gpuaas.service.auth import mint_token, user_scope
 from gpuaas.service.settings import Settings
-from gpuaas.store.tables import Base, User
+from gpuaas.store.tables import REQUEST_LOGS, Base, User
 
 ADMIN_TOKEN = "gpa_test-admin-token-0123456789"
 OWN, FOREIGN = "acme", "globex"
@@ -228,6 +228,7 @@ class World:
             return {
                 t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key))]
                 for t in Base.metadata.sorted_tables
+                if t.name not in REQUEST_LOGS
             }
 
     def foreign_markers(self) -> list[str]:
@@ -773,6 +774,9 @@ ROUTES: list[Route] = [
     Route("GET", "/v1/users/{}/tokens", USER_SELF_READ, prepare=self_user),
     Route("POST", "/v1/users/{}/tokens", PLATFORM_WRITE, 201, user_token),
     Route("GET", T + "/tokens", TENANT_ADMIN, prepare=tenant),
+    # the audit log: the provider's whole log, a tenant-admin's own tenant's entries
+    Route("GET", "/v1/audit", PLATFORM_READ),
+    Route("GET", T + "/audit", TENANT_ADMIN, prepare=tenant),
     Route("DELETE", T + "/tokens/{}", TENANT_ADMIN, 204, tenant_token),
     Route("GET", "/v1/invitations", ANY_AUTH),
     Route("GET", T + "/invitations", TENANT_READ, prepare=tenant),

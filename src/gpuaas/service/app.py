@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from gpuaas import __version__
 from gpuaas.service import errors, openapi
+from gpuaas.service.audit import AuditLog, AuditMiddleware
 from gpuaas.service.auth import TenantCache, bootstrap_admin, mark_bootstrapped
 from gpuaas.service.limits import BodyLimit
 from gpuaas.service.rate_limits import RateLimits, RateLimitSettings
@@ -71,6 +72,8 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.state.audit = AuditLog(http_sink=settings.audit_http, syslog_sink=settings.audit_syslog)
+    app.add_middleware(AuditMiddleware, audit=app.state.audit)  # outermost: sees every answer
     return app
 
 
@@ -83,6 +86,7 @@ def start(
     db = Database(settings.url)
     db.upgrade()
     app.state.db = db
+    app.state.audit.start(db)
     now = time.time()
     with db.session() as session:
         app.state.admin_token = bootstrap_admin(session, settings.admin_token, now)
@@ -133,6 +137,9 @@ def stop(app: FastAPI) -> None:
     reconciler = getattr(app.state, "reconciler", None)
     if reconciler is not None:
         reconciler.stop()
+    audit = getattr(app.state, "audit", None)
+    if audit is not None:
+        audit.stop()
     db = getattr(app.state, "db", None)
     if db is not None:
         db.dispose()

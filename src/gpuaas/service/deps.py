@@ -59,7 +59,8 @@ def authenticate_request(request: Request, db: Connection | Session, token: str)
     path's tenant's rate."""
     limits: RateLimits | None = getattr(request.app.state, "rate_limits", None)
     if limits is None:
-        return authenticate(db, token)
+        request.state.principal = authenticate(db, token)
+        return request.state.principal
     client = request.client.host if request.client else "unknown"
     now = time.time()
     limits.check_client(client, now)
@@ -72,6 +73,7 @@ def authenticate_request(request: Request, db: Connection | Session, token: str)
         if db.execute(select(Token.id).where(Token.token_hash == digest)).first() is None:
             limits.failed(client, now)
         raise
+    request.state.principal = found  # the audit log's "who"
     limits.token(digest)
     tenant = request.path_params.get("tenant")
     if tenant:

@@ -88,6 +88,10 @@ class Settings:
     #: requests a second per token and per tenant, and the failed-authentication back-off
     #: (:mod:`gpuaas.service.rate_limits`; ``GPUAAS_RATE_PER_TOKEN``, ``GPUAAS_RATE_PER_TENANT``,
     #: ``GPUAAS_AUTH_FREE_FAILURES``; 0 turns a rule off)
+    #: ship the audit log as JSON lines to an HTTP endpoint and/or syslog (host:port or a
+    #: socket path) as well as to its table (``GPUAAS_AUDIT_HTTP``, ``GPUAAS_AUDIT_SYSLOG``)
+    audit_http: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_AUDIT_HTTP"))
+    audit_syslog: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_AUDIT_SYSLOG"))
     rate_per_token: int = field(default_factory=lambda: _env_int("GPUAAS_RATE_PER_TOKEN", 2000))
     rate_per_tenant: int = field(default_factory=lambda: _env_int("GPUAAS_RATE_PER_TENANT", 5000))
     auth_free_failures: int = field(

@@ -363,3 +363,33 @@ class DatasetCache(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     warm_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     used_at: Mapped[float] = mapped_column(Float)
+
+
+class AuditRow(Base):
+    """One write request and how it ended (:mod:`gpuaas.service.audit`). Append-only: nothing
+    updates or deletes a row. ``before_digest``/``after_digest``: SHA-256 of the object before
+    and after (the answer's body), chaining an object's entries."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        Index("ix_audit_tenant_id", "tenant", "id"),
+        Index("ix_audit_object", "object", "id"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[float] = mapped_column(Float)
+    user: Mapped[str] = mapped_column(String(NAME), default="")
+    token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tenant: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    method: Mapped[str] = mapped_column(String(8))
+    route: Mapped[str] = mapped_column(String(300))
+    object: Mapped[str] = mapped_column(String(1000))
+    status: Mapped[int] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(8))
+    request_digest: Mapped[str] = mapped_column(String(64))
+    after_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    before_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+#: Tables every write request appends to whatever its outcome: a refused write leaves its trace
+#: there and nothing else (tests that check "refused means nothing written" skip these).
+REQUEST_LOGS = frozenset({AuditRow.__tablename__})

@@ -2,6 +2,7 @@
 job submission is the hot path."""
 
 from gpuaas.service.routers import (
+    audit,
     clusters,
     datasets,
     fleet,
@@ -23,4 +24,5 @@ ROUTERS = [
     datasets.router,
     metrics.router,
     network.router,
+    audit.router,
 ]

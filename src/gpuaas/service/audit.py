@@ -1,0 +1,332 @@
+"""The audit log: who changed what, when, with which token, and how it ended.
+
+Every request that may write (``POST``, ``PUT``, ``PATCH``, ``DELETE`` under ``/v1/``) is an
+entry, whatever its outcome: the change made, a refusal (401, 403, 409, 422, 429) and an error
+alike, so a token guesser or a user probing other tenants leaves a trace too. An entry holds:
+
+- ``at``, the caller (user and token id; empty for an unauthenticated attempt), the tenant the
+  path names, the method, the route template (``/v1/tenants/{tenant}/jobs``) and the object
+  (the request path; for a create, the path of the object created, from the answer's ``name``
+  or ``id``);
+- ``status`` and ``outcome`` (``ok``, ``refused`` for a 4xx, ``error`` for a 5xx);
+- three SHA-256 digests: of the request body, of the object after (the answer's body, which for
+  a write is the object as stored; none after a delete), and of the object before (the
+  ``after`` of the last successful entry for the same object, so an object's entries chain and
+  a change made around the API shows up as a break in the chain).
+
+Entries are appended by the request path to a queue and written by one thread in batches
+(every ``flush_interval`` or ``batch`` entries, one transaction each): the audit costs a write
+request no transaction of its own. A crash can lose the entries of the last interval (0.2 s by
+default), never a change itself. Nothing updates or deletes a row of ``audit_log``: the table is
+append-only by construction (no route, no code path writes it but :meth:`AuditLog.flush`).
+
+When configured, each batch is also shipped, after it is stored, as JSON lines to an HTTP sink
+(``GPUAAS_AUDIT_HTTP``: POSTed, ``application/x-ndjson``) and/or to syslog
+(``GPUAAS_AUDIT_SYSLOG``: ``host:port`` over UDP, or a socket path such as ``/dev/log``). A sink
+that fails is counted and logged; it never holds the API or the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import logging.handlers
+import queue
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gpuaas.service.auth import hash_token
+from gpuaas.store.db import Database
+from gpuaas.store.tables import AuditRow, Token, User
+
+log = logging.getLogger("gpuaas.audit")
+
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: the largest body digested in full; a larger one (refused by the body limit anyway) is digested
+#: up to here
+_DIGEST_LIMIT = 4 << 20
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    at: float
+    user: str
+    token_id: int | None
+    tenant: str | None
+    method: str
+    route: str
+    object: str
+    status: int
+    outcome: str
+    request_digest: str
+    after_digest: str | None
+    before_digest: str | None = None
+
+    def line(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+
+
+def outcome_of(status: int) -> str:
+    return "ok" if status < 400 else "refused" if status < 500 else "error"
+
+
+def entry_of(row: AuditRow) -> AuditEntry:
+    return AuditEntry(
+        at=row.at, user=row.user, token_id=row.token_id, tenant=row.tenant, method=row.method,
+        route=row.route, object=row.object, status=row.status, outcome=row.outcome,
+        request_digest=row.request_digest, after_digest=row.after_digest,
+        before_digest=row.before_digest,
+    )  # fmt: skip
+
+
+class AuditLog:
+    """The queue, the writer thread and the sinks. ``start(db)`` once the database is up,
+    ``stop()`` at shutdown (which writes what is queued)."""
+
+    def __init__(
+        self,
+        *,
+        http_sink: str | None = None,
+        syslog_sink: str | None = None,
+        flush_interval: float = 0.2,
+        batch: int = 500,
+    ) -> None:
+        self.flush_interval = flush_interval
+        self.batch = batch
+        #: entries with the hash of their bearer token where authentication did not say who
+        #: (a body refused before the route authenticated): the writer looks the token up
+        self._queue: queue.SimpleQueue[tuple[AuditEntry, str | None]] = queue.SimpleQueue()
+        self._db: Database | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # one flush at a time (the thread, or a caller's flush())
+        self.http_sink = http_sink
+        self._syslog: logging.Logger | None = None
+        if syslog_sink:
+            self._syslog = logging.getLogger(f"gpuaas.audit.syslog.{id(self)}")
+            self._syslog.propagate = False
+            self._syslog.setLevel(logging.INFO)
+            host, _, port = syslog_sink.rpartition(":")
+            address: Any = (host, int(port)) if host and port.isdigit() else syslog_sink
+            self._syslog.addHandler(logging.handlers.SysLogHandler(address=address))
+        self.sink_failures = 0
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def start(self, db: Database) -> None:
+        self._db = db
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.flush_interval):
+            try:
+                self.flush()
+            except Exception:  # the database is away: keep the entries, try again
+                log.exception("audit: writing entries failed; will retry")
+
+    # --- writing --------------------------------------------------------------------------------
+    def record(self, entry: AuditEntry, token_hash: str | None = None) -> None:
+        self._queue.put((entry, token_hash))
+
+    def flush(self) -> int:
+        """Write what is queued (in batches of ``batch``); the number written."""
+        if self._db is None:
+            return 0
+        written = 0
+        with self._lock:
+            while True:
+                pending: list[tuple[AuditEntry, str | None]] = []
+                while len(pending) < self.batch:
+                    try:
+                        pending.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if not pending:
+                    return written
+                try:
+                    stored = self._store(pending)
+                except Exception:
+                    for item in pending:  # back in the queue, in order, for the next try
+                        self._queue.put(item)
+                    raise
+                written += len(stored)
+                self._ship(stored)
+
+    def _store(self, pending: Sequence[tuple[AuditEntry, str | None]]) -> list[AuditEntry]:
+        assert self._db is not None
+        with self._db.session() as session:
+            last = _last_after(session, {e.object for e, _ in pending})
+            holders = _holders(session, {h for _, h in pending if h})
+            stored = []
+            for entry, token_hash in pending:
+                who = holders.get(token_hash or "", {})
+                done = AuditEntry(
+                    **{**asdict(entry), **who, "before_digest": last.get(entry.object)}
+                )
+                stored.append(done)
+                if entry.outcome == "ok":
+                    last[entry.object] = entry.after_digest
+            session.execute(insert(AuditRow), [asdict(e) for e in stored])
+        return stored
+
+    def _ship(self, entries: Iterable[AuditEntry]) -> None:
+        lines = [e.line() for e in entries]
+        if self._syslog is not None:
+            for line in lines:
+                try:
+                    self._syslog.info("gpuaas-audit %s", line)
+                except Exception:
+                    self.sink_failures += 1
+        if self.http_sink:
+            try:
+                httpx.post(
+                    self.http_sink,
+                    content="\n".join(lines) + "\n",
+                    headers={"content-type": "application/x-ndjson"},
+                    timeout=5.0,
+                ).raise_for_status()
+            except httpx.HTTPError as exc:
+                self.sink_failures += 1
+                log.warning("audit: the HTTP sink %s failed: %s", self.http_sink, exc)
+
+
+def _holders(session: Session, hashes: set[str]) -> dict[str, dict[str, Any]]:
+    """Token hash -> its user and id, for entries authentication did not name."""
+    if not hashes:
+        return {}
+    rows = session.execute(
+        select(Token.token_hash, Token.id, User.name)
+        .join(User, User.id == Token.user_id)
+        .where(Token.token_hash.in_(hashes))
+    )
+    return {h: {"user": name, "token_id": tid} for h, tid, name in rows}
+
+
+def _last_after(session: Session, objects: set[str]) -> dict[str, str | None]:
+    """The ``after`` digest of each object's last successful entry."""
+    out: dict[str, str | None] = {}
+    if not objects:
+        return out
+    rows = session.execute(
+        select(AuditRow.object, AuditRow.after_digest)
+        .where(AuditRow.object.in_(objects), AuditRow.outcome == "ok")
+        .order_by(AuditRow.id)
+    )
+    for obj, after in rows:
+        out[obj] = after
+    return out
+
+
+class AuditMiddleware:
+    """Records every write request under ``/v1/`` (see the module docstring). It reads the
+    caller from ``request.state.principal``, which authentication sets."""
+
+    def __init__(self, app: ASGIApp, audit: AuditLog) -> None:
+        self.app = app
+        self.audit = audit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in WRITES
+            or not scope["path"].startswith("/v1/")
+        ):
+            await self.app(scope, receive, send)
+            return
+        request_hash = hashlib.sha256()
+        seen = 0
+        answer_hash = hashlib.sha256()
+        answer: list[bytes] = []
+        status = 500
+
+        async def receiving() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request" and seen < _DIGEST_LIMIT:
+                body = message.get("body", b"")
+                request_hash.update(body[: _DIGEST_LIMIT - seen])
+                seen += len(body)
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            elif message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                answer_hash.update(body)
+                if sum(map(len, answer)) < 65536:
+                    answer.append(body)
+            await send(message)
+
+        try:
+            await self.app(scope, receiving, sending)
+        finally:
+            entry = _entry(scope, status, request_hash.hexdigest(), answer_hash.hexdigest(), answer)
+            self.audit.record(entry, None if entry.user else _bearer_hash(scope))
+
+
+def _bearer_hash(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return hash_token(token.strip())
+    return None
+
+
+def _entry(
+    scope: Scope, status: int, request_digest: str, answer_digest: str, answer: list[bytes]
+) -> AuditEntry:
+    method = scope["method"]
+    path = scope["path"]
+    route = getattr(scope.get("route"), "path", None) or path
+    principal = (scope.get("state") or {}).get("principal")
+    params = scope.get("path_params") or {}
+    tenant = params.get("tenant")
+    obj = path.rstrip("/")
+    if method == "POST" and status == 201 and answer:  # a create: the object made
+        try:
+            made = json.loads(b"".join(answer))
+        except ValueError:
+            made = None
+        if isinstance(made, dict):  # objects named by number (jobs, tokens) or by name
+            key = made.get("id") if isinstance(made.get("id"), int) else made.get("name")
+            if key is not None:
+                obj = f"{obj}/{key}"
+    outcome = outcome_of(status)
+    after = None if method == "DELETE" or outcome != "ok" else answer_digest
+    return AuditEntry(
+        at=time.time(),
+        user=getattr(principal, "user", "") or "",
+        token_id=getattr(principal, "token_id", None) or None,
+        tenant=str(tenant) if tenant is not None else None,
+        method=method,
+        route=route,
+        object=obj,
+        status=status,
+        outcome=outcome,
+        request_digest=request_digest,
+        after_digest=after,
+    )
