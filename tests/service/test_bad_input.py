@@ -352,6 +352,16 @@ CASES: list[Case] = [
     job_case("count-string", 422, "podSets.0.count", job_with(podSets=pod_set(count="four"))),
     job_case("count-float", 422, "podSets.0.count", job_with(podSets=pod_set(count=2.5))),
     job_case("count-huge", 422, "podSets.0.count", job_with(podSets=pod_set(count=10**30))),
+    job_case(  # each pod set within its bound, the job beyond it: 16 x 10,000 pods once slowed all
+        "pods-in-all",
+        422,
+        "podSets",
+        job_with(
+            podSets=[
+                {"name": f"s{i}", "count": 10_000, "resources": {"cpu": "1m"}} for i in range(16)
+            ]
+        ),
+    ),
     job_case("count-bool", 422, "podSets.0.count", job_with(podSets=pod_set(count=True))),
     job_case("unknown-field", 422, "colour", job_with(colour="blue")),
     job_case("unknown-pod-set-field", 422, "podSets.0.gpuz", job_with(podSets=pod_set(gpuz=8))),

@@ -233,6 +233,17 @@ class JobSpec(Strict):
     def _env(cls, env: dict[str, str] | None) -> dict[str, str] | None:
         return None if env is None else _env_names(env)
 
+    @field_validator("podSets")
+    @classmethod
+    def _pods_in_all(cls, pod_sets: list[PodSetSpec]) -> list[PodSetSpec]:
+        """A bound on the whole job, not only on each pod set: admitting a job is work (and a
+        stored placement) in proportion to its pods, and one tenant's 16 x 10,000 pods once
+        slowed every other tenant's admissions (docs/api.md)."""
+        total = sum(ps.count for ps in pod_sets)
+        if total > MAX_PODS:
+            raise ValueError(f"{total:,} pods in all; a job has at most {MAX_PODS:,}")
+        return pod_sets
+
     @model_validator(mode="after")
     def _one_way_to_run(self) -> JobSpec:
         ways = [w for w in ("container", "command", "script") if getattr(self, w) is not None]
