@@ -71,6 +71,20 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "dataset": names,
     "warm": st.integers(0, 10**4),
 }
+# an inference job's replicas (engine/replica_scaling.py)
+FIELD_VALUES.update(
+    {
+        "current": st.integers(0, 10**4),
+        "desired": st.integers(0, 10**4),
+        "wanted": st.integers(0, 10**6),
+        "utilization": st.none() | st.floats(min_value=0, max_value=100),
+        "target": st.floats(min_value=0.5, max_value=100),
+        "job": st.integers(1, 10**9),
+        "from_cluster": st.just("") | names,
+        "to_cluster": st.just("") | names,
+        "clusters": st.lists(st.just("") | names, min_size=1, max_size=3),
+    }
+)
 #: cluster codes whose ``nodes`` are node names, at least one
 CLUSTER_NODE_CODES = (
     Code.CLUSTER_CARVED,
