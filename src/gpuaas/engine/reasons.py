@@ -361,6 +361,8 @@ def _utilisation(f: Mapping[str, Any]) -> str:
 
 def _scaled(way: str, f: Mapping[str, Any]) -> str:
     text = f"scaled {way} from {f['current']} to {f['desired']} replicas"
+    if f["desired"] == 0:  # its replicas stop with the job
+        return f"{text}: the job ended"
     if f.get("utilization") is None:  # to the bounds, not on a measurement
         return f"{text} (minReplicas / maxReplicas)"
     return f"{text}: {_utilisation(f)}"

@@ -69,6 +69,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.model.telemetry import UtilisationReader
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.cluster_worker import ClusterWorker
@@ -77,6 +78,7 @@ from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.fluid_warm import FluidSync
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
+from gpuaas.service.replica_scaler import ReplicaScaler
 from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
@@ -247,11 +249,13 @@ class Fail:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
-    """The user cancelled the job: Cancelled, and stopped on the backend."""
+    """The user cancelled the job (or the replica scaler removed it, ``reason`` saying why):
+    Cancelled, and stopped on the backend."""
 
     job_id: int
     states: tuple[str, ...]
     at: float
+    reason: Reason = CANCELLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +322,7 @@ class Reconciler:
         telemetry: Telemetry | None = None,
         backend: Backend | None = None,
         backends: Iterable[Backend] = (),
+        utilisation: UtilisationReader | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -345,6 +350,9 @@ class Reconciler:
         self._thread: threading.Thread | None = None
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
+        #: what the workload autoscaler reads (docs/workload-autoscaling.md); None: nothing
+        self.utilisation = utilisation
+        self._replica_scaler = ReplicaScaler(db)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -431,6 +439,7 @@ class Reconciler:
             self._backend_events(driver, driver.events(now), writes)
         self._note_unavailable(writes)
         self._enforce_max_run_time(now, writes)
+        self._scale_replicas(now, writes)
         decisions = scheduler.cycle(now)
         stops: list[int] = []
         with serialized_writes(self.db.engine), self.db.session() as session:
@@ -455,6 +464,33 @@ class Reconciler:
         for name, job in launches:
             self._runs_on[job.id] = name
             self.driver(name).launch(job)  # it starts at the backend's next poll
+
+    def _scale_replicas(self, now: float, writes: list[Write]) -> None:
+        """Autoscaled inference jobs (:mod:`gpuaas.service.replica_scaler`): new replicas are
+        submitted as jobs (queued by the next sync); the ones it removes or spills leave the
+        engine here and are stopped as cancelled with its reason, before this step's cycle."""
+        assert self.engine is not None
+        scheduler = self.scheduler(self.engine)
+        why = self.engine.why
+
+        def state_of(job_id: int) -> JobState | None:
+            tracked = self.jobs.get(job_id)
+            return None if tracked is None else tracked.state
+
+        def waiting(job_id: int) -> Reason | None:
+            tracked = self.jobs.get(job_id)
+            return why.get(str(job_id), tracked.reason if tracked is not None else None)
+
+        for stop in self._replica_scaler.step(now, self.utilisation, state_of, waiting):
+            tracked = self.jobs.pop(stop.job_id, None)
+            states: tuple[str, ...] = tuple(UNFINISHED)
+            if tracked is not None:
+                states = (tracked.state,)
+                if tracked.state is JobState.PENDING:
+                    scheduler.withdraw(str(stop.job_id))
+                else:
+                    scheduler.finish(str(stop.job_id))
+            writes.append(Cancel(stop.job_id, states, now, stop.reason))
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine
@@ -703,10 +739,8 @@ class Reconciler:
             case Fail(job_id, states, at, why):
                 if transition(session, job_id, states, JobState.FAILED, at, why, finished_at=at):
                     stops.append(job_id)
-            case Cancel(job_id, states, at):
-                transition(
-                    session, job_id, states, JobState.CANCELLED, at, CANCELLED, finished_at=at
-                )
+            case Cancel(job_id, states, at, why):
+                transition(session, job_id, states, JobState.CANCELLED, at, why, finished_at=at)
                 stops.append(job_id)
             case Requeue(job_id, state, cluster_queue, at, why):
                 self._requeue(session, job_id, state, at, why)
