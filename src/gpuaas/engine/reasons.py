@@ -109,6 +109,10 @@ class Code(StrEnum):
     CLUSTER_DELETING = "ClusterDeleting"
     PROVISION_FAILED = "ProvisionFailed"
     PROVISIONER_UNAVAILABLE = "ProvisionerUnavailable"
+    # a node's GPU telemetry (service/dcgm_scrape.py): why it is missing or partial
+    TELEMETRY_SCRAPE_FAILED = "TelemetryScrapeFailed"
+    TELEMETRY_UNREADABLE = "TelemetryUnreadable"
+    TELEMETRY_PARTIAL = "TelemetryPartial"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -465,6 +469,29 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.PROVISIONER_UNAVAILABLE: lambda f: (
         f"waiting for the {f['provisioner']} provisioner, which cannot be reached: {f['detail']}"
     ),
+    Code.TELEMETRY_SCRAPE_FAILED: lambda f: (
+        f"dcgm-exporter at {f['url']} could not be scraped: {f['detail']}"
+    ),
+    Code.TELEMETRY_UNREADABLE: lambda f: (
+        f"dcgm-exporter at {f['url']} answered with text that is not Prometheus metrics: "
+        f"{f['detail']}"
+    ),
+    Code.TELEMETRY_PARTIAL: lambda f: (
+        "dcgm-exporter reports "
+        + (
+            "; ".join(
+                part
+                for part in (
+                    f"rows matching no device: {', '.join(f['unmatched'])}"
+                    if f["unmatched"]
+                    else "",
+                    f"nothing usable for {', '.join(f['unreported'])}" if f["unreported"] else "",
+                )
+                if part
+            )
+            or "every device"
+        )
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -532,6 +559,9 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.CLUSTER_DELETING: ("force",),
     Code.PROVISION_FAILED: ("provisioner", "detail"),
     Code.PROVISIONER_UNAVAILABLE: ("provisioner", "detail"),
+    Code.TELEMETRY_SCRAPE_FAILED: ("url", "detail"),
+    Code.TELEMETRY_UNREADABLE: ("url", "detail"),
+    Code.TELEMETRY_PARTIAL: ("unmatched", "unreported"),
 }
 
 
