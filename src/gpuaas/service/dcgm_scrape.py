@@ -120,10 +120,12 @@ class Scraper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def set_targets(self, targets: Mapping[str, tuple[Node, str]]) -> None:
+    def set_targets(self, targets: Mapping[str, tuple[Node, str]], start: bool = True) -> None:
+        """The nodes to scrape (node name -> node, URL); starts the thread on the first
+        targets unless ``start`` is False (then :meth:`scrape_all` is called by hand)."""
         with self._lock:
             self._targets = dict(targets)
-        if self._targets and self._thread is None:
+        if start and self._targets and self._thread is None:
             self.start()
 
     def start(self) -> None:
