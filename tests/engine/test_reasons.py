@@ -70,6 +70,10 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "force": st.booleans(),
     "dataset": names,
     "warm": st.integers(0, 10**4),
+    # telemetry (service/dcgm_scrape.py)
+    "url": st.sampled_from(["http://n1:9400/metrics", "https://10.0.0.7:9400/metrics"]),
+    "unmatched": st.lists(names, max_size=3),
+    "unreported": st.lists(names, max_size=3),
 }
 # an inference job's replicas (engine/replica_scaling.py)
 FIELD_VALUES.update(

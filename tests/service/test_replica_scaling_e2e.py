@@ -22,19 +22,21 @@ from gpuaas.model.job_state import JobState
 from gpuaas.model.telemetry import UtilSummary
 from gpuaas.service.app import create_app
 from gpuaas.service.reconciler import Reconciler
+from gpuaas.service.utilisation import Utilisation
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Base, Job
 
 NODES = [node(f"n{i}", "r1", f"d{i}") for i in range(1, 5)]
 
 
-class SpreadLoad:
-    """A small real :class:`~gpuaas.model.telemetry.UtilisationReader` for the test: an
-    autoscaled job declares a total load (``total``, in replicas' worth: 2.5 = two and a half
-    replicas fully busy) spread evenly over its running replicas, each reading
-    ``min(1, total / running)``; read from the database on every call."""
+class SpreadLoad(Utilisation):
+    """The service's windows (fed by the simulated fleet as always) with ``job`` read from a
+    load the test sets: ``total`` replicas' worth (2.5 = two and a half replicas fully busy)
+    spread evenly over the job's running replicas, each reading ``min(1, total / running)``,
+    so the test can make the load rise and fall (a declared profile is fixed at submission)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, clock: Any) -> None:
+        super().__init__(window=10.0, clock=clock)
         self.db = db
         self.total = 0.0
 
@@ -52,24 +54,19 @@ class SpreadLoad:
         if not running:
             return None
         util = min(1.0, self.total / len(running))
-        return UtilSummary(util, util, 10, 60.0, time.time())
-
-    def device(self, node: str, device: str) -> UtilSummary | None:
-        return None
-
-    def node(self, node: str) -> UtilSummary | None:
-        return None
-
-    def cluster(self, key: str) -> UtilSummary | None:
-        return None
+        return UtilSummary(util, util, 10, 10.0, self.clock())
 
 
 class Fleet(World):
     def __init__(self, api: Api, tmp_path: Path) -> None:
         super().__init__(api, tmp_path)
-        self.load = SpreadLoad(self.db)
-        self.reconciler = Reconciler(self.db, self.settings, utilisation=self.load)
         self.clock = time.time()
+        self.load = SpreadLoad(self.db, lambda: self.clock)
+        self.reconciler = Reconciler(self.db, self.settings, utilisation=self.load)
+
+    def measured(self) -> None:
+        """Read the utilisation the simulated fleet synthesises instead of the test's load."""
+        self.reconciler.utilisation.job = super(SpreadLoad, self.load).job  # type: ignore[method-assign]
 
     def build(self) -> None:
         spec = {"nodeLabels": {"gpuaas.io/pool": "h100"}}
@@ -118,7 +115,7 @@ class Fleet(World):
 
 @pytest.fixture
 def fleet(sqlite_url: str, tmp_path: Path) -> Iterator[Fleet]:
-    app = create_app(make_settings(sqlite_url, tmp_path))
+    app = create_app(make_settings(sqlite_url, tmp_path, telemetry_interval=1.0))
     with TestClient(app) as client:
         f = Fleet(Api(client, ADMIN_TOKEN), tmp_path)
         f.build()
@@ -203,6 +200,30 @@ def test_replicas_scale_up_spill_to_the_next_cluster_and_scale_down(fleet: Fleet
     for j in fleet.stopped(job_id):
         assert fleet.view(j)["state"] == "Cancelled"
     assert fleet.replicas(job_id)["jobs"] == []
+
+
+def test_the_simulated_fleets_utilisation_follows_the_replicas_and_settles(
+    fleet: Fleet,
+) -> None:
+    """The declared load (``utilization.total``: 1.5 replicas' worth) spread by the simulated
+    fleet over the running replicas, read through the service's windows: one replica reads
+    100 % -> 2 (75 % each) -> 3 (50 % each, on target), the third spilled to b, then steady."""
+    fleet.measured()
+    spec = inference(cooldownSeconds=20)
+    spec["utilization"] = {"total": 150}
+    job_id = fleet.submit("acme", spec)
+    fleet.until(lambda: fleet.replicas(job_id)["current"] == 3, steps=120)
+    fleet.tick(12)  # a minute on target: nothing changes
+    r = fleet.replicas(job_id)
+    assert (r["desired"], r["current"], r["pending"]) == (3, 3, 0), r
+    by_cluster = {c["cluster"]: (c["running"], c["pending"]) for c in r["clusters"]}
+    assert by_cluster == {"a": (2, 0), "b": (1, 0)}
+    for j in r["jobs"]:
+        measured = fleet.reconciler.utilisation.job(j)
+        assert measured is not None and measured.known
+        assert abs(measured.mean - 0.5) < 0.05, (j, measured)
+    codes = [e["code"] for j in fleet.stopped(job_id) for e in fleet.events(j)]
+    assert "ReplicaSpilled" in codes
 
 
 def _events(fleet: Fleet, job_id: int) -> list[dict[str, Any]]:

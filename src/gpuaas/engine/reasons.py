@@ -116,6 +116,10 @@ class Code(StrEnum):
     REPLICAS_AT_MIN = "ReplicasAtMin"
     REPLICA_SPILLED = "ReplicaSpilled"
     REPLICAS_CLUSTERS_FULL = "ReplicasClustersFull"
+    # a node's GPU telemetry (service/dcgm_scrape.py): why it is missing or partial
+    TELEMETRY_SCRAPE_FAILED = "TelemetryScrapeFailed"
+    TELEMETRY_UNREADABLE = "TelemetryUnreadable"
+    TELEMETRY_PARTIAL = "TelemetryPartial"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -509,6 +513,29 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
         + ", ".join(_cluster(c) for c in f["clusters"])
         + ")"
     ),
+    Code.TELEMETRY_SCRAPE_FAILED: lambda f: (
+        f"dcgm-exporter at {f['url']} could not be scraped: {f['detail']}"
+    ),
+    Code.TELEMETRY_UNREADABLE: lambda f: (
+        f"dcgm-exporter at {f['url']} answered with text that is not Prometheus metrics: "
+        f"{f['detail']}"
+    ),
+    Code.TELEMETRY_PARTIAL: lambda f: (
+        "dcgm-exporter reports "
+        + (
+            "; ".join(
+                part
+                for part in (
+                    f"rows matching no device: {', '.join(f['unmatched'])}"
+                    if f["unmatched"]
+                    else "",
+                    f"nothing usable for {', '.join(f['unreported'])}" if f["unreported"] else "",
+                )
+                if part
+            )
+            or "every device"
+        )
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -582,6 +609,9 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.REPLICAS_AT_MIN: ("limit", "utilization", "target"),
     Code.REPLICA_SPILLED: ("job", "from_cluster", "to_cluster", "cause"),
     Code.REPLICAS_CLUSTERS_FULL: ("desired", "current", "clusters"),
+    Code.TELEMETRY_SCRAPE_FAILED: ("url", "detail"),
+    Code.TELEMETRY_UNREADABLE: ("url", "detail"),
+    Code.TELEMETRY_PARTIAL: ("unmatched", "unreported"),
 }
 
 
