@@ -270,3 +270,35 @@ def test_bad_autoscale_is_refused_naming_the_field_and_stores_nothing(
     with fleet.db.engine.connect() as conn:
         after = {t.name: conn.execute(select(t)).all() for t in Base.metadata.sorted_tables}
     assert after == before
+
+
+SCHEMAS = Path(__file__).resolve().parents[2] / ".." / "shared" / "schemas"
+
+
+@pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"{SCHEMAS} is absent (the Kubernetes schemas)")
+def test_the_kubernetes_manifests_of_a_replica_set_count_its_replicas(fleet: Fleet) -> None:
+    """minReplicas 3 with 2 pods each: three replicas at once (two in a, one spilled to b),
+    each a Job of 2 pods pinned to its nodes, all labelled with the job they replicate and
+    valid against the schemas."""
+    from gpuaas.backends.kubernetes.manifests import REPLICA_OF
+    from gpuaas.backends.kubernetes.schemas import validate
+
+    spec = inference(minReplicas=3)
+    spec["podSets"] = [{"name": "main", "count": 2, "resources": {"nvidia.com/gpu": 2}}]
+    job_id = fleet.submit("acme", spec)
+    fleet.until(lambda: fleet.replicas(job_id)["current"] == 3, steps=80)
+    r = fleet.replicas(job_id)
+    assert r["lastDecision"] is not None
+    objects: list[dict[str, Any]] = []
+    for target in ("kueue", "kai", "volcano"):
+        for j in r["jobs"]:
+            docs = fleet.ok("GET", f"/v1/tenants/acme/jobs/{j}/manifest?target={target}",
+                            fleet.user())  # fmt: skip
+            validate(docs, SCHEMAS)
+            objects.extend(docs if target == "kueue" else [])
+    workloads = [o for o in objects if o["metadata"]["labels"].get(REPLICA_OF) == str(job_id)]
+    assert len(workloads) == 3  # one Job per replica: the set's replica count
+    for o in workloads:
+        assert o["kind"] == "Job" and o["spec"]["parallelism"] == 2
+        affinity = o["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        assert affinity  # pinned to the nodes the replica was admitted on
