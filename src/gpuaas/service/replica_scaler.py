@@ -98,17 +98,23 @@ class ReplicaScaler:
         if now - self._at < self.every:
             return []
         self._at = now
-        stops: list[Stop] = []
+        with self.db.sessions() as session:  # the common case: no live set, nothing to write
+            stops = self._orphans(session)
+            live_any = session.scalar(
+                select(ReplicaSetRow.job_id)
+                .join(Job, Job.id == ReplicaSetRow.job_id)
+                .where(Job.state.in_(UNFINISHED))
+                .limit(1)
+            )
+        if live_any is None:
+            return stops
         with serialized_writes(self.db.engine), self.db.session() as session:
-            stops.extend(self._orphans(session))
             live = session.execute(
                 select(ReplicaSetRow, Job)
                 .join(Job, Job.id == ReplicaSetRow.job_id)
                 .where(Job.state.in_(UNFINISHED))
                 .order_by(ReplicaSetRow.job_id)
             ).all()
-            if not live:
-                return stops
             members: dict[int, list[tuple[int, str, str]]] = {}
             for set_id, job_id, cluster, state in session.execute(
                 select(ReplicaMemberRow.set_id, ReplicaMemberRow.job_id, ReplicaMemberRow.cluster,
