@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
-from test_clusters_api import KEY, World, cq, node
+from test_clusters_api import KEY, World, node
 
 from conftest import ADMIN_TOKEN, Api, make_settings
 from gpuaas.model.job_state import JobState
@@ -69,25 +69,8 @@ class Fleet(World):
         self.reconciler.utilisation.job = super(SpreadLoad, self.load).job  # type: ignore[method-assign]
 
     def build(self) -> None:
-        spec = {"nodeLabels": {"gpuaas.io/pool": "h100"}}
-        self.ok("POST", "/v1/flavors", json={"name": "h100", "spec": spec})
-        self.ok("POST", "/v1/nodes", json={"apiVersion": "gpuaas.io/v1", "kind": "Fleet",
-                                           "nodes": NODES})  # fmt: skip
-        for tenant in ("acme", "globex"):
-            capacity = {"h100": {"nvidia.com/gpu": "32", "cpu": "1000", "memory": "10Ti"}}
-            self.ok("POST", "/v1/tenants", json={"name": tenant, "capacity": capacity})
-            self.ok("POST", f"/v1/tenants/{tenant}/cluster-queues", json=cq(f"{tenant}-cq", 32))
-            self.ok("POST", f"/v1/tenants/{tenant}/local-queues",
-                    json={"name": "main", "clusterQueue": f"{tenant}-cq"})  # fmt: skip
-            for role in ("tenant-admin", "tenant-user"):
-                user = f"{tenant}-{role}"
-                self.ok("PUT", f"/v1/tenants/{tenant}/members/{user}", json={"role": role})
-                body = self.ok("POST", f"/v1/tenants/{tenant}/members/{user}/tokens",
-                               json={"name": "t"})  # fmt: skip
-                self.tokens[user] = body["token"]
-        self.ok("PUT", "/v1/tenants/acme/cluster-allowance",
-                json={"flavors": ["h100"], "nodeLimit": 4})  # fmt: skip
-        for name in ("a", "b"):
+        super().build()  # six 8-GPU nodes, tenants acme and globex, acme may carve 4
+        for name in ("a", "b"):  # one node each
             body = {"name": name, "kind": "baremetal", "sshKeys": [KEY],
                     "pools": [{"name": "gpu", "flavor": "h100", "count": 1}]}  # fmt: skip
             self.ok("POST", "/v1/tenants/acme/clusters", self.admin(), json=body)

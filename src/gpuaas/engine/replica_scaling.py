@@ -42,7 +42,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuaas.engine.reasons import Code, Reason, reason
+from gpuaas.engine.reasons import PLACEMENT_CODES, Code, Reason, reason
 from gpuaas.model.autoscale import ReplicaScaling
 
 #: How far the utilisation may stray from the target before the count changes (the HPA's
@@ -58,15 +58,19 @@ CAPACITY_CODES = frozenset(
         Code.PREEMPTION_WOULD_NOT_FIT,
         Code.WAITING_FOR_QUOTA,
         Code.FLAVOR_NODES_FULL,
-        Code.INSUFFICIENT_CPU,
-        Code.INSUFFICIENT_MEMORY,
-        Code.INSUFFICIENT_GPU,
-        Code.INSUFFICIENT_MIG,
-        Code.INSUFFICIENT_REPLICAS,
-        Code.NO_CANDIDATE_NODES,
-        Code.GANG_NOT_WHOLE,
-        Code.TOPOLOGY_DOMAIN,
-        Code.INSUFFICIENT_NIC,
+    }
+) | (
+    # every placement failure but those that say the nodes are of the wrong kind (another
+    # cluster's nodes are no more likely to be right)
+    PLACEMENT_CODES
+    - {
+        Code.GPU_MODEL,
+        Code.NODE_SELECTOR,
+        Code.TAINT,
+        Code.DEVICE_CLAIMS,
+        Code.EXTENDED_RESOURCE,
+        Code.NIC_ALIGNMENT,
+        Code.DATASET_NOT_WARM,
     }
 )
 
