@@ -18,6 +18,7 @@ from sqlalchemy import select
 from test_clusters_api import KEY, World, node
 
 from conftest import ADMIN_TOKEN, Api, make_settings
+from gpuaas.backends.base import DEFAULT_GRACE
 from gpuaas.model.job_state import JobState
 from gpuaas.model.telemetry import UtilSummary
 from gpuaas.service.app import create_app
@@ -120,6 +121,15 @@ def inference(**autoscale: Any) -> dict[str, Any]:
 
 
 def test_replicas_scale_up_spill_to_the_next_cluster_and_scale_down(fleet: Fleet) -> None:
+    stopped_on_backend: dict[int, float] = {}
+    backend = fleet.reconciler.backend
+    cancel = backend.cancel
+
+    def recording(job_id: int, grace: float = DEFAULT_GRACE) -> None:
+        stopped_on_backend[job_id] = grace
+        cancel(job_id, grace)
+
+    backend.cancel = recording  # type: ignore[method-assign]
     job_id = fleet.submit("acme", inference())
     fleet.load.total = 0.5  # one replica at 50 %: on target
     fleet.until(lambda: fleet.view(job_id)["state"] == "Running")
@@ -174,6 +184,8 @@ def test_replicas_scale_up_spill_to_the_next_cluster_and_scale_down(fleet: Fleet
     for j, e in fleet.stopped(job_id).items():
         assert fleet.view(j)["state"] == "Cancelled"
         assert e["code"] in ("ReplicasScaledDown", "ReplicaSpilled"), e
+        if e["code"] == "ReplicasScaledDown":  # it ran: stopped on the backend, with its grace
+            assert e["fromState"] == "Running" and stopped_on_backend[j] == DEFAULT_GRACE
 
     # the job ends: so do its replicas (scale up again first)
     fleet.load.total = 1.6
