@@ -297,3 +297,14 @@ def test_the_kubernetes_manifests_of_a_replica_set_count_its_replicas(fleet: Fle
         assert o["kind"] == "Job" and o["spec"]["parallelism"] == 2
         affinity = o["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
         assert affinity  # pinned to the nodes the replica was admitted on
+
+
+def test_a_replica_never_takes_an_idempotency_key_the_user_took(fleet: Fleet) -> None:
+    job_id = fleet.submit("acme", inference())
+    mine = {**inference(), "name": "other", "idempotencyKey": f"replica-{job_id}-1"}
+    del mine["autoscale"]
+    other = fleet.submit("acme", mine)
+    fleet.load.total = 1.0  # one replica at 100 % against 50 %: two wanted
+    fleet.until(lambda: fleet.replicas(job_id)["desired"] == 2)
+    second = fleet.replicas(job_id)["jobs"][1]
+    assert second != other and fleet.view(second)["name"] == "serve-r2"

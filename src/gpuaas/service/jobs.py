@@ -282,8 +282,10 @@ def _insert(session: Session, values: dict[str, Any]) -> Job:
     return Job(id=job_id, **values)
 
 
-#: A prepared job (:func:`prepare_job`) inserted with its first event (the replica scaler's).
+#: A prepared job (:func:`prepare_job`) inserted with its first event, and the job an
+#: idempotency key made (the replica scaler's).
 insert_job = _insert
+find_by_key = _find_by_key
 
 
 def submit_job(

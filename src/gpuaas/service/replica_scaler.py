@@ -44,7 +44,13 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.job_state import ACTIVE, FINAL, UNFINISHED, JobState
 from gpuaas.model.telemetry import UtilisationReader
 from gpuaas.service.auth import TenantRef
-from gpuaas.service.jobs import insert_job, prepare_job, serialized_writes, stored_reason
+from gpuaas.service.jobs import (
+    find_by_key,
+    insert_job,
+    prepare_job,
+    serialized_writes,
+    stored_reason,
+)
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.replica_sets import REPLICA_OF
 from gpuaas.store.db import Database
@@ -194,10 +200,12 @@ class ReplicaScaler:
             )
             or 0
         )
+        while find_by_key(session, job.tenant_id, job.user_id, _key(job.id, ordinal)):
+            ordinal += 1  # the user took that key for a job of its own
         document = {k: v for k, v in job.spec.items() if k not in ("resolved", REPLICA_OF)}
         document.pop("autoscale", None)
         document["name"] = f"{job.name[:50].rstrip('-')}-r{ordinal}"
-        document["idempotencyKey"] = f"replica-{job.id}-{ordinal}"
+        document["idempotencyKey"] = _key(job.id, ordinal)
         if cluster:
             document["cluster"] = cluster
             document.pop("queue", None)  # the cluster's own queue
@@ -233,6 +241,10 @@ class ReplicaScaler:
         ).all()
         left = Counter(set_id for _, set_id in rows)
         return [Stop(job_id, _gone(left[set_id])) for job_id, set_id in rows]
+
+
+def _key(job_id: int, ordinal: int) -> str:
+    return f"replica-{job_id}-{ordinal}"
 
 
 def _gone(count: int) -> Reason:
