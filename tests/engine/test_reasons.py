@@ -70,7 +70,25 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "force": st.booleans(),
     "dataset": names,
     "warm": st.integers(0, 10**4),
+    # telemetry (service/dcgm_scrape.py)
+    "url": st.sampled_from(["http://n1:9400/metrics", "https://10.0.0.7:9400/metrics"]),
+    "unmatched": st.lists(names, max_size=3),
+    "unreported": st.lists(names, max_size=3),
 }
+# an inference job's replicas (engine/replica_scaling.py)
+FIELD_VALUES.update(
+    {
+        "current": st.integers(0, 10**4),
+        "desired": st.integers(0, 10**4),
+        "wanted": st.integers(0, 10**6),
+        "utilization": st.none() | st.floats(min_value=0, max_value=100),
+        "target": st.floats(min_value=0.5, max_value=100),
+        "job": st.integers(1, 10**9),
+        "from_cluster": st.just("") | names,
+        "to_cluster": st.just("") | names,
+        "clusters": st.lists(st.just("") | names, min_size=1, max_size=3),
+    }
+)
 #: cluster codes whose ``nodes`` are node names, at least one
 CLUSTER_NODE_CODES = (
     Code.CLUSTER_CARVED,

@@ -109,6 +109,17 @@ class Code(StrEnum):
     CLUSTER_DELETING = "ClusterDeleting"
     PROVISION_FAILED = "ProvisionFailed"
     PROVISIONER_UNAVAILABLE = "ProvisionerUnavailable"
+    # an inference job's replicas (engine/replica_scaling.py, service/replica_scaler.py)
+    REPLICAS_SCALED_UP = "ReplicasScaledUp"
+    REPLICAS_SCALED_DOWN = "ReplicasScaledDown"
+    REPLICAS_AT_MAX = "ReplicasAtMax"
+    REPLICAS_AT_MIN = "ReplicasAtMin"
+    REPLICA_SPILLED = "ReplicaSpilled"
+    REPLICAS_CLUSTERS_FULL = "ReplicasClustersFull"
+    # a node's GPU telemetry (service/dcgm_scrape.py): why it is missing or partial
+    TELEMETRY_SCRAPE_FAILED = "TelemetryScrapeFailed"
+    TELEMETRY_UNREADABLE = "TelemetryUnreadable"
+    TELEMETRY_PARTIAL = "TelemetryPartial"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -344,6 +355,27 @@ def _lost(f: Mapping[str, Any]) -> str:
     return f"its devices are no longer available: {f['detail']}"
 
 
+def _utilisation(f: Mapping[str, Any]) -> str:
+    """``GPU utilisation 92% against a target of 50%`` (or that none was measured)."""
+    target = f"a target of {float(f['target']):g}%"
+    if f.get("utilization") is None:
+        return f"no GPU utilisation measured (against {target})"
+    return f"GPU utilisation {float(f['utilization']):.0f}% against {target}"
+
+
+def _scaled(way: str, f: Mapping[str, Any]) -> str:
+    text = f"scaled {way} from {f['current']} to {f['desired']} replicas"
+    if f["desired"] == 0:  # its replicas stop with the job
+        return f"{text}: the job ended"
+    if f.get("utilization") is None:  # to the bounds, not on a measurement
+        return f"{text} (minReplicas / maxReplicas)"
+    return f"{text}: {_utilisation(f)}"
+
+
+def _cluster(name: str | None) -> str:
+    return f"cluster {name}" if name else "the shared pool"
+
+
 _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.WAITING_FOR_ADMISSION: lambda f: "waiting for admission",
     Code.WAITING_FOR_QUOTA: lambda f: "waiting for quota",
@@ -465,6 +497,45 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.PROVISIONER_UNAVAILABLE: lambda f: (
         f"waiting for the {f['provisioner']} provisioner, which cannot be reached: {f['detail']}"
     ),
+    # an inference job's replicas
+    Code.REPLICAS_SCALED_UP: lambda f: _scaled("up", f),
+    Code.REPLICAS_SCALED_DOWN: lambda f: _scaled("down", f),
+    Code.REPLICAS_AT_MAX: lambda f: (
+        f"at maxReplicas {f['limit']}: {_utilisation(f)} asks for {f['wanted']}"
+    ),
+    Code.REPLICAS_AT_MIN: lambda f: f"at minReplicas {f['limit']}: {_utilisation(f)}",
+    Code.REPLICA_SPILLED: lambda f: (
+        f"replica job {f['job']} spilled from {_cluster(f['from_cluster'])} ({f['cause']}) "
+        f"to {_cluster(f['to_cluster'])}"
+    ),
+    Code.REPLICAS_CLUSTERS_FULL: lambda f: (
+        f"wants {f['desired']} replicas, has {f['current']}: every cluster it may use is full ("
+        + ", ".join(_cluster(c) for c in f["clusters"])
+        + ")"
+    ),
+    Code.TELEMETRY_SCRAPE_FAILED: lambda f: (
+        f"dcgm-exporter at {f['url']} could not be scraped: {f['detail']}"
+    ),
+    Code.TELEMETRY_UNREADABLE: lambda f: (
+        f"dcgm-exporter at {f['url']} answered with text that is not Prometheus metrics: "
+        f"{f['detail']}"
+    ),
+    Code.TELEMETRY_PARTIAL: lambda f: (
+        "dcgm-exporter reports "
+        + (
+            "; ".join(
+                part
+                for part in (
+                    f"rows matching no device: {', '.join(f['unmatched'])}"
+                    if f["unmatched"]
+                    else "",
+                    f"nothing usable for {', '.join(f['unreported'])}" if f["unreported"] else "",
+                )
+                if part
+            )
+            or "every device"
+        )
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -532,6 +603,15 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.CLUSTER_DELETING: ("force",),
     Code.PROVISION_FAILED: ("provisioner", "detail"),
     Code.PROVISIONER_UNAVAILABLE: ("provisioner", "detail"),
+    Code.REPLICAS_SCALED_UP: ("current", "desired", "utilization", "target"),
+    Code.REPLICAS_SCALED_DOWN: ("current", "desired", "utilization", "target"),
+    Code.REPLICAS_AT_MAX: ("limit", "wanted", "utilization", "target"),
+    Code.REPLICAS_AT_MIN: ("limit", "utilization", "target"),
+    Code.REPLICA_SPILLED: ("job", "from_cluster", "to_cluster", "cause"),
+    Code.REPLICAS_CLUSTERS_FULL: ("desired", "current", "clusters"),
+    Code.TELEMETRY_SCRAPE_FAILED: ("url", "detail"),
+    Code.TELEMETRY_UNREADABLE: ("url", "detail"),
+    Code.TELEMETRY_PARTIAL: ("unmatched", "unreported"),
 }
 
 

@@ -84,8 +84,8 @@ class ReplicaScaling:
     cooldown_seconds: float = 60.0
 
     def check(self, where: str = "autoscale") -> None:
-        if self.min_replicas < 0:
-            raise InvalidValue(f"{where}.minReplicas", "must not be negative")
+        if self.min_replicas < 1:  # the job itself is its first replica
+            raise InvalidValue(f"{where}.minReplicas", "must be at least 1 (the job itself)")
         if self.max_replicas < max(self.min_replicas, 1):
             raise InvalidValue(
                 f"{where}.maxReplicas",

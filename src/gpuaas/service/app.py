@@ -23,6 +23,7 @@ from gpuaas.service.rate_limits import RateLimits, RateLimitSettings
 from gpuaas.service.routers import ROUTERS
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
+from gpuaas.service.utilisation import Utilisation
 from gpuaas.store.db import Database
 
 log = logging.getLogger("gpuaas.service")
@@ -67,6 +68,9 @@ def create_app(
             free_failures=settings.auth_free_failures,
         )
     )
+    #: GPU utilisation windows (UtilisationReader, docs/telemetry.md): the reconciler feeds it,
+    #: the API, /metrics and the autoscaling loops read it
+    app.state.utilisation = Utilisation.of(settings)
     errors.install(app)
     openapi.install(app)
     for router in ROUTERS:
@@ -107,7 +111,8 @@ def start(
     elif settings.reconcile:
         from gpuaas.service.reconciler import Reconciler
 
-        reconciler = Reconciler(db, settings, app.state.telemetry)
+        reconciler = Reconciler(db, settings, app.state.telemetry,
+                                utilisation=app.state.utilisation)  # fmt: skip
         app.state.reconciler = reconciler
         reconciler.start()
     if not announce_later:

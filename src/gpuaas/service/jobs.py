@@ -57,8 +57,10 @@ from gpuaas.service.models.jobs import (
     JobView,
     PodDeviceView,
     PodView,
+    ReplicasView,
     WorkloadView,
 )
+from gpuaas.service.replica_sets import check_autoscale, create_set
 from gpuaas.service.storage import resolve_job_volumes
 from gpuaas.service.tenancy import check_job_size
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
@@ -222,6 +224,7 @@ def prepare_job(
     tenant_id, tenant_name = tenant.id, tenant.name
     version, gov = cached_governance(session)
     queue, pod_sets = _resolve_pod_sets(spec, tenant, gov)
+    check_autoscale(spec, tenant_name, gov.local_queues)  # the clusters it may spill to
     check_requests(session, version, gov, f"{tenant_name}/{queue}", pod_sets)
     check_job_size(session, version, tenant_id, pod_sets)  # the tenant's maxJob, if any
     priority = 0
@@ -274,7 +277,15 @@ def _insert(session: Session, values: dict[str, Any]) -> Job:
             "reason_code": Code.SUBMITTED.value,
         },
     )
+    if "autoscale" in values["spec"]:  # its replicas (docs/workload-autoscaling.md)
+        create_set(session, job_id)
     return Job(id=job_id, **values)
+
+
+#: A prepared job (:func:`prepare_job`) inserted with its first event, and the job an
+#: idempotency key made (the replica scaler's).
+insert_job = _insert
+find_by_key = _find_by_key
 
 
 def submit_job(
@@ -526,7 +537,7 @@ def _pods(job: Job) -> list[PodView]:
     return out
 
 
-def job_view(job: Job, tenant: str, user: str) -> JobView:
+def job_view(job: Job, tenant: str, user: str, replicas: ReplicasView | None = None) -> JobView:
     return JobView(
         id=job.id,
         tenant=tenant,
@@ -550,6 +561,7 @@ def job_view(job: Job, tenant: str, user: str) -> JobView:
         startedAt=job.started_at,
         finishedAt=job.finished_at,
         spec=user_spec(job),
+        replicas=replicas,
     )
 
 

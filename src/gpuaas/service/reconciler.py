@@ -77,9 +77,12 @@ from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.fluid_warm import FluidSync
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
+from gpuaas.service.replica_scaler import ReplicaScaler
 from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
+from gpuaas.service.telemetry_feed import TelemetryFeed
+from gpuaas.service.utilisation import Utilisation
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
@@ -247,11 +250,13 @@ class Fail:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
-    """The user cancelled the job: Cancelled, and stopped on the backend."""
+    """The user cancelled the job (or the replica scaler removed it, ``reason`` saying why):
+    Cancelled, and stopped on the backend."""
 
     job_id: int
     states: tuple[str, ...]
     at: float
+    reason: Reason = CANCELLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +323,7 @@ class Reconciler:
         telemetry: Telemetry | None = None,
         backend: Backend | None = None,
         backends: Iterable[Backend] = (),
+        utilisation: Utilisation | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -345,6 +351,12 @@ class Reconciler:
         self._thread: threading.Thread | None = None
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
+        #: GPU utilisation windows (docs/telemetry.md), fed every telemetry_interval
+        self.utilisation = utilisation or Utilisation.of(settings)
+        self._telemetry_feed = TelemetryFeed(self.utilisation, settings,
+                                             self.telemetry.dcgm_scrapes_counted)  # fmt: skip
+        #: inference jobs' replicas (docs/workload-autoscaling.md), read from the windows
+        self._replica_scaler = ReplicaScaler(db)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -378,6 +390,7 @@ class Reconciler:
     def stop(self) -> None:
         self._stop.set()
         self.clusters.stop()
+        self._telemetry_feed.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
@@ -431,6 +444,7 @@ class Reconciler:
             self._backend_events(driver, driver.events(now), writes)
         self._note_unavailable(writes)
         self._enforce_max_run_time(now, writes)
+        self._scale_replicas(now, writes)
         decisions = scheduler.cycle(now)
         stops: list[int] = []
         with serialized_writes(self.db.engine), self.db.session() as session:
@@ -455,6 +469,48 @@ class Reconciler:
         for name, job in launches:
             self._runs_on[job.id] = name
             self.driver(name).launch(job)  # it starts at the backend's next poll
+        if self.engine is not None and self._telemetry_feed.due(now):
+            self._feed_telemetry(now)
+
+    def _feed_telemetry(self, now: float) -> None:
+        """The utilisation windows: the fleet, who holds what, the backends' samples."""
+        assert self.engine is not None
+        if self.engine.pool is None:
+            return
+        default = self.backends.default
+        held = ((t.id, t.tenant, t.spec, t.placement) for t in self.jobs.values()
+                if t.state in ACTIVE and t.placement)  # fmt: skip
+        self._telemetry_feed.step(
+            now, (id(self.engine), self._versions), self.engine.pool.nodes,
+            lambda n: self.backends.get(backend_of_node(n, default)), held, self._node,
+        )  # fmt: skip
+
+    def _scale_replicas(self, now: float, writes: list[Write]) -> None:
+        """Autoscaled inference jobs (:mod:`gpuaas.service.replica_scaler`): new replicas are
+        submitted as jobs (queued by the next sync); the ones it removes or spills leave the
+        engine here and are stopped as cancelled with its reason, before this step's cycle."""
+        assert self.engine is not None
+        scheduler = self.scheduler(self.engine)
+        why = self.engine.why
+
+        def state_of(job_id: int) -> JobState | None:
+            tracked = self.jobs.get(job_id)
+            return None if tracked is None else tracked.state
+
+        def waiting(job_id: int) -> Reason | None:
+            tracked = self.jobs.get(job_id)
+            return why.get(str(job_id), tracked.reason if tracked is not None else None)
+
+        for stop in self._replica_scaler.step(now, self.utilisation, state_of, waiting):
+            tracked = self.jobs.pop(stop.job_id, None)
+            states: tuple[str, ...] = tuple(UNFINISHED)
+            if tracked is not None:
+                states = (tracked.state,)
+                if tracked.state is JobState.PENDING:
+                    scheduler.withdraw(str(stop.job_id))
+                else:
+                    scheduler.finish(str(stop.job_id))
+            writes.append(Cancel(stop.job_id, states, now, stop.reason))
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine
@@ -703,10 +759,8 @@ class Reconciler:
             case Fail(job_id, states, at, why):
                 if transition(session, job_id, states, JobState.FAILED, at, why, finished_at=at):
                     stops.append(job_id)
-            case Cancel(job_id, states, at):
-                transition(
-                    session, job_id, states, JobState.CANCELLED, at, CANCELLED, finished_at=at
-                )
+            case Cancel(job_id, states, at, why):
+                transition(session, job_id, states, JobState.CANCELLED, at, why, finished_at=at)
                 stops.append(job_id)
             case Requeue(job_id, state, cluster_queue, at, why):
                 self._requeue(session, job_id, state, at, why)

@@ -393,3 +393,45 @@ class AuditRow(Base):
 #: Tables every write request appends to whatever its outcome: a refused write leaves its trace
 #: there and nothing else (tests that check "refused means nothing written" skip these).
 REQUEST_LOGS = frozenset({AuditRow.__tablename__})
+
+
+class ReplicaSetRow(Base):
+    """An inference job that scales its replicas (``autoscale`` in its spec;
+    docs/workload-autoscaling.md): ``job_id`` is the job itself (its first replica);
+    ``desired`` the count the last decision asked for; ``scaled_at`` when the count last
+    changed (the cooldown runs from it); ``full`` the clusters a replica spilled from, with
+    when; ``reason*`` the last decision worth telling, structured as a job's reason is, at
+    ``decided_at``. Its further replicas are :class:`ReplicaMemberRow` rows."""
+
+    __tablename__ = "replica_sets"
+    job_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("jobs.id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    desired: Mapped[int] = mapped_column(Integer, default=1)
+    scaled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    full: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reason_code: Mapped[str] = mapped_column(String(64), default="")
+    reason_fields: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    decided_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ReplicaMemberRow(Base):
+    """A further replica of a :class:`ReplicaSetRow`: a job of its own (``job_id``), in
+    ``cluster`` (``""``: the shared pool), the ``ordinal``-th one made for the set."""
+
+    __tablename__ = "replica_members"
+    job_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("jobs.id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    set_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("replica_sets.job_id", ondelete="CASCADE"),
+        index=True,
+    )
+    cluster: Mapped[str] = mapped_column(String(63), default="")
+    ordinal: Mapped[int] = mapped_column(Integer)

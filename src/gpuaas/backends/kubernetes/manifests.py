@@ -10,7 +10,9 @@ JobSet ``maxRestarts: 0``, Volcano ``maxRetry: 0``. ``maxRunTime`` becomes
 ``activeDeadlineSeconds``.
 
 Every object carries the labels :func:`labels` names (tenant, job id, attempt,
-``app.kubernetes.io/managed-by: gpuaas``) and is called ``gpuaas-<id>-<attempt>`` in the
+``app.kubernetes.io/managed-by: gpuaas``, and for a replica of an autoscaled inference job
+the job it replicates, so the set is one selector: each replica is a Job of its own whose
+``parallelism`` is its pod count) and is called ``gpuaas-<id>-<attempt>`` in the
 tenant's namespace (``namespace`` pattern, default ``gpuaas-{tenant}``), so an attempt is one
 name: creating it twice is a conflict the API server refuses, never a second run.
 
@@ -68,6 +70,9 @@ JOB_ID = "gpuaas.io/job-id"
 ATTEMPT = "gpuaas.io/attempt"
 POD_SET = "gpuaas.io/pod-set"
 PLACEMENT = "gpuaas.io/placement"
+#: an autoscaled inference job's replicas (the job itself and each replica job) carry the
+#: job's id: ``-l gpuaas.io/replica-of=<id>`` selects the set (docs/workload-autoscaling.md)
+REPLICA_OF = "gpuaas.io/replica-of"
 HOSTNAME = "kubernetes.io/hostname"
 CONTAINER = "main"
 DEFAULT_NAMESPACE = "gpuaas-{tenant}"
@@ -109,12 +114,15 @@ def namespace_of(tenant: str, pattern: str = DEFAULT_NAMESPACE) -> str:
 
 def labels(job: BackendJob) -> dict[str, str]:
     """The labels every object of ``job`` carries: what ties it to gpuaas, tenant, job, try."""
-    return {
+    out = {
         MANAGED_BY: "gpuaas",
         TENANT: dns_label(job.tenant or "default"),
         JOB_ID: str(job.id),
         ATTEMPT: str(job.attempt),
     }
+    if "replicaOf" in job.spec or "autoscale" in job.spec:
+        out[REPLICA_OF] = str(job.spec.get("replicaOf", job.id))
+    return out
 
 
 def render(job: BackendJob, options: ManifestOptions | None = None) -> list[dict[str, Any]]:

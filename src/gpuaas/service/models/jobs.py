@@ -11,7 +11,14 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gpuaas.model.autoscale import ReplicaScaling
 from gpuaas.model.topology import Level
@@ -176,28 +183,51 @@ class PodSetSpec(Strict):
 
 
 class ReplicaAutoscale(Strict):
-    """An inference job's replicas (its first pod set's count) kept between ``minReplicas``
-    and ``maxReplicas`` on GPU utilisation against ``targetUtilization`` (a percentage),
-    within its cluster and then across ``clusters`` (the tenant's) when that one is full."""
+    """An inference job's replicas kept between ``minReplicas`` and ``maxReplicas`` on GPU
+    utilisation against ``targetUtilization`` (a percentage), within its cluster and then
+    across ``clusters`` (the tenant's) when that one is full. Each replica is a copy of the
+    job (the job itself is the first, so ``minReplicas`` is at least 1); see
+    docs/workload-autoscaling.md."""
 
-    minReplicas: int = Field(ge=0, le=MAX_PODS)
+    minReplicas: int = Field(ge=1, le=MAX_PODS)
     maxReplicas: int = Field(ge=1, le=MAX_PODS)
     targetUtilization: float = Field(default=70.0, gt=0, le=100)
     clusters: list[Text] = Field(default_factory=list, max_length=16)
     cooldownSeconds: float = Field(default=60.0, ge=0, le=86400)
 
-    @model_validator(mode="after")
-    def _bounds(self) -> ReplicaAutoscale:
-        if self.maxReplicas < self.minReplicas:
-            raise ValueError(
-                f"maxReplicas: must be at least minReplicas ({self.minReplicas}), "
-                f"got {self.maxReplicas}"
-            )
-        return self
+    @field_validator("maxReplicas")
+    @classmethod
+    def _bounds(cls, value: int, info: ValidationInfo) -> int:
+        low = info.data.get("minReplicas")
+        if low is not None and value < low:
+            raise ValueError(f"must be at least minReplicas ({low}), got {value}")
+        return value
 
     def spec(self) -> ReplicaScaling:
         return ReplicaScaling(self.minReplicas, self.maxReplicas, self.targetUtilization,
                               tuple(self.clusters), self.cooldownSeconds)  # fmt: skip
+
+
+class UtilizationProfile(Strict):
+    """How busy the job keeps its devices, for the simulated fleet's telemetry
+    (docs/telemetry.md): ``gpu`` and ``memory`` in percent of each device, and optionally a
+    load that varies by ``amplitude`` percent around ``gpu`` over ``period`` seconds.
+    ``total`` (docs/workload-autoscaling.md): the load of the whole job in percent of one
+    replica's devices (250: two and a half replicas fully busy), spread evenly over the
+    replicas running: each reads ``min(100, total / running)`` in place of ``gpu`` (and
+    ``amplitude / running``), so scaling it is seen in its replicas' utilisation."""
+
+    gpu: float = Field(default=80.0, ge=0, le=100)
+    memory: float = Field(default=50.0, ge=0, le=100)
+    amplitude: float = Field(default=0.0, ge=0, le=100)
+    period: float | None = Field(default=None, gt=0, le=7 * 86400)
+    total: float | None = Field(default=None, ge=0, le=100 * MAX_PODS)
+
+    @model_validator(mode="after")
+    def _varies(self) -> UtilizationProfile:
+        if self.amplitude > 0 and self.period is None:
+            raise ValueError("period: a load that varies (amplitude > 0) needs a period")
+        return self
 
 
 class JobSpec(Strict):
@@ -222,6 +252,8 @@ class JobSpec(Strict):
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=32)
     #: inference only: scale the replicas on GPU utilisation
     autoscale: ReplicaAutoscale | None = None
+    #: the load it puts on its devices, as the simulated fleet's telemetry reads it
+    utilization: UtilizationProfile | None = None
 
     @field_validator("name")
     @classmethod
@@ -244,6 +276,16 @@ class JobSpec(Strict):
             raise ValueError(f"{total:,} pods in all; a job has at most {MAX_PODS:,}")
         return pod_sets
 
+    @field_validator("autoscale")
+    @classmethod
+    def _inference_only(
+        cls, value: ReplicaAutoscale | None, info: ValidationInfo
+    ) -> ReplicaAutoscale | None:
+        kind = info.data.get("kind")
+        if value is not None and kind is not None and kind is not JobKind.INFERENCE:
+            raise ValueError(f"only an inference job scales its replicas, this is {kind.value}")
+        return value
+
     @model_validator(mode="after")
     def _one_way_to_run(self) -> JobSpec:
         ways = [w for w in ("container", "command", "script") if getattr(self, w) is not None]
@@ -252,8 +294,6 @@ class JobSpec(Strict):
                 "give exactly one of container, command or script"
                 + (f" (got {', '.join(ways)})" if ways else "")
             )
-        if self.autoscale is not None and self.kind is not JobKind.INFERENCE:
-            raise ValueError(f"autoscale: only an inference job scales, this is {self.kind.value}")
         names = [ps.name for ps in self.podSets]
         for i, name in enumerate(names):
             if name in names[:i]:
@@ -289,6 +329,31 @@ class PodView(BaseModel):
     devices: list[PodDeviceView]
 
 
+class ReplicaClusterView(BaseModel):
+    """An autoscaled job's replicas in one cluster (``""``: the shared pool)."""
+
+    cluster: str
+    running: int  # holding devices (admitted or running)
+    pending: int  # waiting for admission, each with its own reason
+
+
+class ReplicasView(BaseModel):
+    """An autoscaled inference job's replicas (docs/workload-autoscaling.md): ``desired`` as
+    the last decision set it, ``current`` holding devices, ``pending`` waiting; per cluster;
+    the replica jobs (the job itself first); and the last scaling decision with its reason."""
+
+    desired: int
+    current: int
+    pending: int
+    minReplicas: int
+    maxReplicas: int
+    targetUtilization: float
+    clusters: list[ReplicaClusterView]
+    jobs: list[int]
+    lastDecision: ReasonView | None = None
+    decidedAt: float | None = None
+
+
 class JobView(BaseModel):
     """A job as the API shows it: its spec, state and, once admitted, where it runs."""
 
@@ -314,6 +379,8 @@ class JobView(BaseModel):
     startedAt: float | None
     finishedAt: float | None
     spec: dict[str, Any]
+    #: an autoscaled inference job's replicas (None for any other job)
+    replicas: ReplicasView | None = None
 
 
 class WorkloadView(BaseModel):

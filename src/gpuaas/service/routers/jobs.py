@@ -56,6 +56,7 @@ from gpuaas.service.models.jobs import (
     JobView,
     WorkloadView,
 )
+from gpuaas.service.replica_sets import replica_views
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, JobEvent, Tenant, User
 
@@ -238,14 +239,19 @@ def list_jobs(
         stmt = stmt.where(Job.user_id == p.user_id)
     jobs, nxt = paginate(session, stmt, Job.id, limit, _cursor(after))
     users = _user_names(session, jobs)
-    return Page(items=[job_view(j, row.name, users.get(j.user_id, "")) for j in jobs], next=nxt)
+    replicas = replica_views(session, jobs)
+    return Page(
+        items=[job_view(j, row.name, users.get(j.user_id, ""), replicas.get(j.id)) for j in jobs],
+        next=nxt,
+    )
 
 
 @router.get("/v1/tenants/{tenant}/jobs/{job_id}", response_model=JobView)
 def get_job(tenant: str, job_id: int, session: SessionDep, p: PrincipalDep) -> JobView:
     row = tenant_for(session, p, tenant, Need.READ)
     job = _job(session, p, row, job_id)
-    return job_view(job, row.name, _user_names(session, [job]).get(job.user_id, ""))
+    user = _user_names(session, [job]).get(job.user_id, "")
+    return job_view(job, row.name, user, replica_views(session, [job]).get(job.id))
 
 
 @router.get("/v1/tenants/{tenant}/jobs/{job_id}/events", response_model=Page[JobEventView])
