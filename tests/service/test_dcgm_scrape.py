@@ -18,7 +18,7 @@ import pytest
 from gpuaas.engine.reasons import Code
 from gpuaas.model.devices import GPU
 from gpuaas.model.node import Node
-from gpuaas.service.dcgm_scrape import DCGM_EXPORTER_LABEL, Outcome, Scraper, exporter_url
+from gpuaas.service.dcgm_scrape import Outcome, Scraper, exporter_url
 from gpuaas.service.utilisation import Utilisation
 from gpuaas.supply.partition import partition_gpu
 
@@ -73,13 +73,13 @@ def closed_port() -> int:
 
 def h100(name: str, url: str) -> Node:
     gpus = [GPU(i, H_UUID[i], "H100-80GB", 81559) for i in range(2)]
-    return Node(name, 128000, 1 << 40, gpus=gpus, labels={DCGM_EXPORTER_LABEL: url})
+    return Node(name, 128000, 1 << 40, gpus=gpus, dcgm_exporter=url)
 
 
 def a100(name: str, url: str) -> Node:
     mig = partition_gpu("A100-80GB", {"mig": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}})
     gpus = [GPU(0, A_UUID[0], "A100-80GB", 81920, mig), GPU(1, A_UUID[1], "A100-80GB", 81920)]
-    return Node(name, 128000, 1 << 40, gpus=gpus, labels={DCGM_EXPORTER_LABEL: url})
+    return Node(name, 128000, 1 << 40, gpus=gpus, dcgm_exporter=url)
 
 
 def test_exporters_are_scraped_and_every_failure_is_a_condition(server: str) -> None:

@@ -61,7 +61,7 @@ def create_app(
     app.state.telemetry = Telemetry()
     #: GPU utilisation windows (UtilisationReader, docs/telemetry.md): the reconciler feeds it,
     #: the API, /metrics and the autoscaling loops read it
-    app.state.utilisation = Utilisation.of(settings)
+    app.state.utilisation = Utilisation.for_api(settings)
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)

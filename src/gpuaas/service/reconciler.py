@@ -81,7 +81,7 @@ from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.service.telemetry_feed import TelemetryFeed
-from gpuaas.service.utilisation import Utilisation
+from gpuaas.service.utilisation import PUBLISHED_FILE, Utilisation, publish
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
@@ -478,6 +478,8 @@ class Reconciler:
             now, (id(self.engine), self._versions), self.engine.pool.nodes,
             lambda n: self.backends.get(backend_of_node(n, default)), held, self._node,
         )  # fmt: skip
+        if self.settings.reconciler_process:  # the API's process reads them from the file
+            publish(self.utilisation, self.settings.data_dir / PUBLISHED_FILE)
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine
