@@ -149,3 +149,28 @@ def test_a_node_naming_an_unreachable_exporter_shows_why(world: World) -> None:
     text = w.api.get("/metrics").text
     assert 'gpuaas_node_telemetry_condition{code="TelemetryScrapeFailed",node="n6"} 1.0' in text
     assert re.search(r'^gpuaas_dcgm_scrapes_total\{outcome="failed"\} [1-9]', text, re.M)
+
+
+@pytest.mark.parametrize(
+    ("utilization", "field"),
+    [
+        ({"gpu": 150}, "utilization.gpu"),
+        ({"gpu": -1}, "utilization.gpu"),
+        ({"gpu": 50, "memory": 101}, "utilization.memory"),
+        ({"gpu": 50, "amplitude": 20}, "period"),
+        ({"gpu": 50, "period": 0}, "utilization.period"),
+        ({"gpu": 50, "phase": 3}, "utilization.phase"),
+        ({"memory": 10}, "utilization.gpu"),
+        ("busy", "utilization"),
+    ],
+)
+def test_a_bad_profile_is_refused_naming_the_field(
+    world: World, utilization: Any, field: str
+) -> None:
+    r = world.api.as_(world.user()).post(
+        "/v1/tenants/acme/jobs", json=job("bad", gpus=1, utilization=utilization)
+    )
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert field in r.text, r.text
+    assert world.api.as_(world.user()).get("/v1/tenants/acme/jobs").json()["items"] == []
