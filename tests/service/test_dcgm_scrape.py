@@ -38,7 +38,7 @@ PAGES = {
 class Exporter(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/slow":
-            time.sleep(2.0)
+            time.sleep(5.0)
         status, body = PAGES.get(self.path, (404, "no such page\n"))
         data = body.encode()
         try:
@@ -95,7 +95,7 @@ def test_exporters_are_scraped_and_every_failure_is_a_condition(server: str) -> 
     ]
     outcomes: Counter[str] = Counter()
     u = Utilisation(stale_after=60)
-    scraper = Scraper(u, interval=3600, timeout=0.5, on_scrape=lambda o: outcomes.update([o]))
+    scraper = Scraper(u, interval=3600, timeout=2.0, on_scrape=lambda o: outcomes.update([o]))
     scraper.set_targets({n.name: (n, exporter_url(n) or "") for n in nodes}, start=False)
     done = scraper.scrape_all()
     assert len(done) == len(nodes)

@@ -21,11 +21,14 @@ from conftest import ADMIN_TOKEN, Api, make_settings
 from gpuaas.service.app import create_app
 from gpuaas.service.reconciler import Reconciler
 
+WINDOW = 4.0
+
 
 @pytest.fixture
 def world(sqlite_url: str, tmp_path: Path) -> Iterator[World]:
-    # a 1 s window: once a job runs, the samples of its devices before its start fall out
-    settings = make_settings(sqlite_url, tmp_path, telemetry_interval=0, telemetry_window=1.0)
+    # a 4 s window: once a job runs, the samples of its devices before its start fall out
+    # (and a loaded machine still reads within the window after a step)
+    settings = make_settings(sqlite_url, tmp_path, telemetry_interval=0, telemetry_window=WINDOW)
     app = create_app(settings)
     with TestClient(app) as client:
         w = World(Api(client, ADMIN_TOKEN), tmp_path)
@@ -39,7 +42,7 @@ def world(sqlite_url: str, tmp_path: Path) -> Iterator[World]:
 
 def running(w: World, *ids: int) -> None:
     w.settle(lambda: all(w.job(i).state == "Running" for i in ids))
-    until = time.time() + 1.2  # a window's worth of samples taken while they run
+    until = time.time() + WINDOW + 0.2  # a window's worth of samples taken while they run
     while time.time() < until:
         w.reconciler.step(time.time())
         time.sleep(0.02)
@@ -60,7 +63,7 @@ def test_jobs_nodes_and_clusters_read_their_windows_with_their_access(world: Wor
     r = get(w, f"/v1/tenants/acme/jobs/{mine}/utilization", w.user())
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["tenant"] == "acme" and body["cluster"] == "bm" and body["windowSeconds"] == 1.0
+    assert body["tenant"] == "acme" and body["cluster"] == "bm" and body["windowSeconds"] == WINDOW
     assert body["window"]["known"] and body["window"]["utilization"] == pytest.approx(70, abs=3)
     assert len(body["devices"]) == 4
     node = body["devices"][0]["node"]
@@ -79,7 +82,7 @@ def test_jobs_nodes_and_clusters_read_their_windows_with_their_access(world: Wor
     assert get(w, f"/v1/tenants/globex/jobs/{theirs}/utilization",
                w.user("globex")).status_code == 200  # fmt: skip
 
-    w.reconciler.step(time.time())  # fresh samples: the window is a second long
+    w.reconciler.step(time.time())  # fresh samples: the window is short
     cluster = get(w, "/v1/tenants/acme/clusters/bm/utilization", w.user()).json()
     assert len(cluster["nodes"]) == 2 and node in {n["node"] for n in cluster["nodes"]}
     # 4 of the cluster's 16 GPUs at 70 %, the rest idle

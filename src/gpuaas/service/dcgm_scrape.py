@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import StrEnum
 
 import httpx
 
@@ -46,7 +47,7 @@ def exporter_url(node: Node) -> str | None:
     return node.dcgm_exporter or None
 
 
-class Outcome:
+class Outcome(StrEnum):
     OK = "ok"
     PARTIAL = "partial"
     FAILED = "failed"
@@ -55,7 +56,7 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Scraped:
-    outcome: str
+    outcome: Outcome
     samples: int
     condition: NodeCondition | None
 

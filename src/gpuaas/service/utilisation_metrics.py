@@ -40,6 +40,16 @@ from gpuaas.service.utilisation import Utilisation
 MAX_DEVICE_SERIES = 50_000
 
 
+UTIL_HELP = (
+    "GPU utilisation over the rolling window (ratio 0..1; DCGM_FI_PROF_GR_ENGINE_ACTIVE, else "
+    "DCGM_FI_DEV_GPU_UTIL/100, else synthetic)"
+)
+PEAK_HELP = "Highest GPU utilisation in the rolling window (ratio 0..1)"
+USED_HELP = "Framebuffer memory used, newest reading (DCGM_FI_DEV_FB_USED)"
+TOTAL_HELP = "Framebuffer memory of the device (used + free + reserved)"
+KNOWN_HELP = "1 while the device's window has a recent sample, 0 while it is unknown (stale)"
+
+
 class UtilisationCollector(Collector):
     def __init__(self, utilisation: Utilisation) -> None:
         self.utilisation = utilisation
@@ -47,34 +57,12 @@ class UtilisationCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         u = self.utilisation
         jobs = u.jobs()
-        util = GaugeMetricFamily(
-            "gpuaas_gpu_utilization",
-            "GPU utilisation over the rolling window (ratio 0..1; "
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE, else DCGM_FI_DEV_GPU_UTIL/100, "
-            "else synthetic)",
-            labels=["node", "device", "tenant", "job"],
-        )
-        peak = GaugeMetricFamily(
-            "gpuaas_gpu_utilization_peak",
-            "Highest GPU utilisation in the rolling window (ratio 0..1)",
-            labels=["node", "device"],
-        )
-        used = GaugeMetricFamily(
-            "gpuaas_gpu_memory_used_bytes",
-            "Framebuffer memory used, newest reading (DCGM_FI_DEV_FB_USED)",
-            labels=["node", "device", "tenant", "job"],
-        )
-        total = GaugeMetricFamily(
-            "gpuaas_gpu_memory_total_bytes",
-            "Framebuffer memory of the device (used + free + reserved)",
-            labels=["node", "device"],
-        )
-        known = GaugeMetricFamily(
-            "gpuaas_gpu_telemetry_known",
-            "1 while the device's window has a recent sample, 0 while it "
-            "is unknown (stale: not idle)",
-            labels=["node", "device"],
-        )
+        device, held = ["node", "device"], ["node", "device", "tenant", "job"]
+        util = GaugeMetricFamily("gpuaas_gpu_utilization", UTIL_HELP, labels=held)
+        peak = GaugeMetricFamily("gpuaas_gpu_utilization_peak", PEAK_HELP, labels=device)
+        used = GaugeMetricFamily("gpuaas_gpu_memory_used_bytes", USED_HELP, labels=held)
+        total = GaugeMetricFamily("gpuaas_gpu_memory_total_bytes", TOTAL_HELP, labels=device)
+        known = GaugeMetricFamily("gpuaas_gpu_telemetry_known", KNOWN_HELP, labels=device)
         rows = list(u.rows())
         if len(rows) <= MAX_DEVICE_SERIES:
             for r in rows:
