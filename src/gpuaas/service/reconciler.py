@@ -464,7 +464,10 @@ class Reconciler:
             self._runs_on[job.id] = name
             self.driver(name).launch(job)  # it starts at the backend's next poll
         if self.engine is not None and self._telemetry_feed.due(now):
-            self._feed_telemetry(now)
+            try:
+                self._feed_telemetry(now)
+            except Exception:  # telemetry never costs a step its admissions
+                log.exception("feeding the utilisation windows failed")
 
     def _feed_telemetry(self, now: float) -> None:
         """The utilisation windows: the fleet, who holds what, the backends' samples."""

@@ -232,7 +232,8 @@ class Utilisation:
         the reconciler is a process of its own, what that process publishes."""
         if settings.reconciler_process:
             return PublishedUtilisation(settings.data_dir / PUBLISHED_FILE,
-                                        settings.telemetry_stale_after)  # fmt: skip
+                                        settings.telemetry_stale_after,
+                                        window=settings.telemetry_window)  # fmt: skip
         return Utilisation.of(settings)
 
     # --- writing ------------------------------------------------------------------------
@@ -433,8 +434,9 @@ class PublishedUtilisation(Utilisation):
     (its samples stop getting newer)."""
 
     def __init__(self, path: Path, stale_after: float = DEFAULT_STALE_AFTER,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
-        super().__init__(stale_after=stale_after, clock=clock)
+                 clock: Callable[[], float] = time.time,
+                 window: float = DEFAULT_WINDOW) -> None:  # fmt: skip
+        super().__init__(window=window, stale_after=stale_after, clock=clock)
         self.path = path
         self._stamp: tuple[int, int] | None = None
         self._published: dict[tuple[str, str], tuple[UtilSummary, float, int, UtilSource]] = {}
