@@ -86,6 +86,7 @@ class TelemetryFeed:
             if url is not None:
                 scraped[node.name] = (node, url)
                 continue
+            self.utilisation.set_condition(node.name, None)  # it names no exporter (now)
             backend = backend_of(node)
             by_backend.setdefault(backend.name, (backend, []))[1].append(node)
         self._sources = []

@@ -100,16 +100,20 @@ class DeviceWindow:
             if self.epochs[i] > k:  # older than the ring holds
                 return
             self.epochs[i] = k
-            self.sums[i] = 0.0
-            self.counts[i] = 0
+            self.sums[i] = util
+            self.counts[i] = 1
             self.peaks[i] = util
             self.firsts[i] = at
             self.lasts[i] = at
-        self.sums[i] += util
-        self.counts[i] += 1
-        self.peaks[i] = max(self.peaks[i], util)
-        self.firsts[i] = min(self.firsts[i], at)
-        self.lasts[i] = max(self.lasts[i], at)
+        else:
+            self.sums[i] += util
+            self.counts[i] += 1
+            if util > self.peaks[i]:
+                self.peaks[i] = util
+            if at < self.firsts[i]:
+                self.firsts[i] = at
+            elif at > self.lasts[i]:
+                self.lasts[i] = at
         if at >= self.newest:
             self.newest = at
             self.memory = memory
@@ -244,15 +248,16 @@ class Utilisation:
         kept = 0
         with self._lock:
             fleet = self._fleet
+            devices = self._devices
             for s in samples:
                 key = (s.node, s.device)
-                ring = self._devices.get(key)
+                ring = devices.get(key)
                 if ring is None:
                     if fleet is not None and s.device not in fleet.get(s.node, ()):
                         continue
-                    ring = self._devices[key] = DeviceWindow(self.window, self.buckets)
-                ring.add(s.at, min(max(s.util, 0.0), 1.0), s.memory_used_bytes,
-                         s.memory_total_bytes)  # fmt: skip
+                    ring = devices[key] = DeviceWindow(self.window, self.buckets)
+                util = s.util if 0.0 <= s.util <= 1.0 else min(max(s.util, 0.0), 1.0)
+                ring.add(s.at, util, s.memory_used_bytes, s.memory_total_bytes)
                 ring.source = s.source
                 kept += 1
         return kept
