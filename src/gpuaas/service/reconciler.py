@@ -475,11 +475,12 @@ class Reconciler:
         if self.engine.pool is None:
             return
         default = self.backends.default
+        built = {b.name: b for b in self.backends.built()}  # never built here just for this
         held = ((t.id, t.tenant, t.spec, t.placement) for t in self.jobs.values()
                 if t.state in ACTIVE and t.placement)  # fmt: skip
         self._telemetry_feed.step(
-            now, (id(self.engine), self._versions), self.engine.pool.nodes,
-            lambda n: self.backends.get(backend_of_node(n, default)), held, self._node,
+            now, (id(self.engine), self._versions, tuple(sorted(built))), self.engine.pool.nodes,
+            lambda n: built.get(backend_of_node(n, default)), held, self._node,
         )  # fmt: skip
         if self.settings.reconciler_process:  # the API's process reads them from the file
             publish(self.utilisation, self.settings.data_dir / PUBLISHED_FILE)
