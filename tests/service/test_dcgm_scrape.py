@@ -18,7 +18,7 @@ import pytest
 from gpuaas.engine.reasons import Code
 from gpuaas.model.devices import GPU
 from gpuaas.model.node import Node
-from gpuaas.service.dcgm_scrape import DCGM_EXPORTER_LABEL, Outcome, Scraper, exporter_url
+from gpuaas.service.dcgm_scrape import Outcome, Scraper, exporter_url
 from gpuaas.service.utilisation import Utilisation
 from gpuaas.supply.partition import partition_gpu
 
@@ -38,7 +38,7 @@ PAGES = {
 class Exporter(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/slow":
-            time.sleep(2.0)
+            time.sleep(5.0)
         status, body = PAGES.get(self.path, (404, "no such page\n"))
         data = body.encode()
         try:
@@ -73,13 +73,13 @@ def closed_port() -> int:
 
 def h100(name: str, url: str) -> Node:
     gpus = [GPU(i, H_UUID[i], "H100-80GB", 81559) for i in range(2)]
-    return Node(name, 128000, 1 << 40, gpus=gpus, labels={DCGM_EXPORTER_LABEL: url})
+    return Node(name, 128000, 1 << 40, gpus=gpus, dcgm_exporter=url)
 
 
 def a100(name: str, url: str) -> Node:
     mig = partition_gpu("A100-80GB", {"mig": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}})
     gpus = [GPU(0, A_UUID[0], "A100-80GB", 81920, mig), GPU(1, A_UUID[1], "A100-80GB", 81920)]
-    return Node(name, 128000, 1 << 40, gpus=gpus, labels={DCGM_EXPORTER_LABEL: url})
+    return Node(name, 128000, 1 << 40, gpus=gpus, dcgm_exporter=url)
 
 
 def test_exporters_are_scraped_and_every_failure_is_a_condition(server: str) -> None:
@@ -95,7 +95,7 @@ def test_exporters_are_scraped_and_every_failure_is_a_condition(server: str) -> 
     ]
     outcomes: Counter[str] = Counter()
     u = Utilisation(stale_after=60)
-    scraper = Scraper(u, interval=3600, timeout=0.5, on_scrape=lambda o: outcomes.update([o]))
+    scraper = Scraper(u, interval=3600, timeout=2.0, on_scrape=lambda o: outcomes.update([o]))
     scraper.set_targets({n.name: (n, exporter_url(n) or "") for n in nodes}, start=False)
     done = scraper.scrape_all()
     assert len(done) == len(nodes)

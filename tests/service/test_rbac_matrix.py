@@ -793,6 +793,7 @@ ROUTES: list[Route] = [
     Route("POST", "/v1/nodes/{}/uncordon", PLATFORM_WRITE, prepare=disposable_node),
     Route("POST", "/v1/nodes/{}/drain", PLATFORM_WRITE, prepare=disposable_node),
     Route("PUT", "/v1/nodes/{}/partition", PLATFORM_WRITE, prepare=partition),
+    Route("GET", "/v1/nodes/{}/utilization", PLATFORM_READ, prepare=global_object("node-1")),
     # governance: the provider's objects
     Route("GET", "/v1/flavors", ANY_AUTH),
     Route("POST", "/v1/flavors", PLATFORM_WRITE, 201, NEW_FLAVOR),
@@ -876,6 +877,7 @@ ROUTES: list[Route] = [
     Route("GET", T + "/jobs/{}/events", JOB_READ, prepare=owned_job, own_jobs_only=True),
     Route("GET", T + "/jobs/{}/logs", JOB_READ, prepare=owned_job, own_jobs_only=True),
     Route("GET", T + "/jobs/{}/manifest", JOB_READ, prepare=owned_job, own_jobs_only=True),
+    Route("GET", T + "/jobs/{}/utilization", JOB_READ, prepare=owned_job, own_jobs_only=True),
     Route("POST", T + "/jobs/{}/cancel", JOB_CANCEL, prepare=disposable_job, own_jobs_only=True),
     Route("GET", T + "/workloads", TENANT_READ, prepare=tenant, own_jobs_only=True),
     Route("GET", "/v1/jobs", PLATFORM_READ),
@@ -893,6 +895,7 @@ ROUTES: list[Route] = [
     ),
     Route("GET", T + "/clusters/{}/events", TENANT_READ, prepare=in_tenant("cluster")),
     Route("GET", T + "/clusters/{}/manifest", TENANT_ADMIN, prepare=in_tenant("cluster")),
+    Route("GET", T + "/clusters/{}/utilization", TENANT_READ, prepare=in_tenant("cluster")),
     Route("GET", T + "/cluster-allowance", TENANT_READ, prepare=tenant),
     Route(
         "PUT",
@@ -1021,7 +1024,7 @@ def test_a_job_is_looked_up_within_its_tenant(world: World) -> None:
     """Another tenant's job id under one's own tenant is 404, even for the provider admin."""
     foreign_job = world.foreign.jobs["tenant-user"]
     for role in ("provider-admin", "platform-viewer", "tenant-admin", "tenant-user"):
-        for suffix in ("", "/events", "/logs", "/manifest"):
+        for suffix in ("", "/events", "/logs", "/manifest", "/utilization"):
             url = f"/v1/tenants/{OWN}/jobs/{foreign_job}{suffix}"
             response = world.call(world.token_of(role), "GET", url)
             assert response.status_code == 404, (role, url, response.text)

@@ -3,12 +3,24 @@ window that reads unknown (not idle), and aggregates per node, job and cluster."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuaas.engine.reasons import Code, Reason
 from gpuaas.model.telemetry import DeviceSample
-from gpuaas.service.utilisation import DeviceWindow, Holding, Utilisation, combine
+from gpuaas.service.utilisation import (
+    PUBLISHED_FILE,
+    DeviceWindow,
+    Holding,
+    NodeCondition,
+    PublishedUtilisation,
+    Utilisation,
+    combine,
+    publish,
+)
 
 T0 = 1_000_000.0
 
@@ -145,3 +157,40 @@ def test_bad_windows_are_refused() -> None:
         Utilisation(window=0)
     with pytest.raises(ValueError, match="stale_after"):
         Utilisation(stale_after=-1)
+
+
+def test_published_windows_read_the_same_and_go_stale_when_the_publisher_stops(
+    tmp_path: Path,
+) -> None:
+    """``gpuaas serve`` runs the reconciler in a process of its own: it publishes, the API's
+    process reads the file."""
+    clock = Clock()
+    u = Utilisation(window=300, stale_after=60, clock=clock)
+    u.set_fleet({"n1": (["gpu-0", "gpu-1"], "acme.c1")})
+    for t in range(0, 60, 5):
+        u.record([sample("gpu-0", T0 - t, 0.8, mem=7), sample("gpu-1", T0 - t, 0.2)])
+    u.set_holdings({9: Holding("acme", (("n1", "gpu-0"),), "acme.c1", "train")})
+    partial = Reason(Code.TELEMETRY_PARTIAL, {"unmatched": ["gpu 7"], "unreported": []})
+    u.set_condition("n1", NodeCondition(partial, T0))
+    path = tmp_path / PUBLISHED_FILE
+    publish(u, path)
+    read = PublishedUtilisation(path, stale_after=60, clock=clock)
+    for a, b in ((u.node("n1"), read.node("n1")), (u.job(9), read.job(9)),
+                 (u.cluster("acme.c1"), read.cluster("acme.c1")),
+                 (u.device("n1", "gpu-1"), read.device("n1", "gpu-1"))):  # fmt: skip
+        assert a is not None and b is not None
+        assert (a.mean, a.peak, a.samples, a.memory_used_bytes) == (
+            b.mean, b.peak, b.samples, b.memory_used_bytes)  # fmt: skip
+    assert read.holding(9) == u.holding(9)
+    assert [r.jobs for r in read.node_rows("n1")] == [(9,), ()]
+    condition = read.condition("n1")
+    assert (
+        condition is not None
+        and condition.reason.render() == "dcgm-exporter reports rows matching no device: gpu 7"
+    )
+    with pytest.raises(TypeError):
+        read.record([sample("gpu-0", T0, 0.5)])
+    clock.now = T0 + 120  # the publisher stopped two minutes ago
+    stale = read.node("n1")
+    assert stale is not None and not stale.known
+    assert PublishedUtilisation(tmp_path / "absent.json", clock=clock).node("n1") is None

@@ -120,6 +120,18 @@ def test_a_node_whose_mig_layout_differs_from_the_exporters_is_not_paired() -> N
     assert reading.unreported == [small]
 
 
+def test_a_nan_reading_is_no_reading() -> None:
+    lines = [
+        (line.rsplit(" ", 1)[0] + " NaN")
+        if line.startswith('DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0"')
+        else line
+        for line in text("h100-whole-dcgm3.prom").splitlines()
+    ]
+    got = utils(read_exporter("\n".join(lines) + "\n", h100_node(), at=0.0))
+    # the profiling field said nothing for GPU 0: its GPU_UTIL is read instead
+    assert got["gpu-0"] == (pytest.approx(0.87), UtilSource.GPU_UTIL)
+
+
 def test_text_that_is_not_prometheus_is_refused() -> None:
     with pytest.raises(ExporterTextError):
         read_exporter("<html>502 Bad Gateway</html>\n{{{", h100_node(), at=0.0)

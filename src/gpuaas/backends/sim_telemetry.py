@@ -6,9 +6,10 @@ over ``period`` seconds of job time). A running job that declares nothing reads
 :data:`DEFAULT_PROFILE` (80 % busy, 50 % of memory). A device no job holds reads 0.
 
 A reading at job time ``t`` is ``gpu + amplitude * sin(2 pi t / period + phase)`` plus a
-jitter of at most ``JITTER`` either way, clipped to 0..100 %; ``phase`` and the jitter come
-from a random generator seeded by (``seed``, job id, device, the sample's second), so the same
-seed gives the same readings, call after call and run after run, and tests can rely on them.
+jitter of at most ``JITTER`` either way, clipped to 0..100 %; ``phase`` (per job) and the
+jitter (per device and second of job time) are a fixed hash of (``seed``, job id, device,
+second), so the same seed gives the same readings, call after call and run after run, and
+tests can rely on them.
 A GPU shared by several jobs (time-slicing, MPS, milli-GPU shares) reads the sum of its jobs'
 readings, each weighted by its share of the GPU, capped at 100 %.
 """
@@ -16,9 +17,10 @@ readings, each weighted by its share of the GPU, capped at 100 %.
 from __future__ import annotations
 
 import math
-import random
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from gpuaas.model.node import Node
@@ -56,14 +58,32 @@ def profile_of(spec: Mapping[str, Any]) -> LoadProfile:
     )
 
 
+_MASK = (1 << 64) - 1
+
+
+@lru_cache(maxsize=65536)
+def _device_key(device: str) -> int:
+    return zlib.crc32(device.encode())
+
+
+def _unit(seed: int, job_id: int, device: int, k: int) -> float:
+    """A number in [0, 1) fixed by its four keys (splitmix64's finaliser over their mix): the
+    same in every process and run, unlike ``hash``, and far cheaper than seeding a
+    ``random.Random`` per reading."""
+    x = (seed * 0x9E3779B97F4A7C15 + job_id * 0xBF58476D1CE4E5B9 + device * 0x94D049BB133111EB
+         + k) & _MASK  # fmt: skip
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (x ^ (x >> 31)) / 2**64
+
+
 def reading(profile: LoadProfile, seed: int, job_id: int, device: str, job_time: float) -> float:
     """One device's utilisation 0..1 at ``job_time`` seconds into the job (deterministic)."""
-    rng = random.Random(f"{seed}/{job_id}/{device}/{math.floor(job_time)}")
     value = profile.gpu
     if profile.period > 0 and profile.amplitude > 0:
-        phase = random.Random(f"{seed}/{job_id}/phase").random() * 2 * math.pi
+        phase = _unit(seed, job_id, 0, -1) * 2 * math.pi  # the job's, on all its devices
         value += profile.amplitude * math.sin(2 * math.pi * job_time / profile.period + phase)
-    value += (rng.random() * 2 - 1) * JITTER
+    value += (_unit(seed, job_id, _device_key(device), math.floor(job_time)) * 2 - 1) * JITTER
     return min(max(value, 0.0), 1.0)
 
 

@@ -430,6 +430,23 @@ class Client:
     def get_node(self, node: str) -> JSON:
         return self.request("GET", f"/v1/nodes/{_seg(node)}")
 
+    # -- GPU utilisation (docs/telemetry.md) --------------------------------------------------
+
+    def node_utilization(self, node: str) -> JSON:
+        """The node's devices over the rolling window, the jobs on each, and why its telemetry
+        is missing or partial (platform roles)."""
+        return self.request("GET", f"/v1/nodes/{_seg(node)}/utilization")
+
+    def job_utilization(self, tenant: str, job_id: int | str) -> JSON:
+        """The job's devices over the rolling window (``window`` null while it holds none;
+        ``known`` false while its telemetry is stale)."""
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/jobs/{_seg(job_id)}/utilization")
+
+    def cluster_utilization(self, tenant: str, name: str) -> JSON:
+        """The tenant cluster's nodes over the rolling window, idle devices included."""
+        path = f"/v1/tenants/{_seg(tenant)}/clusters/{_seg(name)}/utilization"
+        return self.request("GET", path)
+
     def network_manifest(
         self,
         pool: str | None = None,

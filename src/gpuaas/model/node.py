@@ -49,7 +49,9 @@ class Toleration:
 @dataclass(slots=True)
 class Node:
     """A GPU server. CPU in milli-cores, memory in bytes; ``extra`` holds other allocatables;
-    ``nics`` the RDMA / SR-IOV NICs beside the GPUs (see :mod:`gpuaas.model.network`)."""
+    ``nics`` the RDMA / SR-IOV NICs beside the GPUs (see :mod:`gpuaas.model.network`);
+    ``dcgm_exporter`` the URL of its dcgm-exporter's metrics, if GPU telemetry is scraped
+    there (docs/telemetry.md; a URL is no valid label value, hence a field)."""
 
     name: str
     cpu_milli: int
@@ -60,6 +62,7 @@ class Node:
     taints: list[Taint] = field(default_factory=list)
     extra: dict[str, int] = field(default_factory=dict)
     nics: list[Nic] = field(default_factory=list)
+    dcgm_exporter: str = ""
 
     @property
     def gpu_model(self) -> str:

@@ -70,7 +70,7 @@ def create_app(
     )
     #: GPU utilisation windows (UtilisationReader, docs/telemetry.md): the reconciler feeds it,
     #: the API, /metrics and the autoscaling loops read it
-    app.state.utilisation = Utilisation.of(settings)
+    app.state.utilisation = Utilisation.for_api(settings)
     errors.install(app)
     openapi.install(app)
     for router in ROUTERS:

@@ -1,8 +1,10 @@
 """Scraping the dcgm-exporters nodes name, beside the reconciler.
 
-A node names its exporter with the label ``gpuaas.io/dcgm-exporter`` (its ``/metrics`` URL,
-``http`` or ``https``), set like any label through the inventory and ``PUT /v1/nodes``. Such a
-node's GPU telemetry comes from its exporter only (the simulated fleet does not synthesise it).
+A node names its exporter in its inventory entry, ``telemetry: {dcgmExporter: URL}`` (its
+``/metrics`` URL, ``http`` or ``https``, ``{i}`` placeholders for counted nodes; a URL is no
+valid label value, so it is a field, :attr:`~gpuaas.model.node.Node.dcgm_exporter`), set like
+the rest of the entry through ``PUT /v1/nodes`` (``gpuaas nodes import``). Such a node's GPU
+telemetry comes from its exporter only (the simulated fleet does not synthesise it).
 
 Scrapes run in a thread of their own (a slow exporter never holds up admission), every
 ``Settings.telemetry_scrape_interval`` seconds, a few nodes at a time, each with
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import StrEnum
 
 import httpx
 
@@ -33,8 +36,6 @@ from gpuaas.supply.dcgm import ExporterTextError, read_exporter
 
 log = logging.getLogger("gpuaas.telemetry")
 
-#: The node label naming the node's dcgm-exporter URL.
-DCGM_EXPORTER_LABEL = "gpuaas.io/dcgm-exporter"
 #: Nodes scraped at once.
 WORKERS = 8
 #: How much of an answer is read (an exporter's page is tens of kB per GPU at most).
@@ -43,11 +44,10 @@ MAX_BYTES = 8 << 20
 
 def exporter_url(node: Node) -> str | None:
     """The node's dcgm-exporter URL, if it names one."""
-    url = node.labels.get(DCGM_EXPORTER_LABEL, "").strip()
-    return url or None
+    return node.dcgm_exporter or None
 
 
-class Outcome:
+class Outcome(StrEnum):
     OK = "ok"
     PARTIAL = "partial"
     FAILED = "failed"
@@ -56,7 +56,7 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Scraped:
-    outcome: str
+    outcome: Outcome
     samples: int
     condition: NodeCondition | None
 

@@ -82,7 +82,7 @@ from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.service.telemetry_feed import TelemetryFeed
-from gpuaas.service.utilisation import Utilisation
+from gpuaas.service.utilisation import PUBLISHED_FILE, Utilisation, publish
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
@@ -470,7 +470,10 @@ class Reconciler:
             self._runs_on[job.id] = name
             self.driver(name).launch(job)  # it starts at the backend's next poll
         if self.engine is not None and self._telemetry_feed.due(now):
-            self._feed_telemetry(now)
+            try:
+                self._feed_telemetry(now)
+            except Exception:  # telemetry never costs a step its admissions
+                log.exception("feeding the utilisation windows failed")
 
     def _feed_telemetry(self, now: float) -> None:
         """The utilisation windows: the fleet, who holds what, the backends' samples."""
@@ -478,12 +481,15 @@ class Reconciler:
         if self.engine.pool is None:
             return
         default = self.backends.default
+        built = {b.name: b for b in self.backends.built()}  # never built here just for this
         held = ((t.id, t.tenant, t.spec, t.placement) for t in self.jobs.values()
                 if t.state in ACTIVE and t.placement)  # fmt: skip
         self._telemetry_feed.step(
-            now, (id(self.engine), self._versions), self.engine.pool.nodes,
-            lambda n: self.backends.get(backend_of_node(n, default)), held, self._node,
+            now, (id(self.engine), self._versions, tuple(sorted(built))), self.engine.pool.nodes,
+            lambda n: built.get(backend_of_node(n, default)), held, self._node,
         )  # fmt: skip
+        if self.settings.reconciler_process:  # the API's process reads them from the file
+            publish(self.utilisation, self.settings.data_dir / PUBLISHED_FILE)
 
     def _scale_replicas(self, now: float, writes: list[Write]) -> None:
         """Autoscaled inference jobs (:mod:`gpuaas.service.replica_scaler`): new replicas are

@@ -57,16 +57,17 @@ class TelemetryFeed:
         now: float,
         fleet_key: object,
         nodes: Iterable[Node],
-        backend_of: Callable[[Node], Backend],
+        backend_of: Callable[[Node], Backend | None],
         jobs: Iterable[tuple[int, str, Mapping[str, Any], list[dict[str, Any]]]],
         node_of: Callable[[str], Node | None],
     ) -> None:
-        """One feed: ``fleet_key`` changes when the fleet does; ``jobs`` are the jobs holding
+        """One feed: ``fleet_key`` changes when the fleet (or the set of backends) does;
+        ``backend_of`` is a node's backend if it is built; ``jobs`` are the jobs holding
         devices as (id, tenant, spec, recorded placement)."""
         self._fed_at = now
         if fleet_key != self._fleet_key:
-            self._fleet_key = fleet_key
             self._set_fleet(list(nodes), backend_of)
+            self._fleet_key = fleet_key  # only once it took: a failure is tried again
         self.utilisation.set_holdings(self._holdings(jobs, node_of))
         for backend in self._sources:
             try:
@@ -74,7 +75,7 @@ class TelemetryFeed:
             except Exception:  # telemetry never stops a reconcile step
                 log.exception("telemetry from the %s backend failed", backend.name)
 
-    def _set_fleet(self, nodes: list[Node], backend_of: Callable[[Node], Backend]) -> None:
+    def _set_fleet(self, nodes: list[Node], backend_of: Callable[[Node], Backend | None]) -> None:
         self.utilisation.set_fleet(
             {n.name: ([d.name for d in metered_devices(n)], n.labels.get(CLUSTER_LABEL, ""))
              for n in nodes}
@@ -86,8 +87,10 @@ class TelemetryFeed:
             if url is not None:
                 scraped[node.name] = (node, url)
                 continue
+            self.utilisation.set_condition(node.name, None)  # it names no exporter (now)
             backend = backend_of(node)
-            by_backend.setdefault(backend.name, (backend, []))[1].append(node)
+            if backend is not None:  # a backend not built (yet) reports nothing
+                by_backend.setdefault(backend.name, (backend, []))[1].append(node)
         self._sources = []
         for backend, members in by_backend.values():
             if isinstance(backend, TelemetrySource) and not backend.blocking:

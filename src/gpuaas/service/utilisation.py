@@ -36,13 +36,16 @@ Semantics, in one paragraph each:
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from gpuaas.engine.reasons import Reason
+from gpuaas.engine.reasons import Code, Reason
 from gpuaas.model.telemetry import DeviceSample, UtilSource, UtilSummary
 from gpuaas.service.settings import Settings
 
@@ -97,16 +100,20 @@ class DeviceWindow:
             if self.epochs[i] > k:  # older than the ring holds
                 return
             self.epochs[i] = k
-            self.sums[i] = 0.0
-            self.counts[i] = 0
+            self.sums[i] = util
+            self.counts[i] = 1
             self.peaks[i] = util
             self.firsts[i] = at
             self.lasts[i] = at
-        self.sums[i] += util
-        self.counts[i] += 1
-        self.peaks[i] = max(self.peaks[i], util)
-        self.firsts[i] = min(self.firsts[i], at)
-        self.lasts[i] = max(self.lasts[i], at)
+        else:
+            self.sums[i] += util
+            self.counts[i] += 1
+            if util > self.peaks[i]:
+                self.peaks[i] = util
+            if at < self.firsts[i]:
+                self.firsts[i] = at
+            elif at > self.lasts[i]:
+                self.lasts[i] = at
         if at >= self.newest:
             self.newest = at
             self.memory = memory
@@ -220,8 +227,18 @@ class Utilisation:
 
     @classmethod
     def of(cls, settings: Settings) -> Utilisation:
-        """The windows a server's settings ask for."""
+        """The windows a server's settings ask for (kept by this process's reconciler)."""
         return cls(settings.telemetry_window, settings.telemetry_stale_after)
+
+    @staticmethod
+    def for_api(settings: Settings) -> Utilisation:
+        """What the API process reads: the windows its own reconciler thread keeps, or, when
+        the reconciler is a process of its own, what that process publishes."""
+        if settings.reconciler_process:
+            return PublishedUtilisation(settings.data_dir / PUBLISHED_FILE,
+                                        settings.telemetry_stale_after,
+                                        window=settings.telemetry_window)  # fmt: skip
+        return Utilisation.of(settings)
 
     # --- writing ------------------------------------------------------------------------
 
@@ -231,15 +248,16 @@ class Utilisation:
         kept = 0
         with self._lock:
             fleet = self._fleet
+            devices = self._devices
             for s in samples:
                 key = (s.node, s.device)
-                ring = self._devices.get(key)
+                ring = devices.get(key)
                 if ring is None:
                     if fleet is not None and s.device not in fleet.get(s.node, ()):
                         continue
-                    ring = self._devices[key] = DeviceWindow(self.window, self.buckets)
-                ring.add(s.at, min(max(s.util, 0.0), 1.0), s.memory_used_bytes,
-                         s.memory_total_bytes)  # fmt: skip
+                    ring = devices[key] = DeviceWindow(self.window, self.buckets)
+                util = s.util if 0.0 <= s.util <= 1.0 else min(max(s.util, 0.0), 1.0)
+                ring.add(s.at, util, s.memory_used_bytes, s.memory_total_bytes)
                 ring.source = s.source
                 kept += 1
         return kept
@@ -293,6 +311,7 @@ class Utilisation:
     def job(self, job_id: int) -> UtilSummary | None:
         now = self.clock()
         with self._lock:
+            self._refresh()
             holding = self._jobs.get(job_id)
             if holding is None:
                 return None
@@ -301,6 +320,7 @@ class Utilisation:
     def cluster(self, key: str) -> UtilSummary | None:
         now = self.clock()
         with self._lock:
+            self._refresh()
             return combine(
                 self._device(n, d, now)
                 for n in self._clusters.get(key, ())
@@ -311,14 +331,17 @@ class Utilisation:
 
     def holding(self, job_id: int) -> Holding | None:
         with self._lock:
+            self._refresh()
             return self._jobs.get(job_id)
 
     def condition(self, node: str) -> NodeCondition | None:
         with self._lock:
+            self._refresh()
             return self._conditions.get(node)
 
     def conditions(self) -> dict[str, NodeCondition]:
         with self._lock:
+            self._refresh()
             return dict(self._conditions)
 
     def node_rows(self, node: str) -> list[DeviceRow]:
@@ -331,19 +354,26 @@ class Utilisation:
         """Every device heard of (for ``/metrics``), by node and device."""
         now = self.clock()
         with self._lock:
-            keys = sorted(self._devices)
-            rows = [r for n, d in keys if (r := self._row(n, d, now))]
+            rows = [r for n, d in self._keys() if (r := self._row(n, d, now))]
         yield from rows
 
     def jobs(self) -> dict[int, Holding]:
         with self._lock:
+            self._refresh()
             return dict(self._jobs)
 
     def clusters(self) -> list[str]:
         with self._lock:
+            self._refresh()
             return sorted(self._clusters)
 
     # --- inside the lock ----------------------------------------------------------------
+
+    def _keys(self) -> list[tuple[str, str]]:
+        return sorted(self._devices)
+
+    def _refresh(self) -> None:
+        """Nothing here; the published reader loads the file again when it changed."""
 
     def _device(self, node: str, device: str, now: float) -> UtilSummary | None:
         ring = self._devices.get((node, device))
@@ -360,3 +390,125 @@ class Utilisation:
             return None
         return DeviceRow(node, device, ring.summary(now, self.stale_after), ring.memory_total,
                          ring.source, self._holders.get((node, device), ()))  # fmt: skip
+
+
+# --- across processes: the reconciler's child publishes, the API process reads -------------
+
+#: Where a reconciler in a process of its own publishes its windows (under the data dir).
+PUBLISHED_FILE = "utilisation.json"
+
+
+def publish(utilisation: Utilisation, path: Path) -> None:
+    """Write ``utilisation``'s summaries to ``path`` (atomically: a reader never sees half a
+    file). ``gpuaas serve`` runs the reconciler in a child process; it publishes every feed
+    and the API process reads the file through :class:`PublishedUtilisation`."""
+    now = utilisation.clock()
+    with utilisation._lock:
+        devices = [
+            [n, d, *_summary_row(ring.summary(now, utilisation.stale_after)), ring.newest,
+             ring.memory_total, ring.source.value]
+            for (n, d), ring in sorted(utilisation._devices.items())
+        ]  # fmt: skip
+        document = {
+            "at": now,
+            "devices": devices,
+            "fleet": utilisation._fleet,
+            "clusters": utilisation._clusters,
+            "jobs": {
+                str(k): [h.tenant, h.cluster, h.name, [list(x) for x in h.devices]]
+                for k, h in utilisation._jobs.items()
+            },
+            "conditions": {
+                n: [c.reason.code.value, dict(c.reason.fields), c.at]
+                for n, c in utilisation._conditions.items()
+            },
+        }
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(document, separators=(",", ":")))
+    os.replace(tmp, path)
+
+
+def _summary_row(s: UtilSummary) -> list[float | int]:
+    return [s.mean, s.peak, s.samples, s.span, s.until, s.memory_used_bytes]
+
+
+class PublishedUtilisation(Utilisation):
+    """The windows a reconciler in another process published (:func:`publish`), read again
+    when the file changes. Staleness is judged at read time: a device whose newest sample is
+    older than ``stale_after`` reads unknown, and so does everything when the publisher stops
+    (its samples stop getting newer)."""
+
+    def __init__(self, path: Path, stale_after: float = DEFAULT_STALE_AFTER,
+                 clock: Callable[[], float] = time.time,
+                 window: float = DEFAULT_WINDOW) -> None:  # fmt: skip
+        super().__init__(window=window, stale_after=stale_after, clock=clock)
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._published: dict[tuple[str, str], tuple[UtilSummary, float, int, UtilSource]] = {}
+
+    def record(self, samples: Iterable[DeviceSample]) -> int:
+        raise TypeError("published windows are read only; the reconciler's process feeds them")
+
+    def _refresh(self) -> None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp == self._stamp:
+            return
+        try:
+            doc = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return  # replaced under us: the next read takes the new one
+        self._stamp = stamp
+        self._published = {
+            (n, d): (UtilSummary(mean, peak, samples, span, until, memory), newest, total,
+                     UtilSource(source))
+            for n, d, mean, peak, samples, span, until, memory, newest, total, source
+            in doc["devices"]
+        }  # fmt: skip
+        self._devices = {}
+        self._fleet = {k: tuple(v) for k, v in doc["fleet"].items()} if doc["fleet"] else None
+        self._clusters = {k: tuple(v) for k, v in doc["clusters"].items()}
+        jobs = {
+            int(k): Holding(t, tuple((n, d) for n, d in devs), c, name)
+            for k, (t, c, name, devs) in doc["jobs"].items()
+        }
+        holders: dict[tuple[str, str], list[int]] = {}
+        for job_id, holding in jobs.items():
+            for key in holding.devices:
+                holders.setdefault(key, []).append(job_id)
+        self._jobs = jobs
+        self._holders = {k: tuple(sorted(v)) for k, v in holders.items()}
+        self._conditions = {
+            n: NodeCondition(Reason(Code(code), fields), at)
+            for n, (code, fields, at) in doc["conditions"].items()
+        }
+
+    def _device(self, node: str, device: str, now: float) -> UtilSummary | None:
+        self._refresh()
+        got = self._published.get((node, device))
+        if got is None:
+            return None
+        summary, newest, _, _ = got
+        return _unknown(newest) if now - newest > self.stale_after else summary
+
+    def _node_devices(self, node: str) -> tuple[str, ...]:
+        self._refresh()
+        if self._fleet is not None and node in self._fleet:
+            return self._fleet[node]
+        return tuple(sorted(d for n, d in self._published if n == node))
+
+    def _row(self, node: str, device: str, now: float) -> DeviceRow | None:
+        summary = self._device(node, device, now)
+        if summary is None:
+            return None
+        _, _, total, source = self._published[(node, device)]
+        return DeviceRow(
+            node, device, summary, total, source, self._holders.get((node, device), ())
+        )
+
+    def _keys(self) -> list[tuple[str, str]]:
+        self._refresh()
+        return sorted(self._published)

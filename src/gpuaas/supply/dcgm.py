@@ -25,6 +25,7 @@ say so as a node condition.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -83,7 +84,9 @@ def _rows(text: str) -> dict[_RowKey, dict[str, float]]:
                     labels.get("GPU_I_PROFILE", "").lower(),
                     labels.get("GPU_I_ID", ""),
                 )
-                rows.setdefault(key, {})[sample.name] = float(sample.value)
+                value = float(sample.value)
+                if math.isfinite(value):  # NaN (a field the GPU cannot read) says nothing
+                    rows.setdefault(key, {})[sample.name] = value
     except (ValueError, TypeError, IndexError) as exc:
         raise ExporterTextError(f"not Prometheus text: {exc}") from None
     return rows

@@ -12,6 +12,7 @@ from gpuaas.service.routers import (
     jobs,
     metrics,
     network,
+    utilisation,
 )
 
 ROUTERS = [
@@ -25,4 +26,5 @@ ROUTERS = [
     metrics.router,
     network.router,
     audit.router,
+    utilisation.router,
 ]

@@ -124,6 +124,8 @@ def inventory_entry(node: Node) -> dict[str, Any]:
         entry["resources"] = dict(node.extra)
     if node.nics:
         entry["nics"] = [nic_entry(nic) for nic in node.nics]
+    if node.dcgm_exporter:
+        entry["telemetry"] = {"dcgmExporter": node.dcgm_exporter}
     return entry
 
 

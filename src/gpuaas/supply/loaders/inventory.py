@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from gpuaas.model.devices import GPU, Partition
 from gpuaas.model.document import integer, mapping, sequence, shown
@@ -47,7 +48,10 @@ KIND = "Fleet"
 
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "defaults", "nodes")
 _METADATA_KEYS = ("name", "description")
-_SPEC_KEYS = ("cpu", "memory", "gpus", "topology", "labels", "taints", "resources", "nics")
+_SPEC_KEYS = (
+    "cpu", "memory", "gpus", "topology", "labels", "taints", "resources", "nics", "telemetry",
+)  # fmt: skip
+_TELEMETRY_KEYS = ("dcgmExporter",)
 _NODE_KEYS = ("name", "count", "start", *_SPEC_KEYS)
 _GPU_KEYS = ("model", "count", "memory", "partitioning", "perGpu", "numaNodes", "pcieRoots")
 #: A NIC entry: one NIC, or with ``count`` a run of NICs whose text fields may use ``{k}``.
@@ -190,6 +194,8 @@ class _Spec:
     resources: dict[str, int] = field(default_factory=dict)
     #: (where, raw NIC entry, patterns of its text fields), or None when not said
     nics: list[tuple[str, Mapping[str, Any], dict[str, _Pattern]]] | None = None
+    #: telemetry.dcgmExporter: the node's dcgm-exporter URL (``{i}`` placeholders allowed)
+    dcgm_exporter: _Pattern | None = None
 
     def merged(self, over: _Spec) -> _Spec:
         gpus = self.gpus
@@ -204,6 +210,7 @@ class _Spec:
             taints=over.taints if over.taints is not None else self.taints,
             resources={**self.resources, **over.resources},
             nics=over.nics if over.nics is not None else self.nics,
+            dcgm_exporter=over.dcgm_exporter or self.dcgm_exporter,
         )
 
 
@@ -456,6 +463,14 @@ def _spec(raw: Mapping[str, Any]) -> _Spec:
         spec.taints = [parse_taint(taint, f"taints[{n}]") for n, taint in enumerate(taints)]
     if "nics" in raw:
         spec.nics = _nics(raw["nics"], "nics")
+    if "telemetry" in raw:
+        telemetry = _mapping(raw["telemetry"], "telemetry", _TELEMETRY_KEYS)
+        if telemetry.get("dcgmExporter") not in (None, ""):
+            where = "telemetry.dcgmExporter"
+            try:
+                spec.dcgm_exporter = _pattern(_text(telemetry["dcgmExporter"], where))
+            except InvalidValue as exc:
+                raise InvalidValue(where, exc.problem) from None
     if "resources" in raw:
         for name, value in mapping(raw["resources"], "resources", optional=False).items():
             at = f"resources.{name}"
@@ -689,6 +704,10 @@ class _Reader:
                 raise InvalidValue(
                     f"resources.{pool}", f"{pool} comes from nics; do not list it here"
                 )
+        exporter = "" if spec.dcgm_exporter is None else spec.dcgm_exporter.expand(position, start)
+        problem = exporter_url_problem(exporter) if exporter else None
+        if problem:
+            raise InvalidValue("telemetry.dcgmExporter", problem)
         return Node(
             name=name,
             cpu_milli=spec.cpu_milli or 0,
@@ -699,7 +718,20 @@ class _Reader:
             taints=list(spec.taints or []),
             extra=dict(spec.resources),
             nics=nics,
+            dcgm_exporter=exporter,
         )
+
+
+def exporter_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a dcgm-exporter's metrics URL (None: it can)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"must be an http:// or https:// URL with a host, got {url!r}"
+    try:
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        return f"has a bad port: {url!r}"
+    return None
 
 
 def _label_safe(text: str) -> str:
