@@ -70,6 +70,11 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "force": st.booleans(),
     "dataset": names,
     "warm": st.integers(0, 10**4),
+    # the idle pool
+    "marketplace": st.text(max_size=20),
+    "jobs": st.lists(st.integers(1, 10**6), max_size=3),
+    "grace": st.floats(min_value=30, max_value=86400),
+    "seconds": st.floats(min_value=0, max_value=1e6),
 }
 #: cluster codes whose ``nodes`` are node names, at least one
 CLUSTER_NODE_CODES = (
@@ -78,6 +83,9 @@ CLUSTER_NODE_CODES = (
     Code.CLUSTER_UNAPPLIED,
     Code.CLUSTER_DRAINING,
     Code.CLUSTER_RELEASED,
+    Code.POOL_SETTLED,
+    Code.POOL_GRACE_STARTED,
+    Code.POOL_EVICTING,
 )
 
 

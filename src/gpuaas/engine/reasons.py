@@ -109,6 +109,12 @@ class Code(StrEnum):
     CLUSTER_DELETING = "ClusterDeleting"
     PROVISION_FAILED = "ProvisionFailed"
     PROVISIONER_UNAVAILABLE = "ProvisionerUnavailable"
+    # the idle-capacity pool (engine/idle_pool.py, service/idle_pool.py)
+    POOL_REGISTERED = "PoolRegistered"
+    POOL_SETTLED = "PoolSettled"
+    POOL_GRACE_STARTED = "PoolGraceStarted"
+    POOL_EVICTING = "PoolEvicting"
+    POOL_RECLAIMED = "PoolReclaimed"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -465,6 +471,28 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.PROVISIONER_UNAVAILABLE: lambda f: (
         f"waiting for the {f['provisioner']} provisioner, which cannot be reached: {f['detail']}"
     ),
+    # the idle-capacity pool
+    Code.POOL_REGISTERED: lambda f: (
+        "registered as the idle-capacity pool"
+        + (f" of marketplace {f['marketplace']}" if f.get("marketplace") else "")
+    ),
+    Code.POOL_SETTLED: lambda f: f"took idle node {', '.join(f['nodes'])} into the pool",
+    Code.POOL_GRACE_STARTED: lambda f: (
+        f"reclaiming node {', '.join(f['nodes'])} for tenants: "
+        + (
+            f"pool job {', '.join(map(str, f['jobs']))} signalled to checkpoint, "
+            f"evicted after {f['grace']:g}s"
+            if f["jobs"]
+            else "no pool job on it"
+        )
+    ),
+    Code.POOL_EVICTING: lambda f: (
+        f"grace period over on node {', '.join(f['nodes'])}: evicting pool job "
+        f"{', '.join(map(str, f['jobs'])) or 'none'}"
+    ),
+    Code.POOL_RECLAIMED: lambda f: (
+        f"gave node {f['node']} back to tenants {f['seconds']:.1f}s after it was asked for"
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -532,6 +560,11 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.CLUSTER_DELETING: ("force",),
     Code.PROVISION_FAILED: ("provisioner", "detail"),
     Code.PROVISIONER_UNAVAILABLE: ("provisioner", "detail"),
+    Code.POOL_REGISTERED: ("marketplace",),
+    Code.POOL_SETTLED: ("nodes",),
+    Code.POOL_GRACE_STARTED: ("nodes", "jobs", "grace"),
+    Code.POOL_EVICTING: ("nodes", "jobs"),
+    Code.POOL_RECLAIMED: ("node", "seconds"),
 }
 
 
