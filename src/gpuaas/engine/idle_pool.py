@@ -86,13 +86,16 @@ def settle(free: Sequence[FreeNode], spec: IdlePoolSpec, pool_size: int, now: fl
     return [n.name for n in ripe[:room]]
 
 
-def nodes_for(workload: Workload, nodes: Sequence[Node]) -> tuple[frozenset[str], int] | None:
-    """The ``nodes`` (pool nodes as they would be once given back) any pod of ``workload``
-    fits, and how many of them a placement of the whole workload on them alone takes; None
-    when they cannot hold it (the pool cannot help it)."""
+def fitting(workload: Workload, nodes: Sequence[Node]) -> frozenset[str]:
+    """The ``nodes`` where a pod of ``workload`` fits now (the fit rule and the static
+    filters: GPU model, selector, taints)."""
     if not nodes or not workload.pod_sets:
-        return None
+        return frozenset()
     snap = Snapshot.from_nodes(nodes)
+    return frozenset(nodes[i].name for i in np.flatnonzero(_fits(snap, workload)))
+
+
+def _fits(snap: Snapshot, workload: Workload) -> np.ndarray:
     fits = np.zeros(snap.size, dtype=bool)
     for pod_set in workload.pod_sets:
         mask = fit_mask(snap, PodShape.of(pod_set.pod), slice(None), snap.size)
@@ -101,6 +104,17 @@ def nodes_for(workload: Workload, nodes: Sequence[Node]) -> tuple[frozenset[str]
         if static is not None:
             mask &= static
         fits |= mask
+    return fits
+
+
+def nodes_for(workload: Workload, nodes: Sequence[Node]) -> tuple[frozenset[str], int] | None:
+    """The ``nodes`` (pool nodes as they would be once given back) any pod of ``workload``
+    fits, and how many of them a placement of the whole workload on them alone takes; None
+    when they cannot hold it (the pool cannot help it)."""
+    if not nodes or not workload.pod_sets:
+        return None
+    snap = Snapshot.from_nodes(nodes)
+    fits = _fits(snap, workload)
     if not fits.any():
         return None
     placed = place_workload(snap, workload, make_policy("packing"))

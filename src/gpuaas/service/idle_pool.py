@@ -53,7 +53,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpuaas.engine.admission.nodes import pod_request
-from gpuaas.engine.idle_pool import FreeNode, PoolNode, nodes_for, reclaim, settle
+from gpuaas.engine.idle_pool import FreeNode, PoolNode, fitting, nodes_for, reclaim, settle
 from gpuaas.engine.reasons import PLACEMENT_CODES, Code, reason
 from gpuaas.model.autoscale import IdlePoolSpec
 from gpuaas.model.cluster import CLUSTER_LABEL, ClusterKind, ClusterState
@@ -86,6 +86,7 @@ from gpuaas.store.db import Database
 from gpuaas.store.tables import (
     ClusterEvent,
     ClusterRow,
+    GovernanceObject,
     IdlePoolReclaim,
     Job,
     NodeRow,
@@ -236,11 +237,14 @@ def register_pool(
     else:
         busy = session.scalar(select(ClusterRow.id).where(ClusterRow.tenant_id == tenant.id))
         jobs = session.scalar(select(Job.id).where(Job.tenant_id == tenant.id).limit(1))
-        if busy is not None or jobs is not None:
+        owned = session.scalar(
+            select(GovernanceObject.id).where(GovernanceObject.tenant_id == tenant.id).limit(1)
+        )
+        if busy is not None or jobs is not None or owned is not None or tenant.capacity:
             raise invalid(
                 "tenant",
-                f"tenant {tenant.name} already has clusters or jobs; the pool's tenant holds "
-                "the pool only (name a new tenant and it is created)",
+                f"tenant {tenant.name} already has capacity, queues, clusters or jobs; the "
+                "pool's tenant holds the pool only (name a new tenant and it is created)",
             )
     stored = {
         "pools": [{"name": NODE_POOL, "count": 0, "max": 0}],
@@ -472,9 +476,10 @@ class IdlePool:
                 return
             changed = self._released(session, row, now)
             changed |= self._evict(session, row, now)
-            changed |= bool(self._demand(session, row, now))
+            taken, wanted = self._demand(session, row, now)
+            changed |= bool(taken)
             self._signal(session, row, now)
-            changed |= self._settle(session, row, now)
+            changed |= self._settle(session, row, now, wanted)
             if changed:
                 bump_version(session, FLEET_VERSION)
 
@@ -483,15 +488,24 @@ class IdlePool:
     def _signal(self, session: Session, row: ClusterRow, now: float) -> None:
         """Send the checkpoint signal of every reclaim not yet signalled, then store when: a
         failure to send leaves it unsignalled (and so never evicted) until a later step."""
-        for rec in session.scalars(
-            select(IdlePoolReclaim)
-            .where(IdlePoolReclaim.cluster_id == row.id, IdlePoolReclaim.signalled_at.is_(None))
-            .order_by(IdlePoolReclaim.node)
-        ):
-            active = _active_on(session)
+        recs = list(
+            session.scalars(
+                select(IdlePoolReclaim)
+                .where(IdlePoolReclaim.cluster_id == row.id)
+                .order_by(IdlePoolReclaim.node)
+            )
+        )
+        # a job spanning several reclaimed nodes is signalled once
+        sent = {int(j) for rec in recs if rec.signalled_at is not None for j in rec.jobs or []}
+        active = _active_on(session)
+        for rec in recs:
+            if rec.signalled_at is not None:
+                continue
             jobs = sorted({j for j, t in active.get(rec.node, []) if t == row.tenant_id})
             for job_id in jobs:
-                self.signal(job_id, rec.grace)
+                if job_id not in sent:
+                    self.signal(job_id, rec.grace)
+                    sent.add(job_id)
             rec.jobs = sorted(set(rec.jobs or []) | set(jobs))
             rec.signalled_at = now
 
@@ -555,8 +569,10 @@ class IdlePool:
 
     # --- 3. demand ------------------------------------------------------------------------
 
-    def _demand(self, session: Session, row: ClusterRow, now: float) -> list[str]:
-        """Reclaim for pending tenant jobs waiting for capacity that pool nodes would hold."""
+    def _demand(self, session: Session, row: ClusterRow, now: float) -> tuple[list[str], set[str]]:
+        """Reclaim for pending tenant jobs waiting for capacity that pool nodes would hold.
+        Returns the nodes it reclaimed and the free nodes those jobs could use (which must
+        not settle into the pool meanwhile)."""
         waiting = list(
             session.scalars(
                 select(Job)
@@ -568,29 +584,29 @@ class IdlePool:
             )
         )
         if not waiting:
-            return []
+            return [], set()
         served = {
             int(j)
             for rec in session.scalars(select(IdlePoolReclaim))
             for j in (rec.demand or {}).get("jobs", [])
         }
         pool, disturbed = _pool_nodes(session, row)
-        if not pool:
-            return []
         fleet = _Fleet.load(session, self.default_backend)
         hosts = hosts_of(session, [n.name for n in pool])
         given_back = [_without_pool(hosts[n.name]) for n in pool if n.name in hosts]
         free = fleet.free(ClusterKind.BAREMETAL, lambda n: True)
         tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
         taken: list[str] = []
+        wanted: set[str] = set()
         for job in waiting:
-            if job.id in served:
-                continue
             need = self._need(session, job, tenants, given_back, free)
             if need is None:
                 continue
-            fits, count, free_fit = need
-            count -= free_fit
+            fits, count, on_free = need
+            wanted |= on_free
+            if job.id in served:
+                continue
+            count -= len(on_free)
             left = [n for n in pool if n.name not in taken]
             if count <= 0 or not left:
                 continue
@@ -602,7 +618,7 @@ class IdlePool:
             for n in pool:
                 if n.name in marked:
                     disturbed.update(n.jobs)
-        return taken
+        return taken, wanted
 
     def _need(
         self,
@@ -611,7 +627,7 @@ class IdlePool:
         tenants: Mapping[int, str],
         given_back: list[Node],
         free: list[Node],
-    ) -> tuple[frozenset[str], int, int] | None:
+    ) -> tuple[frozenset[str], int, frozenset[str]] | None:
         """(pool nodes that fit ``job``, nodes its placement needs, free nodes that fit it),
         trying each flavor of its ClusterQueue; None when the pool cannot hold it."""
         try:
@@ -632,17 +648,22 @@ class IdlePool:
             if found is None:
                 continue
             fits, count = found
-            on_free = nodes_for(workload, free) if free else None
-            free_fit = len(on_free[0]) if on_free is not None else 0
-            return fits, count, free_fit
+            return fits, count, fitting(workload, free)
         return None
 
     # --- 4. settle ------------------------------------------------------------------------
 
-    def _settle(self, session: Session, row: ClusterRow, now: float) -> bool:
+    def _settle(self, session: Session, row: ClusterRow, now: float, wanted: set[str]) -> bool:
+        """Idle nodes into the pool; none while a reclaim is in flight (the pool is giving
+        nodes to tenants), and never a free node a waiting tenant job could use."""
         spec = pool_spec(row)
+        in_flight = select(IdlePoolReclaim.node).where(IdlePoolReclaim.cluster_id == row.id)
+        if session.scalar(in_flight.limit(1)) is not None:
+            return False
         fleet = _Fleet.load(session, self.default_backend)
-        free = fleet.free(ClusterKind(row.kind), lambda n: True)
+        free = [
+            n for n in fleet.free(ClusterKind(row.kind), lambda n: True) if n.name not in wanted
+        ]
         names = {n.name for n in free}
         for gone in set(self.idle_since) - names:
             del self.idle_since[gone]
