@@ -64,7 +64,7 @@ from gpuaas.model.resources import CPU, MEMORY, NVIDIA_GPU
 from gpuaas.model.workload import PodSet, Workload
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Principal, require_platform
-from gpuaas.service.cluster_names import LOCAL_QUEUE_PREFIX, local_queue_name
+from gpuaas.service.cluster_names import LOCAL_QUEUE_PREFIX, flavor_name, local_queue_name
 from gpuaas.service.clusters import (
     _add_queue,
     _Fleet,
@@ -127,6 +127,15 @@ def pool_row(session: Session) -> ClusterRow | None:
         if (row.spec or {}).get("idlePool") is not None:
             return row
     return None
+
+
+def pool_flavors(session: Session) -> frozenset[str]:
+    """The pool's ResourceFlavor (its nodes grow from the whole fleet: a job asking for a node
+    larger than any the pool holds now may still run there once one settles)."""
+    row = pool_row(session)
+    if row is None:
+        return frozenset()
+    return frozenset({flavor_name(_tenant_name(session, row), row.name)})
 
 
 def pool_spec(row: ClusterRow) -> IdlePoolSpec:
