@@ -15,7 +15,7 @@ write in one transaction, the signals sent before the deadline they start is sto
 
 1. **Signal.** A reclaim asked for (by this step's demand or by :func:`reclaim_for`) sends
    every pool job on the node its checkpoint signal: the backend's ``checkpoint(job, grace)``
-   where it has one (Slurm: ``scancel --signal=TERM --full`` now, the job cancelled once the
+   where it has one (Slurm: ``scancel --signal=TERM`` now, the job cancelled once the
    grace is over), else ``cancel(job, grace)`` (the local backend's SIGTERM to the process
    group, SIGKILL after ``grace``; the simulated fleet stops the job). The time it was sent is
    stored; nothing is evicted before ``signalled_at + grace``.
