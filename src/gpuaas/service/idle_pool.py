@@ -71,6 +71,7 @@ from gpuaas.service.clusters import (
     carve,
     delete_cluster,
     hosts_of,
+    mark_releasing,
     node_rows,
     record,
 )
@@ -539,12 +540,9 @@ class IdlePool:
         jobs: set[int] = set()
         for rec in due:
             rec.evicting = True
-            node = session.scalar(select(NodeRow).where(NodeRow.name == rec.node))
-            if node is not None:
-                node.cordoned = True
-                node.draining = True
-                node.updated_at = now
             jobs.update(j for j, t in active.get(rec.node, []) if t == row.tenant_id)
+        names = {rec.node for rec in due}
+        mark_releasing(session, [r for r in node_rows(session, row.id) if r.node in names], now)
         why = reason(Code.POOL_EVICTING, nodes=[r.node for r in due], jobs=sorted(jobs))
         record(session, row, ClusterState.SCALING, why, now)
         return True
