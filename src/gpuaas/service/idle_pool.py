@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpuaas.engine.admission.nodes import pod_request
@@ -313,6 +313,8 @@ def remove_pool(session: Session, p: Principal, name: str, now: float) -> Cluste
     row = get_pool(session, name)
     tenant = session.get(Tenant, row.tenant_id)
     assert tenant is not None
+    # reclaims in flight end here: the pool's jobs are cancelled and every node drains back
+    session.execute(delete(IdlePoolReclaim).where(IdlePoolReclaim.cluster_id == row.id))
     return delete_cluster(session, tenant, name, True, now)
 
 
