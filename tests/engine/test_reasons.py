@@ -74,6 +74,11 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "url": st.sampled_from(["http://n1:9400/metrics", "https://10.0.0.7:9400/metrics"]),
     "unmatched": st.lists(names, max_size=3),
     "unreported": st.lists(names, max_size=3),
+    # the idle pool
+    "marketplace": st.text(max_size=20),
+    "jobs": st.lists(st.integers(1, 10**6), max_size=3),
+    "grace": st.floats(min_value=30, max_value=86400),
+    "seconds": st.floats(min_value=0, max_value=1e6),
 }
 # an inference job's replicas (engine/replica_scaling.py)
 FIELD_VALUES.update(
@@ -96,6 +101,9 @@ CLUSTER_NODE_CODES = (
     Code.CLUSTER_UNAPPLIED,
     Code.CLUSTER_DRAINING,
     Code.CLUSTER_RELEASED,
+    Code.POOL_SETTLED,
+    Code.POOL_GRACE_STARTED,
+    Code.POOL_EVICTING,
 )
 
 

@@ -705,6 +705,33 @@ def _lq(name: str, side: Side) -> dict[str, Any]:
     return local_queue(name, side.cq)
 
 
+def _only_pool(w: World, fresh: bool = True) -> str:
+    """The idle pool (at most one exists): the ones there removed, a fresh one registered
+    (``fresh``), its name; the name of a pool to create otherwise."""
+    for item in w.admin("GET", "/v1/idle-pools")["items"]:
+        expect(w.call(ADMIN_TOKEN, "DELETE", f"/v1/idle-pools/{item['name']}"), 204)
+    name = w.fresh("pool")
+    if fresh:
+        w.admin("POST", "/v1/idle-pools", json={"name": name, "tenant": w.fresh("mp")})
+    return name
+
+
+def pool_call(verb: str) -> Prepare:
+    """A pool for a case: created fresh for the allowed roles (refused ones never reach it)."""
+
+    def prepare(w: World, role: str, scope: str, ok: bool) -> Call:
+        if verb == "create":
+            name = _only_pool(w, fresh=False) if ok else "none"
+            return Call((), {"name": name, "tenant": w.fresh("mp")})
+        name = _only_pool(w) if ok else "none"
+        body = {"name": name, "tenant": "none", "graceSeconds": 45}
+        if ok and verb == "update":
+            body["tenant"] = w.admin("GET", f"/v1/idle-pools/{name}")["tenant"]
+        return Call(() if verb == "list" else (name,), body if verb == "update" else None)
+
+    return prepare
+
+
 # --------------------------------------------------------------------------------------------
 # The matrix: one entry per route of the API.
 
@@ -896,6 +923,11 @@ ROUTES: list[Route] = [
     Route("GET", T + "/clusters/{}/events", TENANT_READ, prepare=in_tenant("cluster")),
     Route("GET", T + "/clusters/{}/manifest", TENANT_ADMIN, prepare=in_tenant("cluster")),
     Route("GET", T + "/clusters/{}/utilization", TENANT_READ, prepare=in_tenant("cluster")),
+    Route("GET", "/v1/idle-pools", PLATFORM_READ, prepare=pool_call("list")),
+    Route("POST", "/v1/idle-pools", PLATFORM_WRITE, 201, pool_call("create")),
+    Route("GET", "/v1/idle-pools/{}", PLATFORM_READ, prepare=pool_call("get")),
+    Route("PUT", "/v1/idle-pools/{}", PLATFORM_WRITE, prepare=pool_call("update")),
+    Route("DELETE", "/v1/idle-pools/{}", PLATFORM_WRITE, 204, pool_call("delete")),
     Route("GET", T + "/cluster-allowance", TENANT_READ, prepare=tenant),
     Route(
         "PUT",

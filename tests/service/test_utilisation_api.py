@@ -163,7 +163,6 @@ def test_a_node_naming_an_unreachable_exporter_shows_why(world: World) -> None:
         ({"gpu": 50, "amplitude": 20}, "period"),
         ({"gpu": 50, "period": 0}, "utilization.period"),
         ({"gpu": 50, "phase": 3}, "utilization.phase"),
-        ({"memory": 10}, "utilization.gpu"),
         ("busy", "utilization"),
     ],
 )

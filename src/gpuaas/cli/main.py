@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "workloads": ("client_jobs",),
     "clusters": ("client_clusters",),
     "utilization": ("client_utilisation",),
+    "pool": ("client_governance",),
 }
 
 

@@ -103,6 +103,12 @@ from gpuaas.store.tables import (
     Tenant,
 )
 
+#: Why a tenant's clusters API neither creates nor changes the idle pool.
+IDLE_POOL_IS_THE_PROVIDERS = (
+    "the idle-capacity pool is the provider's: registered, changed and removed through "
+    "/v1/idle-pools (gpuaas pool ...) by a provider-admin, never as a tenant's cluster"
+)
+
 #: Clusters whose worker has something to do.
 UNSETTLED = (ClusterState.PROVISIONING, ClusterState.SCALING, ClusterState.DELETING)
 
@@ -672,6 +678,8 @@ def create_cluster(
     gv.check_name("name", body.name, label=True)
     if len(label_value(tenant.name, body.name)) > 63:
         raise invalid("name", "tenant name + '.' + cluster name must fit 63 characters")
+    if body.idlePool is not None:  # the provider's, registered through /v1/idle-pools
+        raise invalid("idlePool", IDLE_POOL_IS_THE_PROVIDERS)
     _check_kind(body, available)
     for part in (body.autoscale, body.idlePool):
         if part is not None:
@@ -749,6 +757,8 @@ def scale_cluster(
     row = get_cluster(session, tenant, name)
     if row.state == ClusterState.DELETING:
         raise conflict(f"cluster {name} is being deleted", "name")
+    if row.spec.get("idlePool") is not None:
+        raise invalid("name", f"cluster {name} is the idle pool: {IDLE_POOL_IS_THE_PROVIDERS}")
     spec = copy.deepcopy(row.spec)
     by_name = {p["name"]: p for p in spec["pools"]}
     allowance = _allowance(session, tenant)
