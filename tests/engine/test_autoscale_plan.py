@@ -326,3 +326,36 @@ def test_reason_of_a_scale_out_is_stored_and_read_back() -> None:
     assert reason(Code.SCALE_OUT_SHORT, pool="p", missing=2, detail="x").render() == (
         "pool p: 2 node(s) short of the scale-out: x"
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 3), st.sampled_from([0, 1, 2, 4, 8]), st.integers(0, 40)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(0, 3),
+)
+def test_packing_by_amounts_agrees_with_packing_on_a_snapshot(
+    sets: list[tuple[int, int, int]], upcoming: int
+) -> None:
+    """The per-rule amounts the planner packs with give the node count that reserving each
+    pod's devices on a snapshot of template nodes gives (for pods without GPU shares)."""
+    from gpuaas.engine.autoscale import _Templates
+
+    templates = _Templates()
+    groups = [
+        (PodRequest(cpu_milli=cpu * 1000, memory_bytes=cpu * GI, gpus=gpus), pods)
+        for pods, gpus, cpu in sets
+    ]
+    assert templates._pack(TPL, groups, upcoming) == templates._pack_on_snapshot(
+        TPL, groups, upcoming
+    )
+
+
+def test_a_share_is_packed_on_the_snapshot() -> None:
+    half = PodRequest(gpus=1, gpu_milli=500)
+    pending = [Pending(1, Workload("w", (PodSet("main", 20, half),)), FULL, 0.0)]
+    (d,) = plan([view([busy("n1")], pending)], NOW)
+    assert d.count == 2  # 16 halves on one 8-GPU node, 4 on the next

@@ -55,13 +55,14 @@ from enum import StrEnum
 
 import numpy as np
 
+from gpuaas.engine.fit import RULES
 from gpuaas.engine.framework import CycleState, PodShape, default_assignment, feasible_nodes
 from gpuaas.engine.reasons import Code, Reason, reason
 from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.autoscale import AutoscaleSpec
 from gpuaas.model.node import Node
 from gpuaas.model.telemetry import UtilSummary
-from gpuaas.model.workload import PodRequest, Workload
+from gpuaas.model.workload import PodRequest, PodSet, Workload
 
 #: Reasons that say a workload waits for room on nodes (what a new node could give), as
 #: opposed to quota, budget, FIFO or admission holds, which no node changes.
@@ -243,55 +244,67 @@ def _scale_out(
     """The one scale-out decision of ``pool`` (or None): the largest of what its min, its
     pending work and its utilisation ask, held to its max."""
     spec = cluster.spec
-    asks: list[tuple[int, Reason]] = []  # (nodes wanted, the reason), best first on ties
+    held = len(pool.nodes)
+    ready = 0
+    known = 0
+    total = 0.0
+    for n in pool.nodes:
+        if n.ready:
+            ready += 1
+            util = n.util
+            if util is not None and util.samples > 0:
+                known += 1
+                total += util.mean
+    # (nodes wanted, code, fields): the first of the largest wins (pending, min, utilisation)
+    asks: list[tuple[int, Code, dict[str, object]]] = []
     if pending:
-        upcoming = sum(1 for n in pool.nodes if not n.ready)
-        need = templates.nodes_needed(pool.template, pending, upcoming)
+        need = templates.nodes_needed(pool.template, pending, held - ready)
         if need:
             jobs = sorted(p.job for p in pending)
-            asks.append((need, reason(Code.SCALED_OUT_PENDING, pool=pool.name, count=0,
-                                      jobs=jobs, wanted=need, max=pool.max_count)))  # fmt: skip
-    if len(pool.nodes) < pool.min_count:
-        need = pool.min_count - len(pool.nodes)
-        asks.append((need, reason(Code.SCALED_OUT_TO_MIN, pool=pool.name, count=0,
-                                  min=pool.min_count)))  # fmt: skip
-    mean = _utilisation(pool)
-    cooling = any(
-        last is not None and now - last < spec.cooldown_seconds
-        for last in (cluster.last_scale_out, cluster.last_scale_in)
-    )
-    ready = sum(1 for n in pool.nodes if n.ready)
-    # nothing provisioning either: a new node's capacity is not yet in the readings
-    hot = mean is not None and mean * 100 > spec.target_percent
-    if hot and not cooling and ready == len(pool.nodes):
-        assert mean is not None
-        need = max(1, math.ceil(ready * mean * 100 / spec.target_percent) - ready)
-        asks.append((need, reason(Code.SCALED_OUT_UTILIZATION, pool=pool.name, count=0,
-                                  utilization=round(mean * 100, 1), target=spec.target_percent,
-                                  wanted=need, max=pool.max_count)))  # fmt: skip
+            asks.append((need, Code.SCALED_OUT_PENDING, {"jobs": jobs}))
+    if held < pool.min_count:
+        asks.append((pool.min_count - held, Code.SCALED_OUT_TO_MIN, {"min": pool.min_count}))
+    # judged on known telemetry only, when nothing is provisioning (a new node's capacity is
+    # not yet in the readings) and outside the cooldowns
+    mean = total / known if known else 0.0
+    if known and mean * 100 > spec.target_percent and ready == held:
+        cooling = any(
+            last is not None and now - last < spec.cooldown_seconds
+            for last in (cluster.last_scale_out, cluster.last_scale_in)
+        )
+        if not cooling:
+            need = max(1, math.ceil(ready * mean * 100 / spec.target_percent) - ready)
+            fields = {"utilization": round(mean * 100, 1), "target": spec.target_percent}
+            asks.append((need, Code.SCALED_OUT_UTILIZATION, fields))
     if not asks:
         return None
-    wanted, why = max(asks, key=lambda a: a[0])  # first of the largest: pending, min, util
+    wanted, code, fields = asks[0]
+    for ask in asks[1:]:
+        if ask[0] > wanted:
+            wanted, code, fields = ask
     room = max(0, pool.max_count - pool.size)
     count = min(wanted, room)
     if count == 0:
-        cause = {
-            Code.SCALED_OUT_PENDING: "pending",
-            Code.SCALED_OUT_TO_MIN: "min",
-            Code.SCALED_OUT_UTILIZATION: "utilization",
-        }[why.code]
         why = reason(
-            Code.SCALE_OUT_AT_MAX, pool=pool.name, max=pool.max_count, wanted=wanted, cause=cause
+            Code.SCALE_OUT_AT_MAX,
+            pool=pool.name,
+            max=pool.max_count,
+            wanted=wanted,
+            cause=_CAUSE[code],
         )
         return Decision(cluster.key, pool.name, Action.SCALE_OUT, 0, (), why)
-    why = why.with_fields(count=count)
+    if code is not Code.SCALED_OUT_TO_MIN:
+        fields.update(wanted=wanted, max=pool.max_count)
+    why = Reason(code, {"pool": pool.name, "count": count, **fields})
     return Decision(cluster.key, pool.name, Action.SCALE_OUT, count, (), why)
 
 
-def _utilisation(pool: PoolView) -> float | None:
-    """The mean of the ready nodes' known window means (None: none known)."""
-    known = [n.util.mean for n in pool.nodes if n.ready and n.util is not None and n.util.known]
-    return sum(known) / len(known) if known else None
+#: What a scale-out held at max was for (the ``cause`` of ``ScaleOutAtMax``).
+_CAUSE = {
+    Code.SCALED_OUT_PENDING: "pending",
+    Code.SCALED_OUT_TO_MIN: "min",
+    Code.SCALED_OUT_UTILIZATION: "utilization",
+}
 
 
 def _idle(facts: NodeFacts, spec: AutoscaleSpec, now: float) -> bool:
@@ -341,56 +354,134 @@ def _scale_in(spec: AutoscaleSpec, pool: PoolView, now: float, budget: int) -> t
 
 # --- templates and the fit rule ------------------------------------------------------------
 
+#: What one pod takes of each resource of the fit rule: ``(rule index, key, amount)``.
+_Takes = tuple[tuple[int, object, int], ...]
+
 
 class _Templates:
-    """Snapshots of template nodes for one :func:`plan` call: whether a workload fits an
-    empty template, and how many template nodes a set of workloads needs, bin-packed by the
-    engine's fit rule."""
+    """Template nodes for one :func:`plan` call, read through the engine's one fit rule
+    (:data:`gpuaas.engine.fit.RULES`): whether a pod fits an empty template (static filters
+    and every rule, :func:`~gpuaas.engine.framework.feasible_nodes` on a one-node snapshot),
+    and how many template nodes a list of pods needs, packed first-fit.
+
+    Packing keeps, per node, the free amount of each rule-and-key the pods ask for (read
+    from the template's snapshot) and takes each pod's amounts from it: exact for every rule
+    whose free amount falls by what a pod takes (cpu, memory, whole GPUs, MIG instances of a
+    profile, time-sliced replicas, NIC VFs). A share of one GPU does not (shares do not span
+    GPUs), so a pool whose pods include shares is packed on a snapshot of template nodes,
+    reserving each pod's devices as placement would."""
 
     def __init__(self) -> None:
-        self._empty: dict[int, tuple[Node, Snapshot]] = {}
-        self._fits: dict[tuple[int, int], bool] = {}
+        self._snaps: dict[int, tuple[Node, Snapshot]] = {}
+        self._fits: dict[tuple[int, PodRequest], bool] = {}
+        self._free: dict[tuple[int, int, object], int] = {}
+        self._needs: dict[PodRequest, _Takes] = {}
 
     def _one(self, template: Node) -> Snapshot:
-        found = self._empty.get(id(template))
+        found = self._snaps.get(id(template))
         if found is None or found[0] is not template:
             found = (template, Snapshot.from_nodes([template]))
-            self._empty[id(template)] = found
+            self._snaps[id(template)] = found
         return found[1]
 
     def fits(self, template: Node, workload: Workload) -> bool:
         """Every pod of ``workload`` fits an empty ``template``."""
-        key = (id(template), id(workload))
-        if key not in self._fits:
-            snap = self._one(template)
-            self._fits[key] = all(
-                len(_feasible(snap, ps.pod)) > 0 for ps in workload.pod_sets if ps.count
-            )
-        return self._fits[key]
+        return all(self._pod_fits(template, ps.pod) for ps in workload.pod_sets if ps.count)
+
+    def _pod_fits(self, template: Node, pod: PodRequest) -> bool:
+        key = (id(template), pod)
+        found = self._fits.get(key)
+        if found is None:
+            found = self._fits[key] = len(_feasible(self._one(template), pod)) > 0
+        return found
 
     def nodes_needed(self, template: Node, pending: Sequence[Pending], upcoming: int) -> int:
         """New ``template`` nodes the pods of ``pending`` need, first-fit onto ``upcoming``
-        empty nodes (provisioning) and then new ones; each workload fits an empty template."""
-        pods: list[PodRequest] = []
+        empty nodes (provisioning) and then new ones; each workload fits an empty template.
+        Pods of a workload go largest first; workloads in the order given (oldest first)."""
+        groups: list[tuple[PodRequest, int]] = []
         for p in pending:
-            mine = [ps.pod for ps in p.workload.pod_sets for _ in range(ps.count)]
-            mine.sort(key=lambda pod: (-pod.milli_gpu, -pod.cpu_milli, -pod.memory_bytes))
-            pods.extend(mine)
-        if not pods:
+            sets = p.workload.pod_sets
+            if len(sets) > 1:
+                sets = sorted(sets, key=_largest_first)
+            groups.extend((ps.pod, ps.count) for ps in sets if ps.count)
+        if not groups:
             return 0
-        size = upcoming + len(pods)  # at most one new node per pod
+        if any(pod.claims or PodShape.of(pod).share for pod, _ in groups):
+            return self._pack_on_snapshot(template, groups, upcoming)
+        return self._pack(template, groups, upcoming)
+
+    def _takes(self, pod: PodRequest) -> _Takes:
+        found = self._needs.get(pod)
+        if found is None:
+            shape = PodShape.of(pod)
+            found = self._needs[pod] = tuple(
+                (i, key, amount)
+                for i, rule in enumerate(RULES)
+                for key, amount in rule.needs(shape)
+                if amount
+            )
+        return found
+
+    def _capacity(self, template: Node, rule: int, key: object) -> int:
+        """The rule's free amount on an empty template node."""
+        k = (id(template), rule, key)
+        found = self._free.get(k)
+        if found is None:
+            free = RULES[rule].free(self._one(template), slice(0, 1), key)
+            found = self._free[k] = 0 if free is None else int(free[0])
+        return found
+
+    def _pack(self, template: Node, groups: list[tuple[PodRequest, int]], upcoming: int) -> int:
+        bins: list[dict[tuple[int, object], int]] = [{} for _ in range(upcoming)]
+        for pod, count in groups:
+            takes = self._takes(pod)
+            left = count
+            start = 0
+            while left:
+                for b in range(start, len(bins)):
+                    room = bins[b]
+                    fit = left
+                    for rule, key, amount in takes:
+                        have = room.get((rule, key))
+                        if have is None:
+                            have = room[(rule, key)] = self._capacity(template, rule, key)
+                        fit = min(fit, have // amount)
+                        if not fit:
+                            break
+                    if fit:
+                        for rule, key, amount in takes:
+                            room[(rule, key)] -= fit * amount
+                        left -= fit
+                        if not left:
+                            break
+                    start = b + 1
+                else:
+                    bins.append({})
+        return len(bins) - upcoming
+
+    def _pack_on_snapshot(
+        self, template: Node, groups: list[tuple[PodRequest, int]], upcoming: int
+    ) -> int:
+        size = upcoming + sum(count for _, count in groups)  # at most one new node per pod
         nodes = [replace(template, name=f"{template.name}#{i}") for i in range(size)]
         snap = Snapshot.from_nodes(nodes)
         used = upcoming
-        for pod in pods:
-            found = _feasible(snap, pod)
-            if not len(found):  # cannot happen: each pod fits an empty template
-                continue
-            node = int(found[0])
+        for pod, count in groups:
             state = CycleState(pod=pod, shape=PodShape.of(pod))
-            snap.reserve(node, default_assignment(state, snap, node))
-            used = max(used, node + 1)
+            for _ in range(count):
+                found = _feasible(snap, pod)
+                if not len(found):  # cannot happen: each pod fits an empty template
+                    continue
+                node = int(found[0])
+                snap.reserve(node, default_assignment(state, snap, node))
+                used = max(used, node + 1)
         return used - upcoming
+
+
+def _largest_first(pod_set: PodSet) -> tuple[int, int, int]:
+    pod = pod_set.pod
+    return (-pod.milli_gpu, -pod.cpu_milli, -pod.memory_bytes)
 
 
 def _feasible(snap: Snapshot, pod: PodRequest) -> np.ndarray:
