@@ -82,6 +82,10 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "below": st.floats(min_value=0, max_value=100, allow_nan=False),
     "seconds": st.floats(min_value=0, max_value=1e7, allow_nan=False),
     "missing": st.integers(1, 10**4),
+    # telemetry (service/dcgm_scrape.py)
+    "url": st.sampled_from(["http://n1:9400/metrics", "https://10.0.0.7:9400/metrics"]),
+    "unmatched": st.lists(names, max_size=3),
+    "unreported": st.lists(names, max_size=3),
 }
 #: cluster codes whose ``nodes`` are node names, at least one
 CLUSTER_NODE_CODES = (

@@ -116,6 +116,10 @@ class Code(StrEnum):
     SCALED_IN_UNNEEDED = "ScaledInUnneeded"
     SCALE_OUT_AT_MAX = "ScaleOutAtMax"
     SCALE_OUT_SHORT = "ScaleOutShort"
+    # a node's GPU telemetry (service/dcgm_scrape.py): why it is missing or partial
+    TELEMETRY_SCRAPE_FAILED = "TelemetryScrapeFailed"
+    TELEMETRY_UNREADABLE = "TelemetryUnreadable"
+    TELEMETRY_PARTIAL = "TelemetryPartial"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -503,6 +507,29 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.SCALE_OUT_SHORT: lambda f: (
         f"pool {f['pool']}: {f['missing']} node(s) short of the scale-out: {f['detail']}"
     ),
+    Code.TELEMETRY_SCRAPE_FAILED: lambda f: (
+        f"dcgm-exporter at {f['url']} could not be scraped: {f['detail']}"
+    ),
+    Code.TELEMETRY_UNREADABLE: lambda f: (
+        f"dcgm-exporter at {f['url']} answered with text that is not Prometheus metrics: "
+        f"{f['detail']}"
+    ),
+    Code.TELEMETRY_PARTIAL: lambda f: (
+        "dcgm-exporter reports "
+        + (
+            "; ".join(
+                part
+                for part in (
+                    f"rows matching no device: {', '.join(f['unmatched'])}"
+                    if f["unmatched"]
+                    else "",
+                    f"nothing usable for {', '.join(f['unreported'])}" if f["unreported"] else "",
+                )
+                if part
+            )
+            or "every device"
+        )
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -577,6 +604,9 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.SCALED_IN_UNNEEDED: ("pool", "nodes", "below", "seconds"),
     Code.SCALE_OUT_AT_MAX: ("pool", "max", "wanted", "cause"),
     Code.SCALE_OUT_SHORT: ("pool", "missing", "detail"),
+    Code.TELEMETRY_SCRAPE_FAILED: ("url", "detail"),
+    Code.TELEMETRY_UNREADABLE: ("url", "detail"),
+    Code.TELEMETRY_PARTIAL: ("unmatched", "unreported"),
 }
 
 
