@@ -5,15 +5,24 @@ its id (deterministic: the same job always takes as long), bounded by ``maxRunTi
 ``speed`` so a demo moves faster than life. Time is whatever :meth:`SimBackend.poll` is told, so
 tests drive it without sleeping. A job launched with ``started_at`` (after a restart) keeps its
 original start, so nothing in flight is lost or run twice.
+
+It is a :class:`~gpuaas.backends.base.TelemetrySource`: told the fleet's nodes
+(:meth:`SimBackend.observe_fleet`), it reads every metered device at each :meth:`samples`
+call, synthesised from the running jobs' declared profiles (:mod:`gpuaas.backends.sim_telemetry`;
+idle devices read 0), the same for the same ``seed``.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpuaas.backends.base import DEFAULT_GRACE, BackendEvent, BackendJob, EventKind
+from gpuaas.backends.sim_telemetry import Synthesiser
+from gpuaas.model.node import Node
+from gpuaas.model.telemetry import DeviceSample
 
 #: Sampled durations (seconds of job time): log-uniform between a minute and two hours.
 SAMPLED_MIN = 60.0
@@ -51,11 +60,26 @@ class SimBackend:
     #: in memory and on the caller's clock: called inline, within the reconciler's step
     blocking = False
 
-    def __init__(self, speed: float = 1.0) -> None:
+    def __init__(self, speed: float = 1.0, seed: int = 0) -> None:
         if speed <= 0:
             raise ValueError(f"speed must be positive, got {speed}")
         self.time_scale = speed
         self._runs: dict[int, _Run] = {}
+        self._telemetry = Synthesiser(seed, speed)
+
+    def observe_fleet(self, nodes: Iterable[Node]) -> None:
+        """The nodes whose devices :meth:`samples` reads (the reconciler passes this
+        backend's nodes whenever the fleet changes)."""
+        self._telemetry.set_nodes(nodes)
+
+    def samples(self, now: float) -> list[DeviceSample]:
+        """Every device of the observed nodes read at ``now`` (a job reads from its start)."""
+        runs = [
+            (job_id, run.job.spec, run.started_at, run.job.pods)
+            for job_id, run in sorted(self._runs.items())
+            if run.started_at is not None and run.started_at <= now
+        ]
+        return self._telemetry.samples(now, runs)
 
     def launch(self, job: BackendJob) -> None:
         run = _Run(job, job.started_at, reported_start=job.started_at is not None)

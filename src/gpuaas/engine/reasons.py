@@ -109,6 +109,17 @@ class Code(StrEnum):
     CLUSTER_DELETING = "ClusterDeleting"
     PROVISION_FAILED = "ProvisionFailed"
     PROVISIONER_UNAVAILABLE = "ProvisionerUnavailable"
+    # the cluster autoscaler (engine/autoscale.py, service/autoscaler.py)
+    SCALED_OUT_PENDING = "ScaledOutPending"
+    SCALED_OUT_UTILIZATION = "ScaledOutUtilization"
+    SCALED_OUT_TO_MIN = "ScaledOutToMin"
+    SCALED_IN_UNNEEDED = "ScaledInUnneeded"
+    SCALE_OUT_AT_MAX = "ScaleOutAtMax"
+    SCALE_OUT_SHORT = "ScaleOutShort"
+    # a node's GPU telemetry (service/dcgm_scrape.py): why it is missing or partial
+    TELEMETRY_SCRAPE_FAILED = "TelemetryScrapeFailed"
+    TELEMETRY_UNREADABLE = "TelemetryUnreadable"
+    TELEMETRY_PARTIAL = "TelemetryPartial"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -340,6 +351,14 @@ def _mig_words(f: Mapping[str, Any]) -> str:
     )
 
 
+def _capped(f: Mapping[str, Any]) -> str:
+    """An autoscaler's scale-out held to the pool's max: what was wanted."""
+    wanted = f.get("wanted")
+    if wanted is None or wanted <= f["count"]:
+        return ""
+    return f" ({wanted} wanted, held to the pool's max of {f['max']})"
+
+
 def _lost(f: Mapping[str, Any]) -> str:
     return f"its devices are no longer available: {f['detail']}"
 
@@ -465,6 +484,52 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.PROVISIONER_UNAVAILABLE: lambda f: (
         f"waiting for the {f['provisioner']} provisioner, which cannot be reached: {f['detail']}"
     ),
+    # the cluster autoscaler
+    Code.SCALED_OUT_PENDING: lambda f: (
+        f"pool {f['pool']}: adding {f['count']} node(s) for {len(f['jobs'])} waiting job(s)"
+        + _capped(f)
+    ),
+    Code.SCALED_OUT_UTILIZATION: lambda f: (
+        f"pool {f['pool']}: adding {f['count']} node(s), GPU utilisation "
+        f"{f['utilization']:g}% is above the target of {f['target']:g}%" + _capped(f)
+    ),
+    Code.SCALED_OUT_TO_MIN: lambda f: (
+        f"pool {f['pool']}: adding {f['count']} node(s) to reach its min of {f['min']}"
+    ),
+    Code.SCALED_IN_UNNEEDED: lambda f: (
+        f"pool {f['pool']}: releasing node {', '.join(f['nodes'])}, unneeded (allocated and "
+        f"utilised below {f['below']:g}%) for {f['seconds']:g}s or more"
+    ),
+    Code.SCALE_OUT_AT_MAX: lambda f: (
+        f"pool {f['pool']} is at its max of {f['max']} node(s); {f['wanted']} more wanted "
+        f"({f['cause']})"
+    ),
+    Code.SCALE_OUT_SHORT: lambda f: (
+        f"pool {f['pool']}: {f['missing']} node(s) short of the scale-out: {f['detail']}"
+    ),
+    Code.TELEMETRY_SCRAPE_FAILED: lambda f: (
+        f"dcgm-exporter at {f['url']} could not be scraped: {f['detail']}"
+    ),
+    Code.TELEMETRY_UNREADABLE: lambda f: (
+        f"dcgm-exporter at {f['url']} answered with text that is not Prometheus metrics: "
+        f"{f['detail']}"
+    ),
+    Code.TELEMETRY_PARTIAL: lambda f: (
+        "dcgm-exporter reports "
+        + (
+            "; ".join(
+                part
+                for part in (
+                    f"rows matching no device: {', '.join(f['unmatched'])}"
+                    if f["unmatched"]
+                    else "",
+                    f"nothing usable for {', '.join(f['unreported'])}" if f["unreported"] else "",
+                )
+                if part
+            )
+            or "every device"
+        )
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -532,6 +597,16 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.CLUSTER_DELETING: ("force",),
     Code.PROVISION_FAILED: ("provisioner", "detail"),
     Code.PROVISIONER_UNAVAILABLE: ("provisioner", "detail"),
+    # the cluster autoscaler
+    Code.SCALED_OUT_PENDING: ("pool", "count", "jobs", "wanted", "max"),
+    Code.SCALED_OUT_UTILIZATION: ("pool", "count", "utilization", "target", "wanted", "max"),
+    Code.SCALED_OUT_TO_MIN: ("pool", "count", "min"),
+    Code.SCALED_IN_UNNEEDED: ("pool", "nodes", "below", "seconds"),
+    Code.SCALE_OUT_AT_MAX: ("pool", "max", "wanted", "cause"),
+    Code.SCALE_OUT_SHORT: ("pool", "missing", "detail"),
+    Code.TELEMETRY_SCRAPE_FAILED: ("url", "detail"),
+    Code.TELEMETRY_UNREADABLE: ("url", "detail"),
+    Code.TELEMETRY_PARTIAL: ("unmatched", "unreported"),
 }
 
 

@@ -21,6 +21,7 @@ from gpuaas.service.limits import BodyLimit
 from gpuaas.service.routers import ROUTERS
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
+from gpuaas.service.utilisation import Utilisation
 from gpuaas.store.db import Database
 
 log = logging.getLogger("gpuaas.service")
@@ -58,6 +59,9 @@ def create_app(
     app.state.reconciler = None
     app.state.demo = None
     app.state.telemetry = Telemetry()
+    #: GPU utilisation windows (UtilisationReader, docs/telemetry.md): the reconciler feeds it,
+    #: the API, /metrics and the autoscaling loops read it
+    app.state.utilisation = Utilisation.of(settings)
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
@@ -94,7 +98,8 @@ def start(
     elif settings.reconcile:
         from gpuaas.service.reconciler import Reconciler
 
-        reconciler = Reconciler(db, settings, app.state.telemetry)
+        reconciler = Reconciler(db, settings, app.state.telemetry,
+                                utilisation=app.state.utilisation)  # fmt: skip
         app.state.reconciler = reconciler
         reconciler.start()
     if not announce_later:

@@ -804,6 +804,79 @@ def scale_cluster(
     return row
 
 
+def grow_pool(
+    session: Session,
+    row: ClusterRow,
+    tenant: Tenant,
+    pool_name: str,
+    count: int,
+    now: float,
+    default_backend: str,
+    avoid: Iterable[str] = (),
+) -> tuple[list[str], int, str]:
+    """The autoscaler's scale-out, on the caller's transaction (which holds the fleet's
+    turn, :func:`take_turn_on`): up to ``count`` more nodes carved into pool ``pool_name``,
+    chosen as :func:`scale_cluster` chooses them, held to the pool's max counting the nodes
+    still leaving it (the hard limit, checked here on the state the transaction sees, so two
+    loops or a concurrent manual scale cannot both pass it) and to the tenant's node limit;
+    ``avoid``: free nodes not to take (given back by this cluster within its cooldown).
+    Returns the nodes carved, how many of ``count`` could not be, and why not ("" when
+    none is missing). Records nothing: the caller records the decision's event."""
+    spec = copy.deepcopy(row.spec)
+    stored = next(p for p in spec["pools"] if p["name"] == pool_name)
+    rows = [r for r in node_rows(session, row.id) if r.pool == pool_name]
+    upper = int(stored.get("max") or stored["count"])
+    room = max(0, upper - len(rows))
+    allowance = _allowance(session, tenant)
+    limit = (allowance.node_limit if allowance is not None else 0) - nodes_held(session, tenant)
+    fleet = _Fleet.load(session, default_backend)
+    avoid = set(avoid)
+    matches = _matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
+    free = [n for n in fleet.free(ClusterKind(row.kind), matches) if n.name not in avoid]
+    want = min(count, room)
+    take = min(want, max(0, limit), len(free))
+    why = ""
+    if take < want:
+        why = (
+            f"tenant {tenant.name}'s node limit leaves room for {max(0, limit)}"
+            if limit < min(want, len(free))
+            else f"{len(free)} free node(s) match the pool"
+        )
+    if take <= 0:
+        return [], want, why
+    held = [r for r in rows if not r.releasing]
+    pool = NodePoolSpec(pool_name, len(held) + take, int(stored.get("min", 0)), upper,
+                        stored.get("flavor") or "", stored.get("gpuModel") or "")  # fmt: skip
+    hosts = [fleet.nodes[r.node] for r in held if r.node in fleet.nodes]
+    plan = plan_pool(pool, hosts, free, fleet.busy, len(hosts) + take, "count")
+    carve(session, row, tenant.name, pool_name, plan.carve, now)
+    stored["count"] = len(held) + len(plan.carve)
+    row.spec = spec
+    bump_version(session, FLEET_VERSION)
+    return list(plan.carve), want - len(plan.carve), why
+
+
+def release_pool_nodes(
+    session: Session, row: ClusterRow, pool_name: str, names: Iterable[str], now: float
+) -> list[str]:
+    """The autoscaler's scale-in, on the caller's transaction: ``names`` of pool
+    ``pool_name`` that are still held (and not leaving) are marked to be drained and given
+    back, never taking the pool below its min. Returns those marked."""
+    spec = copy.deepcopy(row.spec)
+    stored = next(p for p in spec["pools"] if p["name"] == pool_name)
+    held = [r for r in node_rows(session, row.id) if r.pool == pool_name and not r.releasing]
+    spare = len(held) - int(stored.get("min", 0))
+    wanted = set(names)
+    going = [r for r in held if r.node in wanted][: max(0, spare)]
+    if not going:
+        return []
+    leaving = mark_releasing(session, going, now)
+    stored["count"] = len(held) - len(leaving)
+    row.spec = spec
+    bump_version(session, FLEET_VERSION)
+    return leaving
+
+
 def delete_cluster(
     session: Session, tenant: Tenant, name: str, force: bool, now: float
 ) -> ClusterRow:

@@ -80,6 +80,8 @@ from gpuaas.service.jobs import serialized_writes, stored_reason, transition, wo
 from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
+from gpuaas.service.telemetry_feed import TelemetryFeed
+from gpuaas.service.utilisation import Utilisation
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
@@ -318,6 +320,7 @@ class Reconciler:
         telemetry: Telemetry | None = None,
         backend: Backend | None = None,
         backends: Iterable[Backend] = (),
+        utilisation: Utilisation | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -345,6 +348,10 @@ class Reconciler:
         self._thread: threading.Thread | None = None
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
+        #: GPU utilisation windows (docs/telemetry.md), fed every telemetry_interval
+        self.utilisation = utilisation or Utilisation.of(settings)
+        self._telemetry_feed = TelemetryFeed(self.utilisation, settings,
+                                             self.telemetry.dcgm_scrapes_counted)  # fmt: skip
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -378,6 +385,7 @@ class Reconciler:
     def stop(self) -> None:
         self._stop.set()
         self.clusters.stop()
+        self._telemetry_feed.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
@@ -455,6 +463,21 @@ class Reconciler:
         for name, job in launches:
             self._runs_on[job.id] = name
             self.driver(name).launch(job)  # it starts at the backend's next poll
+        if self.engine is not None and self._telemetry_feed.due(now):
+            self._feed_telemetry(now)
+
+    def _feed_telemetry(self, now: float) -> None:
+        """The utilisation windows: the fleet, who holds what, the backends' samples."""
+        assert self.engine is not None
+        if self.engine.pool is None:
+            return
+        default = self.backends.default
+        held = ((t.id, t.tenant, t.spec, t.placement) for t in self.jobs.values()
+                if t.state in ACTIVE and t.placement)  # fmt: skip
+        self._telemetry_feed.step(
+            now, (id(self.engine), self._versions), self.engine.pool.nodes,
+            lambda n: self.backends.get(backend_of_node(n, default)), held, self._node,
+        )  # fmt: skip
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine

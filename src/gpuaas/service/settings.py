@@ -42,6 +42,12 @@ class Settings:
     is offered when server and clients are set; ``GPUAAS_NFS_*``); ``kube_storage_classes`` the
     Kubernetes StorageClasses offered as classes of PVC volumes (``GPUAAS_KUBE_STORAGE_CLASSES``,
     comma-separated).
+
+    Telemetry (docs/telemetry.md): ``telemetry_window`` the rolling window's length in seconds
+    (``GPUAAS_TELEMETRY_WINDOW``), ``telemetry_stale_after`` after how many seconds without a
+    sample a window reads unknown, ``telemetry_interval`` how often the reconciler feeds it,
+    ``telemetry_scrape_interval`` / ``telemetry_scrape_timeout`` how often and how patiently
+    the nodes' dcgm-exporters are scraped.
     """
 
     db_url: str | None = None
@@ -145,6 +151,13 @@ class Settings:
             c.strip() for c in (_env("GPUAAS_KUBE_STORAGE_CLASSES") or "").split(",") if c.strip()
         )
     )
+    telemetry_window: float = field(
+        default_factory=lambda: float(_env("GPUAAS_TELEMETRY_WINDOW") or 300.0)
+    )
+    telemetry_stale_after: float = 60.0
+    telemetry_interval: float = 5.0
+    telemetry_scrape_interval: float = 15.0
+    telemetry_scrape_timeout: float = 5.0
 
     @property
     def logs_dir(self) -> Path:

@@ -68,6 +68,17 @@ class Telemetry:
             registry=self.registry,
         )
 
+        self.dcgm_scrapes = Counter(
+            "gpuaas_dcgm_scrapes",
+            "Scrapes of the nodes' dcgm-exporters by outcome (ok, partial, failed, unreadable); "
+            "which node and why: GET /v1/nodes/{node}/utilization (docs/telemetry.md)",
+            ["outcome"],
+            registry=self.registry,
+        )
+
+    def dcgm_scrapes_counted(self, outcome: str) -> None:
+        self.dcgm_scrapes.labels(outcome).inc()
+
     def source(self) -> CollectorRegistry:
         """What ``/metrics`` shows: this registry, or in multiprocess mode (``gpuaas serve``, where
         the reconciler is a process of its own) the sum over every process's metric files."""

@@ -200,6 +200,23 @@ class ReplicaAutoscale(Strict):
                               tuple(self.clusters), self.cooldownSeconds)  # fmt: skip
 
 
+class UtilizationProfile(Strict):
+    """How busy the job keeps its devices, for the simulated fleet's telemetry
+    (docs/telemetry.md): ``gpu`` and ``memory`` in percent of each device, and optionally a
+    load that varies by ``amplitude`` percent around ``gpu`` over ``period`` seconds."""
+
+    gpu: float = Field(ge=0, le=100)
+    memory: float = Field(default=50.0, ge=0, le=100)
+    amplitude: float = Field(default=0.0, ge=0, le=100)
+    period: float | None = Field(default=None, gt=0, le=7 * 86400)
+
+    @model_validator(mode="after")
+    def _varies(self) -> UtilizationProfile:
+        if self.amplitude > 0 and self.period is None:
+            raise ValueError("period: a load that varies (amplitude > 0) needs a period")
+        return self
+
+
 class JobSpec(Strict):
     """What a user submits; see the contract's example."""
 
@@ -222,6 +239,8 @@ class JobSpec(Strict):
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=32)
     #: inference only: scale the replicas on GPU utilisation
     autoscale: ReplicaAutoscale | None = None
+    #: the load it puts on its devices, as the simulated fleet's telemetry reads it
+    utilization: UtilizationProfile | None = None
 
     @field_validator("name")
     @classmethod
