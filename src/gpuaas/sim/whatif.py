@@ -165,6 +165,7 @@ class WhatIfConfig:
     until: float | None = None
     seed: int = 0
     policy: str = "gpuaas"
+    audit: bool = False  # check the fleet's partition after every control-loop pass (tests)
 
     def check(self) -> None:
         if not self.clusters:
@@ -590,7 +591,13 @@ class WhatIf:
                 for r in sorted(self.pool_nodes)
                 if not self.nodes[r].leaving
             ]
-            reclaimed = [self.by_name[name].rank for name in self.reclaim(views, rest, matches)]
+            signalled = [
+                k
+                for k, s in enumerate(self.spots)
+                if s.status == RUNNING and s.signalled is not None
+            ]
+            chosen = self.reclaim(views, rest, matches, signalled)
+            reclaimed = [self.by_name[name].rank for name in chosen]
         self.unmet += count - len(take) - len(reclaimed)
         added = take + reclaimed
         if not added:
@@ -798,6 +805,43 @@ class WhatIf:
                         (r, -1, self.now, False, node.moves),
                     )
 
+    def audit(self) -> None:
+        """Check the partition of the fleet (raises :class:`AssertionError`): every node is in
+        exactly one place (free, one cluster, the pool; a pool node being reclaimed is counted
+        by its cluster but cordoned in the pool and not schedulable there), each scheduler holds exactly the
+        ready nodes of its place, and no cluster holds more than its max. Tests call it after
+        every control-loop pass (``WhatIfConfig.audit``)."""
+        seen: dict[int, str] = {}
+        for k, c in enumerate(self.clusters):
+            for r in c.nodes:
+                assert r not in seen, f"node {r} in cluster {k} and {seen[r]}"
+                seen[r] = f"cluster {k}"
+                assert self.nodes[r].cluster == k
+            assert len(c.nodes) <= c.setup.max_nodes or self.max_exceeded > 0
+            ready = {
+                self.nodes[r].node.name
+                for r in c.nodes
+                if self.nodes[r].where == CLUSTER and self.nodes[r].ready
+            }
+            names = set(c.sched.snapshot.names) - {""}
+            assert names == ready, f"cluster {k} schedules {names ^ ready} wrongly"
+        for r in self.pool_nodes:
+            node = self.nodes[r]
+            assert node.where == POOL
+            # a reclaimed node is the cluster's (counted against its max) from the decision,
+            # but schedulable there only once it has left the pool: cordoned here meanwhile
+            assert r not in seen or node.leaving, f"node {r} in the pool and {seen.get(r)}"
+            seen[r] = "pool"
+        if self.pool_sched is not None:
+            names = set(self.pool_sched.snapshot.names) - {""}
+            ready = {self.nodes[r].node.name for r in self.pool_nodes if self.nodes[r].ready}
+            assert names == ready, f"the pool schedules {names ^ ready} wrongly"
+        for node in self.nodes:
+            if node.rank not in seen:
+                assert node.where == FREE, f"node {node.rank} is in no place but not free"
+        assert self.held_gpus == sum(self.nodes[r].gpus for c in self.clusters for r in c.nodes)
+        assert self.pool_gpus == sum(self.nodes[r].gpus for r in self.pool_nodes)
+
     def _ready(self, r: int, k: int, decided: float, from_pool: bool, moves: int) -> None:
         node = self.nodes[r]
         if node.moves != moves:  # it moved again before it was ready
@@ -893,6 +937,8 @@ class WhatIf:
                 _, kind, _, payload = heapq.heappop(self.heap)
                 if kind == _TICK:
                     self._tick()
+                    if cfg.audit:
+                        self.audit()
                     self._push(t + cfg.tick, _TICK, None)
                 else:
                     self._handle(kind, payload)
