@@ -348,7 +348,10 @@ class WhatIf:
         self.template = nodes[0]
         self.gpus_per_node = len(self.template.gpus)
         self.fleet_gpus = sum(n.gpus for n in self.nodes)
+        # one stream for the tenants' placements, another for the spot buyers: the tenants'
+        # side of a run with a pool draws exactly what it draws without one
         self.rng = np.random.default_rng(config.seed)
+        self.spot_rng = np.random.default_rng([config.seed, 1])
         tenants = {c.tenant: k for k, c in enumerate(config.clusters)}
         self.jobs = sorted((j for j in jobs if j.tenant in tenants), key=lambda j: j.submit)
         unknown = {j.tenant for j in jobs} - set(tenants)
@@ -356,9 +359,9 @@ class WhatIf:
             raise InvalidValue("trace", f"jobs of tenants without a cluster: {sorted(unknown)}")
         self.clusters: list[_Cluster] = []
         for c in config.clusters:
-            sched = self._scheduler()
+            sched = self._scheduler(self.rng)
             self.clusters.append(_Cluster(c, f"{c.tenant}.{c.tenant}", sched))
-        self.pool_sched = self._scheduler() if config.pool is not None else None
+        self.pool_sched = self._scheduler(self.spot_rng) if config.pool is not None else None
         self.pool_nodes: set[int] = set()
         n = len(self.jobs)
         self.job_cluster = [tenants[j.tenant] for j in self.jobs]
@@ -412,9 +415,9 @@ class WhatIf:
         self.ticks = 0
         self.dirty: set[int] = set()  # clusters to cycle (-1: the pool)
 
-    def _scheduler(self) -> FleetScheduler:
+    def _scheduler(self, rng: np.random.Generator) -> FleetScheduler:
         policy = make_policy(self.config.policy, seed=self.config.seed)
-        return FleetScheduler([], policy, QueuePolicy.DEFAULT, rng=self.rng)
+        return FleetScheduler([], policy, QueuePolicy.DEFAULT, rng=rng)
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, payload: object) -> None:
@@ -508,10 +511,10 @@ class WhatIf:
     def _new_spot(self) -> None:
         d = self.config.spot
         w = np.asarray(d.weights, dtype=float)
-        nodes = int(self.rng.choice(np.asarray(d.nodes), p=w / w.sum()))
+        nodes = int(self.spot_rng.choice(np.asarray(d.nodes), p=w / w.sum()))
         k = len(self.spots)
         name = f"spot-{k:07d}"
-        spot = _Spot(name, nodes, float(self.rng.exponential(d.mean_seconds)) + 1.0)
+        spot = _Spot(name, nodes, float(self.spot_rng.exponential(d.mean_seconds)) + 1.0)
         self.spots.append(spot)
         self.spot_index[name] = k
         pod = _gpu_pod(self.gpus_per_node)
@@ -808,9 +811,9 @@ class WhatIf:
     def audit(self) -> None:
         """Check the partition of the fleet (raises :class:`AssertionError`): every node is in
         exactly one place (free, one cluster, the pool; a pool node being reclaimed is counted
-        by its cluster but cordoned in the pool and not schedulable there), each scheduler holds exactly the
-        ready nodes of its place, and no cluster holds more than its max. Tests call it after
-        every control-loop pass (``WhatIfConfig.audit``)."""
+        by its cluster but cordoned in the pool and not schedulable there), each scheduler
+        holds exactly the ready nodes of its place, and no cluster holds more than its max.
+        Tests call it after every control-loop pass (``WhatIfConfig.audit``)."""
         seen: dict[int, str] = {}
         for k, c in enumerate(self.clusters):
             for r in c.nodes:
@@ -904,7 +907,7 @@ class WhatIf:
         spot_times: list[float] = []
         if cfg.pool is not None and cfg.spot.mode == "rate":
             rate = cfg.spot.per_hour / 3600.0
-            gaps = self.rng.exponential(1 / rate, size=int(rate * (end - start) * 1.5) + 16)
+            gaps = self.spot_rng.exponential(1 / rate, size=int(rate * (end - start) * 1.5) + 16)
             spot_times = [float(x) for x in start + np.cumsum(gaps) if x + start < end]
         self._push(start, _TICK, None)
         jobs, n_jobs, nxt, ns = self.jobs, len(self.jobs), 0, 0
