@@ -4,6 +4,7 @@ several queue policies / placement policies / traces and shows them side by side
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -412,6 +413,7 @@ def _whatif_jobs(trace: str, tenants: int, gpus: int, opts: dict[str, Any]) -> l
             days=opts["days"],
             peak_to_trough=opts["peak_to_trough"],
             peak_load=opts["peak_load"],
+            peak_hour=opts["peak_hour"],
             tenants=tenants,
             sizes=itp_sizes(sizes[4:]) if sizes.startswith("itp:") else DiurnalSpec(1).sizes,
             max_job_gpus=opts["max_job_gpus"],
@@ -466,7 +468,8 @@ def whatif_cmd(
     tenants: int = typer.Option(4, "--tenants", help="tenants, one autoscaling cluster each"),
     days: float = typer.Option(7.0, "--days", help="simulated days (a trace: from its start)"),
     peak_to_trough: float = typer.Option(10.0, "--peak-to-trough", help="diurnal load swing"),
-    peak_load: float = typer.Option(0.85, "--peak-load", help="diurnal: peak load / fleet GPUs"),
+    peak_load: float = typer.Option(0.7, "--peak-load", help="diurnal: peak load / fleet GPUs"),
+    peak_hour: float = typer.Option(14.0, "--peak-hour", help="diurnal: hour of the peak, 0-24"),
     sizes: str = typer.Option(
         "default", "--sizes", help="diurnal job sizes: default or itp:PATH (that trace's)"
     ),
@@ -511,13 +514,18 @@ def whatif_cmd(
             "days": days,
             "peak_to_trough": peak_to_trough,
             "peak_load": peak_load,
+            "peak_hour": peak_hour,
             "sizes": sizes,
             "max_job_gpus": top * 8,
             "duration_median": parse_seconds(duration_median, "--duration-median"),
             "seed": seed,
         }
         jobs = _whatif_jobs(trace, tenants, gpus, opts)
-        names = sorted({j.tenant for j in jobs})
+        names = (
+            sorted({j.tenant for j in jobs})
+            if trace.startswith("gen:")
+            else [f"t{k}" for k in range(tenants)]
+        )
         spec = AutoscaleSpec(
             target_percent=target,
             scale_in_below_percent=scale_in_below,
@@ -564,7 +572,7 @@ def whatif_cmd(
         "tenants": len(names),
         "days": days,
         "jobs": len(jobs),
-        "peak_to_trough_measured": measured_ratio(jobs, days),
+        "peak_to_trough_measured": _finite(measured_ratio(jobs, days)),
         "cluster_min": cluster_min,
         "cluster_max": top,
         "policy": name,
@@ -576,11 +584,16 @@ def whatif_cmd(
     _whatif_table(out)
 
 
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
 def _whatif_table(out: dict[str, Any]) -> None:
     i = out["inputs"]
+    ratio = i["peak_to_trough_measured"]
     title = (
         f"what-if: {i['trace']}, {i['gpus']} GPUs, {i['tenants']} tenants, {i['days']:g} days, "
-        f"{i['jobs']} jobs, load peak-to-trough {i['peak_to_trough_measured']:.1f}:1"
+        f"{i['jobs']} jobs" + (f", load peak-to-trough {ratio:.1f}:1" if ratio is not None else "")
     )
     table = Table(title=title)
     for col in (

@@ -60,7 +60,7 @@ class DiurnalSpec:
     gpus: int
     days: float = 7.0
     peak_to_trough: float = 10.0
-    peak_load: float = 0.85
+    peak_load: float = 0.7
     peak_hour: float = 14.0
     tenants: int = 4
     phase_hours: tuple[float, ...] = ()
@@ -222,8 +222,11 @@ def load_profile(jobs: Sequence[SimJob], bucket: float = 3600.0) -> np.ndarray:
 
 def peak_to_trough(jobs: Sequence[SimJob], days: float) -> float:
     """The offered load's peak-to-trough: the hour of the day with the most load over the one
-    with the least, each averaged over the days after the first (the first starts empty)."""
+    with the least, each averaged over the days after the first (the first starts empty); NaN
+    for less than a day."""
     prof = load_profile(jobs)
+    if len(prof) < 24:
+        return math.nan  # less than a day: no day to compare hours within
     whole = int(days)
     if whole < 2 or len(prof) < whole * 24:
         hours = prof[: max(24, len(prof) // 24 * 24)]
