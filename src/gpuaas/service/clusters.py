@@ -414,7 +414,9 @@ def busy_nodes(session: Session) -> set[str]:
     return busy
 
 
-def _matcher(session: Session, flavor: str, gpu_model: str) -> Any:
+def matcher(session: Session, flavor: str, gpu_model: str) -> Any:
+    """Whether a node is of the pool drawn from ResourceFlavor ``flavor`` (its nodeLabels) or
+    of GPU model ``gpu_model``."""
     if flavor:
         row = gv.find_object(session, gv.FLAVOR, flavor)
         labels = dict(((row.document if row else {}).get("spec") or {}).get("nodeLabels") or {})
@@ -700,7 +702,7 @@ def create_cluster(
         pools.append(pool)
     _check_limit(session, tenant, allowance, sum(p.count for p in pools), "pools")
     fleet = _Fleet.load(session, default_backend)
-    matchers = [_matcher(session, p.flavor, p.gpu_model) for p in pools]
+    matchers = [matcher(session, p.flavor, p.gpu_model) for p in pools]
     plans = []
     for i, (pool, matches) in enumerate(zip(pools, matchers, strict=True)):
         free = fleet.free(body.kind, matches)
@@ -772,7 +774,7 @@ def scale_cluster(
                             stored.get("gpuModel") or "")  # fmt: skip
         held_rows = [r for r in rows if r.pool == change.name and not r.releasing]
         held = [fleet.nodes[r.node] for r in held_rows if r.node in fleet.nodes]
-        matches = _matcher(session, pool.flavor, pool.gpu_model)
+        matches = matcher(session, pool.flavor, pool.gpu_model)
         free = fleet.free(kind, matches) if change.count > len(held) else []
         try:
             plan = plan_pool(pool, held, free, fleet.busy, change.count, f"{where}.count")
@@ -831,7 +833,7 @@ def grow_pool(
     limit = (allowance.node_limit if allowance is not None else 0) - nodes_held(session, tenant)
     fleet = _Fleet.load(session, default_backend)
     avoid = set(avoid)
-    matches = _matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
+    matches = matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
     free = [n for n in fleet.free(ClusterKind(row.kind), matches) if n.name not in avoid]
     want = min(count, room)
     take = min(want, max(0, limit), len(free))
