@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpuaas.engine.admission.nodes import pod_request
@@ -71,7 +71,10 @@ from gpuaas.model.telemetry import UtilisationReader
 from gpuaas.model.workload import PodSet, Workload
 from gpuaas.service.cluster_names import label_value, local_queue_name
 from gpuaas.service.clusters import (
+    SCALE_IN_CODES,
+    SCALE_OUT_CODES,
     grow_pool,
+    last_event_at,
     matcher,
     node_rows,
     record,
@@ -85,13 +88,6 @@ from gpuaas.store.db import Database
 from gpuaas.store.tables import ClusterEvent, ClusterRow, Job, NodeRow, Tenant
 
 log = logging.getLogger("gpuaas.autoscaler")
-
-#: The autoscaler's event codes that grow a pool / shrink one (cooldowns read their times).
-SCALE_OUT_CODES = (Code.SCALED_OUT_PENDING, Code.SCALED_OUT_UTILIZATION, Code.SCALED_OUT_TO_MIN)
-SCALE_IN_CODES = (Code.SCALED_IN_UNNEEDED,)
-#: Every code the autoscaler records (the cluster view shows its last ones).
-AUTOSCALER_CODES = (*SCALE_OUT_CODES, *SCALE_IN_CODES, Code.SCALE_OUT_AT_MAX,
-                    Code.SCALE_OUT_SHORT)  # fmt: skip
 
 
 class Reclaimer(Protocol):
@@ -410,15 +406,10 @@ def _pending(session: Session, row: ClusterRow, pools: list[PoolView]) -> tuple[
 
 
 def _last_scales(session: Session, cluster_id: int) -> tuple[float | None, float | None]:
-    def last(codes: Iterable[Code]) -> float | None:
-        return session.scalar(
-            select(func.max(ClusterEvent.at)).where(
-                ClusterEvent.cluster_id == cluster_id,
-                ClusterEvent.reason_code.in_([c.value for c in codes]),
-            )
-        )
-
-    return last(SCALE_OUT_CODES), last(SCALE_IN_CODES)
+    return (
+        last_event_at(session, cluster_id, SCALE_OUT_CODES),
+        last_event_at(session, cluster_id, SCALE_IN_CODES),
+    )
 
 
 def _given_back_within(session: Session, cluster_id: int, since: float) -> set[str]:
@@ -448,18 +439,3 @@ def _record_once(session: Session, row: ClusterRow, why: Reason, now: float) -> 
         if stored is not None and dict(stored.fields) == dict(why.fields):
             return
     record(session, row, ClusterState(row.state), why, now)
-
-
-def autoscale_events(session: Session, cluster_id: int, limit: int = 5) -> list[ClusterEvent]:
-    """The cluster's last ``limit`` autoscaler events, newest first (the cluster view)."""
-    return list(
-        session.scalars(
-            select(ClusterEvent)
-            .where(
-                ClusterEvent.cluster_id == cluster_id,
-                ClusterEvent.reason_code.in_([c.value for c in AUTOSCALER_CODES]),
-            )
-            .order_by(ClusterEvent.id.desc())
-            .limit(limit)
-        )
-    )

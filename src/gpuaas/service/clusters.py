@@ -81,6 +81,8 @@ from gpuaas.service.jobs import cancel_job
 from gpuaas.service.models.clusters import (
     AllowanceIn,
     AllowanceOut,
+    AutoscaleDecisionOut,
+    AutoscaleStatus,
     ClusterEventOut,
     ClusterIn,
     ClusterJobs,
@@ -300,6 +302,61 @@ def cluster_view(session: Session, row: ClusterRow, tenant: str) -> ClusterOut:
         reason=ReasonView(code=row.reason_code, message=row.reason, fields=row.reason_fields or {}),
         createdAt=row.created_at,
         updatedAt=row.updated_at,
+        autoscale=autoscale_status(session, row),
+    )
+
+
+#: The autoscaler's event codes (service/autoscaler.py): those that grow a pool, shrink one,
+#: and all it records.
+SCALE_OUT_CODES = (Code.SCALED_OUT_PENDING, Code.SCALED_OUT_UTILIZATION, Code.SCALED_OUT_TO_MIN)
+SCALE_IN_CODES = (Code.SCALED_IN_UNNEEDED,)
+AUTOSCALER_CODES = (*SCALE_OUT_CODES, *SCALE_IN_CODES, Code.SCALE_OUT_AT_MAX,
+                    Code.SCALE_OUT_SHORT)  # fmt: skip
+
+
+def last_event_at(session: Session, cluster_id: int, codes: Iterable[Code]) -> float | None:
+    """When the cluster last recorded an event of one of ``codes`` (None: never)."""
+    return session.scalar(
+        select(func.max(ClusterEvent.at)).where(
+            ClusterEvent.cluster_id == cluster_id,
+            ClusterEvent.reason_code.in_([c.value for c in codes]),
+        )
+    )
+
+
+def autoscale_status(session: Session, row: ClusterRow, last: int = 5) -> AutoscaleStatus | None:
+    """The autoscaler's settings and its ``last`` decisions (None: not autoscaled)."""
+    spec = autoscale_spec(row.spec.get("autoscale"))
+    if spec is None:
+        return None
+    events = session.scalars(
+        select(ClusterEvent)
+        .where(
+            ClusterEvent.cluster_id == row.id,
+            ClusterEvent.reason_code.in_([c.value for c in AUTOSCALER_CODES]),
+        )
+        .order_by(ClusterEvent.id.desc())
+        .limit(last)
+    )
+    return AutoscaleStatus(
+        targetUtilization=spec.target_percent,
+        scaleInBelow=spec.scale_in_below_percent,
+        unneededSeconds=spec.unneeded_seconds,
+        cooldownSeconds=spec.cooldown_seconds,
+        disruptionBudget=spec.disruption_budget,
+        lastScaleOut=last_event_at(session, row.id, SCALE_OUT_CODES),
+        lastScaleIn=last_event_at(session, row.id, SCALE_IN_CODES),
+        decisions=[
+            AutoscaleDecisionOut(
+                at=e.at,
+                reason=ReasonView(
+                    code=e.reason_code,
+                    message=e.reason,
+                    fields=(e.reason_fields or {}).get("fields") or {},
+                ),
+            )
+            for e in events
+        ],
     )
 
 
