@@ -79,8 +79,8 @@ class World:
         return r.json() if r.content else None
 
     def build(self, nodes: int) -> None:
-        self.ok("POST", "/v1/flavors", json={"name": "h100",
-                                             "spec": {"nodeLabels": {"gpuaas.io/pool": "h100"}}})  # fmt: skip
+        flavor = {"name": "h100", "spec": {"nodeLabels": {"gpuaas.io/pool": "h100"}}}
+        self.ok("POST", "/v1/flavors", json=flavor)
         fleet = [node(f"n{i}", f"r{i}") for i in range(1, nodes + 1)]
         self.ok("POST", "/v1/nodes", json={"apiVersion": "gpuaas.io/v1", "kind": "Fleet",
                                            "nodes": fleet})  # fmt: skip
