@@ -37,7 +37,10 @@ tests call :meth:`Autoscaler.step`), one step:
    its fields); a ``ScaleOutAtMax`` or ``ScaleOutShort`` is recorded when it differs from
    the cluster's last event, not every step. When too few free nodes match a scale-out, the
    idle pool is asked to give some back (``reclaim``, when one is given); what is still
-   missing is a ``ScaleOutShort`` event with the pool and the count missing.
+   missing is a ``ScaleOutShort`` event with the pool and the count missing. The idle pool
+   (:func:`gpuaas.service.idle_pool.reclaim_for`) is asked only for what its reclaims already
+   in flight for this pool do not cover; the nodes it frees after the pool jobs' grace period
+   are carved by a later step, since the jobs still wait.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ from gpuaas.service.clusters import (
     SCALE_IN_CODES,
     SCALE_OUT_CODES,
     grow_pool,
+    hosts_of,
     last_event_at,
     matcher,
     node_rows,
@@ -81,29 +85,45 @@ from gpuaas.service.clusters import (
     release_pool_nodes,
 )
 from gpuaas.service.fleet import FLEET_VERSION, nodes_from_rows, take_turn_on
+from gpuaas.service.idle_pool import reclaim_for
 from gpuaas.service.jobs import serialized_writes, workload_of
 from gpuaas.service.models.clusters import autoscale_spec
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
-from gpuaas.store.tables import ClusterEvent, ClusterRow, Job, NodeRow, Tenant
+from gpuaas.store.tables import (
+    ClusterEvent,
+    ClusterNodeRow,
+    ClusterRow,
+    IdlePoolReclaim,
+    Job,
+    NodeRow,
+    Tenant,
+)
 
 log = logging.getLogger("gpuaas.autoscaler")
 
 
 class Reclaimer(Protocol):
-    """The idle pool's side of a scale-out short of free nodes: give back up to ``count``
-    pool nodes that ``matches`` accepts, returning how many will be free (now or after the
-    pool jobs' grace period)."""
+    """The idle pool's give-back (:func:`gpuaas.service.idle_pool.reclaim_for`): up to
+    ``count`` pool nodes that ``matches`` (a node name) accepts start being reclaimed, in the
+    caller's transaction, for ``demand``; returns their names (free once the pool jobs' grace
+    period is over)."""
 
     def __call__(
-        self, session: Session, count: int, matches: Callable[[Node], bool], now: float
-    ) -> int: ...
+        self,
+        session: Session,
+        count: int,
+        matches: Callable[[str], bool],
+        now: float,
+        demand: Mapping[str, Any] | None = None,
+    ) -> list[str]: ...
 
 
 class Autoscaler:
     """See the module docstring. ``utilisation``: the windows the service keeps (any
     :class:`~gpuaas.model.telemetry.UtilisationReader`); ``reclaim``: the idle pool's
-    give-back (None: no pool, a shortfall is only recorded)."""
+    give-back (by default :func:`gpuaas.service.idle_pool.reclaim_for`; None: a shortfall is
+    only recorded)."""
 
     def __init__(
         self,
@@ -112,7 +132,7 @@ class Autoscaler:
         utilisation: UtilisationReader,
         is_leader: Callable[[], bool] = lambda: True,
         interval: float | None = None,
-        reclaim: Reclaimer | None = None,
+        reclaim: Reclaimer | None = reclaim_for,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -304,23 +324,45 @@ class Autoscaler:
                 _record_once(session, row, d.reason, now)
                 return
             avoid = _given_back_within(session, row.id, now - spec.cooldown_seconds)
-            carved, missing, why_short = grow_pool(
+            grown = grow_pool(
                 session, row, tenant, d.pool, d.count, now, self.settings.backend, avoid
             )
-            if missing and self.reclaim is not None:
-                stored = next(p for p in row.spec["pools"] if p["name"] == d.pool)
-                matches = matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
-                coming = self.reclaim(session, missing, matches, now)
-                if coming:
-                    why_short += f"; the idle pool gives back {coming} (after its grace period)"
-                    missing = max(0, missing - coming)
-            if carved:
-                why = d.reason.with_fields(count=len(carved), nodes=sorted(carved))
+            if grown.carved:
+                why = d.reason.with_fields(count=len(grown.carved), nodes=sorted(grown.carved))
                 record(session, row, ClusterState.SCALING, why, now)
-            if missing:
-                short = reason(Code.SCALE_OUT_SHORT, pool=d.pool, missing=missing,
-                               detail=why_short)  # fmt: skip
-                _record_once(session, row, short, now)
+            if grown.missing:
+                self._short(session, row, d, grown.missing, grown.why, grown.fleet_short, now)
+
+    def _short(
+        self,
+        session: Session,
+        row: ClusterRow,
+        d: Decision,
+        missing: int,
+        why: str,
+        fleet_short: bool,
+        now: float,
+    ) -> None:
+        """Too few free nodes for a scale-out: what the idle pool is already giving back for
+        this pool counts, the idle pool is asked for the rest, and the shortfall is an event
+        (once) naming what is coming back."""
+        demand = {"by": "autoscaler", "cluster": d.cluster, "pool": d.pool}
+        coming = sum(1 for r in session.scalars(select(IdlePoolReclaim)) if r.demand == demand)
+        asked: list[str] = []
+        if fleet_short and missing > coming and self.reclaim is not None:
+            stored = next(p for p in row.spec["pools"] if p["name"] == d.pool)
+            matches = matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
+            hosts = hosts_of(session, (r.node for r in session.scalars(select(ClusterNodeRow))))
+            asked = self.reclaim(
+                session, missing - coming, lambda n: n in hosts and matches(hosts[n]), now, demand
+            )
+        if asked or coming:
+            why += (
+                f"; {len(asked) + coming} node(s) being reclaimed from the idle pool, free "
+                "after its grace period"
+            )
+        short = reason(Code.SCALE_OUT_SHORT, pool=d.pool, missing=missing, detail=why)
+        _record_once(session, row, short, now)
 
 
 # --- reading the database ------------------------------------------------------------------

@@ -105,6 +105,12 @@ from gpuaas.store.tables import (
     Tenant,
 )
 
+#: Why a tenant's clusters API neither creates nor changes the idle pool.
+IDLE_POOL_IS_THE_PROVIDERS = (
+    "the idle-capacity pool is the provider's: registered, changed and removed through "
+    "/v1/idle-pools (gpuaas pool ...) by a provider-admin, never as a tenant's cluster"
+)
+
 #: Clusters whose worker has something to do.
 UNSETTLED = (ClusterState.PROVISIONING, ClusterState.SCALING, ClusterState.DELETING)
 
@@ -731,6 +737,8 @@ def create_cluster(
     gv.check_name("name", body.name, label=True)
     if len(label_value(tenant.name, body.name)) > 63:
         raise invalid("name", "tenant name + '.' + cluster name must fit 63 characters")
+    if body.idlePool is not None:  # the provider's, registered through /v1/idle-pools
+        raise invalid("idlePool", IDLE_POOL_IS_THE_PROVIDERS)
     _check_kind(body, available)
     for part in (body.autoscale, body.idlePool):
         if part is not None:
@@ -808,6 +816,8 @@ def scale_cluster(
     row = get_cluster(session, tenant, name)
     if row.state == ClusterState.DELETING:
         raise conflict(f"cluster {name} is being deleted", "name")
+    if row.spec.get("idlePool") is not None:
+        raise invalid("name", f"cluster {name} is the idle pool: {IDLE_POOL_IS_THE_PROVIDERS}")
     spec = copy.deepcopy(row.spec)
     by_name = {p["name"]: p for p in spec["pools"]}
     allowance = _allowance(session, tenant)
@@ -863,6 +873,18 @@ def scale_cluster(
     return row
 
 
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """What :func:`grow_pool` did: the nodes ``carved``, how many asked for are ``missing``
+    and ``why``; ``fleet_short``: they are missing for want of free nodes (the idle pool may
+    give some back), not for the tenant's node limit."""
+
+    carved: list[str]
+    missing: int
+    why: str
+    fleet_short: bool
+
+
 def grow_pool(
     session: Session,
     row: ClusterRow,
@@ -872,15 +894,14 @@ def grow_pool(
     now: float,
     default_backend: str,
     avoid: Iterable[str] = (),
-) -> tuple[list[str], int, str]:
+) -> Growth:
     """The autoscaler's scale-out, on the caller's transaction (which holds the fleet's
     turn, :func:`take_turn_on`): up to ``count`` more nodes carved into pool ``pool_name``,
     chosen as :func:`scale_cluster` chooses them, held to the pool's max counting the nodes
     still leaving it (the hard limit, checked here on the state the transaction sees, so two
     loops or a concurrent manual scale cannot both pass it) and to the tenant's node limit;
     ``avoid``: free nodes not to take (given back by this cluster within its cooldown).
-    Returns the nodes carved, how many of ``count`` could not be, and why not ("" when
-    none is missing). Records nothing: the caller records the decision's event."""
+    Records nothing: the caller records the decision's event."""
     spec = copy.deepcopy(row.spec)
     stored = next(p for p in spec["pools"] if p["name"] == pool_name)
     rows = [r for r in node_rows(session, row.id) if r.pool == pool_name]
@@ -894,15 +915,16 @@ def grow_pool(
     free = [n for n in fleet.free(ClusterKind(row.kind), matches) if n.name not in avoid]
     want = min(count, room)
     take = min(want, max(0, limit), len(free))
+    by_limit = limit < min(want, len(free))
     why = ""
     if take < want:
         why = (
             f"tenant {tenant.name}'s node limit leaves room for {max(0, limit)}"
-            if limit < min(want, len(free))
+            if by_limit
             else f"{len(free)} free node(s) match the pool"
         )
     if take <= 0:
-        return [], want, why
+        return Growth([], want, why, fleet_short=not by_limit)
     held = [r for r in rows if not r.releasing]
     pool = NodePoolSpec(pool_name, len(held) + take, int(stored.get("min", 0)), upper,
                         stored.get("flavor") or "", stored.get("gpuModel") or "")  # fmt: skip
@@ -912,7 +934,8 @@ def grow_pool(
     stored["count"] = len(held) + len(plan.carve)
     row.spec = spec
     bump_version(session, FLEET_VERSION)
-    return list(plan.carve), want - len(plan.carve), why
+    missing = want - len(plan.carve)
+    return Growth(list(plan.carve), missing, why, fleet_short=bool(missing) and not by_limit)
 
 
 def release_pool_nodes(
