@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from fixed_readings import Readings
 from sqlalchemy import select
 
 from conftest import ADMIN_TOKEN, Api, make_settings
-from gpuaas.model.telemetry import UtilSummary
 from gpuaas.service.app import create_app
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.reconciler import Reconciler
@@ -37,31 +37,6 @@ def node(name: str, rack: str) -> dict[str, Any]:
         "labels": {"gpuaas.io/pool": "h100"},
         "topology": {"rack": rack},
     }
-
-
-class Readings:
-    """A small in-memory UtilisationReader: each node reads what ``level`` says (None:
-    no telemetry)."""
-
-    def __init__(self) -> None:
-        self.level: dict[str, float | None] = {}
-
-    def _summary(self, value: float | None) -> UtilSummary | None:
-        if value is None:
-            return None
-        return UtilSummary(value, value, 30, 300.0, time.time())
-
-    def device(self, node: str, device: str) -> UtilSummary | None:
-        return self._summary(self.level.get(node))
-
-    def node(self, node: str) -> UtilSummary | None:
-        return self._summary(self.level.get(node))
-
-    def job(self, job_id: int) -> UtilSummary | None:
-        return None
-
-    def cluster(self, key: str) -> UtilSummary | None:
-        return None
 
 
 class World:

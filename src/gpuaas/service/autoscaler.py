@@ -46,8 +46,6 @@ tests call :meth:`Autoscaler.step`), one step:
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -87,6 +85,7 @@ from gpuaas.service.clusters import (
 from gpuaas.service.fleet import FLEET_VERSION, nodes_from_rows, take_turn_on
 from gpuaas.service.idle_pool import reclaim_for
 from gpuaas.service.jobs import serialized_writes, workload_of
+from gpuaas.service.leader_loop import LeaderLoop
 from gpuaas.service.models.clusters import autoscale_spec
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
@@ -142,31 +141,16 @@ class Autoscaler:
         self.reclaim = reclaim
         #: node -> since when it has been unneeded (see the module docstring)
         self.unneeded: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = LeaderLoop("gpuaas-autoscaler", lambda: self.interval,
+                                lambda: self.is_leader(), self.step, log)  # fmt: skip
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="gpuaas-autoscaler", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            if self.is_leader():
-                try:
-                    self.step(time.time())
-                except Exception:
-                    log.exception("autoscaler step failed; it is tried again")
+        self._loop.stop()
 
     # --- one step -------------------------------------------------------------------------
 

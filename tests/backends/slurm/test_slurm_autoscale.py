@@ -12,13 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fixed_readings import Readings
 from slurm_cluster import Cluster
 from slurm_world import backend, build, job, settings, spec, submit
 
 from gpuaas.backends.provisioners.slurm import SlurmProvisioner, partition_name
 from gpuaas.backends.slurm.cli import SlurmCli
 from gpuaas.model.cluster import ClusterKind
-from gpuaas.model.telemetry import UtilSummary
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.clusters import create_cluster, set_allowance
 from gpuaas.service.jobs import cancel_job
@@ -30,29 +30,6 @@ from gpuaas.store.tables import ClusterEvent, ClusterRow, Job, Tenant
 
 PARTITION = partition_name("acme", "elastic")
 SLEEP = ["sleep", "600"]
-
-
-class Readings:
-    """An in-memory UtilisationReader: what ``level`` says per node (None: nothing known)."""
-
-    def __init__(self) -> None:
-        self.level: dict[str, float] = {}
-
-    def _of(self, key: str) -> UtilSummary | None:
-        value = self.level.get(key)
-        return None if value is None else UtilSummary(value, value, 30, 300.0, time.time())
-
-    def device(self, node: str, device: str) -> UtilSummary | None:
-        return self._of(node)
-
-    def node(self, node: str) -> UtilSummary | None:
-        return self._of(node)
-
-    def job(self, job_id: int) -> UtilSummary | None:
-        return None
-
-    def cluster(self, key: str) -> UtilSummary | None:
-        return None
 
 
 @pytest.fixture
