@@ -266,7 +266,7 @@ def test_bad_autoscale_input_is_refused_naming_the_field(world: World) -> None:
         assert r.status_code == 422, r.text
         assert field in r.text, (field, r.text)
 
-    refused({"min": 3, "max": 2}, {}, "pools[0].count")
+    refused({"min": 3, "max": 2}, {}, "pools[0].min")
     refused({}, {"targetUtilization": 120}, "targetUtilization")
     refused({}, {"targetUtilization": 0}, "targetUtilization")
     refused({}, {"scaleInBelow": 80}, "scaleInBelow")

@@ -760,6 +760,8 @@ def create_cluster(
         gv.check_name(f"pools[{i}].name", p.name, label=True)
         _pool_allowed(allowance, p, f"pools[{i}]")
         pool = NodePoolSpec(p.name, p.count, p.min, p.max, p.flavor or "", p.gpuModel or "")
+        if p.max and p.min > p.max:
+            raise invalid(f"pools[{i}].min", f"{p.min} is above the pool's max of {p.max}")
         try:
             check_count(pool, p.count, f"pools[{i}].count")
         except CarvingError as exc:
