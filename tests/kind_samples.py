@@ -129,6 +129,12 @@ SAMPLES: dict[tuple[str, str], Sample] = {
         {"uri": "s3://datasets/imagenet", "size": "150Gi", "runtime": "juicefs"},
         ("runtime", "juicefs"),
     ),
+    ("IdlePool", "provider"): Sample(
+        "spot",
+        {"owner": "marketplace", "marketplace": "nvcf", "grace_seconds": 45},
+        {"owner": "marketplace", "marketplace": "nvcf", "grace_seconds": 60},
+        ("graceSeconds", 60.0),
+    ),
 }
 
 #: every kind x scope of the table, as test parameters

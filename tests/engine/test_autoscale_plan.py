@@ -359,3 +359,19 @@ def test_a_share_is_packed_on_the_snapshot() -> None:
     pending = [Pending(1, Workload("w", (PodSet("main", 20, half),)), FULL, 0.0)]
     (d,) = plan([view([busy("n1")], pending)], NOW)
     assert d.count == 2  # 16 halves on one 8-GPU node, 4 on the next
+
+
+def test_capacity_is_read_from_the_placement_failure_and_the_admission_decision() -> None:
+    # the engine's code is the first filter (the cluster's node selector); the counts say
+    # the cluster's own node was short of GPUs
+    selector = Reason(
+        Code.NODE_SELECTOR,
+        {"rejected": {"NodeSelector": 3, "InsufficientGpu": 1}, "detail": "0/4 nodes fit"},
+    )
+    assert waits_for_capacity(selector)
+    assert not waits_for_capacity(Reason(Code.NODE_SELECTOR, {"rejected": {"NodeSelector": 4}}))
+    # quota was there, the flavor's nodes were not (a cluster with no node yet)
+    flavors = {"main": {"nvidia.com/gpu": "cluster.t.c"}}
+    assert waits_for_capacity(Reason(Code.NODE_SELECTOR, {"flavors": flavors, "detail": "x"}))
+    warm = Reason(Code.DATASET_NOT_WARM, {"dataset": "d", "warm": 0, "flavors": flavors})
+    assert not waits_for_capacity(warm)

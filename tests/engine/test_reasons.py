@@ -86,6 +86,9 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "url": st.sampled_from(["http://n1:9400/metrics", "https://10.0.0.7:9400/metrics"]),
     "unmatched": st.lists(names, max_size=3),
     "unreported": st.lists(names, max_size=3),
+    # the idle pool
+    "marketplace": st.text(max_size=20),
+    "grace": st.floats(min_value=30, max_value=86400),
 }
 #: cluster codes whose ``nodes`` are node names, at least one
 CLUSTER_NODE_CODES = (
@@ -95,6 +98,9 @@ CLUSTER_NODE_CODES = (
     Code.CLUSTER_DRAINING,
     Code.CLUSTER_RELEASED,
     Code.SCALED_IN_UNNEEDED,
+    Code.POOL_SETTLED,
+    Code.POOL_GRACE_STARTED,
+    Code.POOL_EVICTING,
 )
 
 

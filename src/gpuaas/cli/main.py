@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "jobs": ("client_jobs",),
     "workloads": ("client_jobs",),
     "clusters": ("client_clusters",),
+    "pool": ("client_governance",),
 }
 
 

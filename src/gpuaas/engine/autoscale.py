@@ -15,8 +15,8 @@ Semantics, per pool of each autoscaled cluster, at most one decision per pool pe
   cluster-autoscaler's *upcoming* nodes): one waiting job does not scale a pool twice while
   its first node provisions.
 - **Scale out on pending demand.** Only workloads whose structured reason (its code or one of
-  its causes) is a capacity reason (:data:`CAPACITY_CODES`: the pods do not fit the nodes;
-  never a quota, budget or FIFO hold) ask for nodes, and only when every pod of the workload
+  its causes) is a capacity reason (:func:`waits_for_capacity`: the pods do not fit the
+  nodes; never a quota, budget or FIFO hold) ask for nodes, and only when every pod of the workload
   fits an empty template node of the pool by the engine's one fit rule (static filters and
   :func:`~gpuaas.engine.fit.fit_mask`, through
   :func:`~gpuaas.engine.framework.feasible_nodes`). A workload goes to the first pool (by
@@ -49,7 +49,7 @@ Semantics, per pool of each autoscaled cluster, at most one decision per pool pe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -57,7 +57,7 @@ import numpy as np
 
 from gpuaas.engine.fit import RULES
 from gpuaas.engine.framework import CycleState, PodShape, default_assignment, feasible_nodes
-from gpuaas.engine.reasons import Code, Reason, reason
+from gpuaas.engine.reasons import PLACEMENT_CODES, Code, Reason, reason
 from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.autoscale import AutoscaleSpec
 from gpuaas.model.node import Node
@@ -81,6 +81,9 @@ CAPACITY_CODES = frozenset(
         Code.PREEMPTION_WOULD_NOT_FIT,
     }
 )
+_CAPACITY_VALUES = frozenset(c.value for c in CAPACITY_CODES)
+#: Placement codes an admission decision waits on that a new node may answer.
+_ROOM_CODES = PLACEMENT_CODES - {Code.DATASET_NOT_WARM}
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +167,23 @@ class Decision:
 
 
 def waits_for_capacity(why: Reason) -> bool:
-    """Whether ``why`` (its code or any cause) is a capacity reason."""
-    return why.code in CAPACITY_CODES or any(c.code in CAPACITY_CODES for c in why.causes)
+    """Whether ``why`` (its code or any cause) says the workload waits for room on nodes: a
+    capacity code; a placement failure whose per-filter counts (``rejected``) name one (the
+    engine's code is the first filter that removed nodes, often the node selector that keeps
+    the job to its cluster's nodes, the capacity codes coming after); or an admission
+    decision on a placement code with ``flavors`` (quota was there, the nodes of the flavor
+    were not: in a cluster's queue the flavor's nodes are the cluster's, and a cluster with
+    none yet waits this way), except a dataset required warm, which no new node has."""
+    for part in (why, *why.causes):
+        if part.code in CAPACITY_CODES:
+            return True
+        fields = part.fields
+        rejected = fields.get("rejected")
+        if isinstance(rejected, Mapping) and any(k in _CAPACITY_VALUES for k in rejected):
+            return True
+        if part.code in _ROOM_CODES and "flavors" in fields:
+            return True
+    return False
 
 
 def plan(clusters: Sequence[ClusterView], now: float) -> list[Decision]:

@@ -28,6 +28,12 @@ Semantics:
   that is at most :data:`EXACT_LIMIT`; otherwise greedily by jobs disturbed per node freed),
   and the groups are combined by a knapsack over ``count``, which is exact whenever every
   group was. Ties go to fewer GPUs of busy nodes taken, then to names in order.
+- **Which pool nodes a waiting workload could use** (:func:`nodes_for`) is the placement
+  engine's answer, not a guess: the pool's nodes as they would be once given back (empty,
+  without the pool's label and taint) form a snapshot, the workload is placed on it by the
+  same gang placement admission uses, and the nodes it needs are counted; the nodes any of
+  its pods fits (the fit rule and the static filters: GPU model, selector, taints) are the
+  ones a reclaim may take for it.
 """
 
 from __future__ import annotations
@@ -35,7 +41,17 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from gpuaas.engine.fit import fit_mask
+from gpuaas.engine.framework import PodShape, static_mask
+from gpuaas.engine.gang import place_workload
+from gpuaas.engine.place import Unschedulable
+from gpuaas.engine.policies import make_policy
+from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.autoscale import IdlePoolSpec
+from gpuaas.model.node import Node
+from gpuaas.model.workload import Workload
 
 #: A group of nodes sharing jobs is solved exactly when its jobs or its nodes number at most
 #: this many (2**12 subsets); larger groups are solved greedily.
@@ -68,6 +84,44 @@ def settle(free: Sequence[FreeNode], spec: IdlePoolSpec, pool_size: int, now: fl
     ripe = [n for n in free if n.gpus > 0 and now - n.idle_since >= spec.settle_seconds]
     ripe.sort(key=lambda n: (n.idle_since, n.name))
     return [n.name for n in ripe[:room]]
+
+
+def fitting(workload: Workload, nodes: Sequence[Node]) -> frozenset[str]:
+    """The ``nodes`` where a pod of ``workload`` fits now (the fit rule and the static
+    filters: GPU model, selector, taints)."""
+    if not nodes or not workload.pod_sets:
+        return frozenset()
+    snap = Snapshot.from_nodes(nodes)
+    return frozenset(nodes[i].name for i in np.flatnonzero(_fits(snap, workload)))
+
+
+def _fits(snap: Snapshot, workload: Workload) -> np.ndarray:
+    fits = np.zeros(snap.size, dtype=bool)
+    for pod_set in workload.pod_sets:
+        mask = fit_mask(snap, PodShape.of(pod_set.pod), slice(None), snap.size)
+        mask = np.ones(snap.size, dtype=bool) if mask is None else mask.copy()
+        static = static_mask(snap, pod_set.pod)
+        if static is not None:
+            mask &= static
+        fits |= mask
+    return fits
+
+
+def nodes_for(workload: Workload, nodes: Sequence[Node]) -> tuple[frozenset[str], int] | None:
+    """The ``nodes`` (pool nodes as they would be once given back) any pod of ``workload``
+    fits, and how many of them a placement of the whole workload on them alone takes; None
+    when they cannot hold it (the pool cannot help it)."""
+    if not nodes or not workload.pod_sets:
+        return None
+    snap = Snapshot.from_nodes(nodes)
+    fits = _fits(snap, workload)
+    if not fits.any():
+        return None
+    placed = place_workload(snap, workload, make_policy("packing"))
+    if isinstance(placed, Unschedulable):
+        return None
+    names = frozenset(nodes[i].name for i in np.flatnonzero(fits))
+    return names, len(set(placed.nodes))
 
 
 def jobs_disturbed(pool: Sequence[PoolNode], nodes: Collection[str]) -> set[int]:

@@ -120,6 +120,12 @@ class Code(StrEnum):
     TELEMETRY_SCRAPE_FAILED = "TelemetryScrapeFailed"
     TELEMETRY_UNREADABLE = "TelemetryUnreadable"
     TELEMETRY_PARTIAL = "TelemetryPartial"
+    # the idle-capacity pool (engine/idle_pool.py, service/idle_pool.py)
+    POOL_REGISTERED = "PoolRegistered"
+    POOL_SETTLED = "PoolSettled"
+    POOL_GRACE_STARTED = "PoolGraceStarted"
+    POOL_EVICTING = "PoolEvicting"
+    POOL_RECLAIMED = "PoolReclaimed"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -530,6 +536,28 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
             or "every device"
         )
     ),
+    # the idle-capacity pool
+    Code.POOL_REGISTERED: lambda f: (
+        "registered as the idle-capacity pool"
+        + (f" of marketplace {f['marketplace']}" if f.get("marketplace") else "")
+    ),
+    Code.POOL_SETTLED: lambda f: f"took idle node {', '.join(f['nodes'])} into the pool",
+    Code.POOL_GRACE_STARTED: lambda f: (
+        f"reclaiming node {', '.join(f['nodes'])} for tenants: "
+        + (
+            f"pool job {', '.join(map(str, f['jobs']))} signalled to checkpoint, "
+            f"evicted after {f['grace']:g}s"
+            if f["jobs"]
+            else "no pool job on it"
+        )
+    ),
+    Code.POOL_EVICTING: lambda f: (
+        f"grace period over on node {', '.join(f['nodes'])}: evicting pool job "
+        f"{', '.join(map(str, f['jobs'])) or 'none'}"
+    ),
+    Code.POOL_RECLAIMED: lambda f: (
+        f"gave node {f['node']} back to tenants {f['seconds']:.1f}s after it was asked for"
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -607,6 +635,11 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.TELEMETRY_SCRAPE_FAILED: ("url", "detail"),
     Code.TELEMETRY_UNREADABLE: ("url", "detail"),
     Code.TELEMETRY_PARTIAL: ("unmatched", "unreported"),
+    Code.POOL_REGISTERED: ("marketplace",),
+    Code.POOL_SETTLED: ("nodes",),
+    Code.POOL_GRACE_STARTED: ("nodes", "jobs", "grace"),
+    Code.POOL_EVICTING: ("nodes", "jobs"),
+    Code.POOL_RECLAIMED: ("node", "seconds"),
 }
 
 

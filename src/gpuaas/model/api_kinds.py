@@ -315,5 +315,40 @@ KINDS: tuple[ApiKind, ...] = (
     ),
 )
 
+#: the provider's idle-capacity pool (docs/idle-pool.md), after the tenants' kinds
+KINDS += (
+    ApiKind(
+        kind="IdlePool",
+        path="idle-pools",
+        cli="pool",
+        singular="idle_pool",
+        plural="idle_pools",
+        help="The provider's idle-capacity pool: idle nodes lent to a marketplace as spot.",
+        scopes=("provider",),
+        provider_read="platform",
+        request="gpuaas.service.models.idle_pool:IdlePoolIn",
+        view="gpuaas.service.models.idle_pool:IdlePoolOut",
+        service="gpuaas.service.idle_pool:IdlePools",
+        fields=(
+            BodyField("tenant", "owner", "str", "the pool's own tenant (created if missing)"),
+            BodyField("kind", "cluster_kind", "str", "baremetal (default), slurm or kubernetes"),
+            BodyField("marketplace", "marketplace", "str", "the marketplace it is lent to"),
+            BodyField("settleSeconds", "settle_seconds", "int", "idle seconds before a node joins"),
+            BodyField("graceSeconds", "grace_seconds", "int", "a reclaim's grace, at least 30"),
+            BodyField("maxNodes", "max_nodes", "int", "the most nodes it holds (0: no limit)"),
+        ),
+        columns=(
+            NAME,
+            Column("TENANT", ("tenant",)),
+            Column("KIND", ("kind",)),
+            Column("NODES", ("nodes",)),
+            Column("GPUS", ("gpus",)),
+            Column("RECLAIMING", ("reclaiming",)),
+            Column("GRACE", ("graceSeconds",)),
+            Column("STATE", ("state",)),
+        ),
+    ),
+)
+
 BY_CLI: dict[str, ApiKind] = {k.cli: k for k in KINDS}
 BY_KIND: dict[str, ApiKind] = {k.kind: k for k in KINDS}

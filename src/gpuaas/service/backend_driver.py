@@ -45,7 +45,7 @@ log = logging.getLogger("gpuaas.backends")
 class _Call:
     """One queued call: ``job_id`` for the events a failure turns into."""
 
-    kind: str  # "launch" | "cancel" | "adopt"
+    kind: str  # "launch" | "cancel" | "checkpoint" | "adopt"
     job_id: int
     run: Callable[[], None]
 
@@ -94,6 +94,19 @@ class BackendDriver:
             self.backend.cancel(job_id, grace)
             return
         self._queue(_Call("cancel", job_id, lambda: self.backend.cancel(job_id, grace)))
+
+    def checkpoint(self, job_id: int, grace: float) -> None:
+        """Send ``job_id`` its checkpoint signal, stopping it for good ``grace`` seconds later
+        (the idle pool's reclaim): the backend's ``checkpoint`` where it has one, else its
+        ``cancel`` with that grace. The job stays followed: it is still admitted until the
+        service evicts it, and a rebuild meanwhile must not launch it again."""
+        call = getattr(self.backend, "checkpoint", None)
+        if call is None:
+            call = self.backend.cancel
+        if self.inline:
+            call(job_id, grace)
+            return
+        self._queue(_Call("checkpoint", job_id, lambda: call(job_id, grace)))
 
     def adopt(self, active: Iterable[int]) -> None:
         """After a (re)build: stop whatever the backend still runs that is no longer active

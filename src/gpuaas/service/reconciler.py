@@ -69,6 +69,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.cluster_worker import ClusterWorker
@@ -76,6 +77,7 @@ from gpuaas.service.datasets import ReportedByBackend, WarmSync
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.fluid_warm import FluidSync
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
+from gpuaas.service.idle_pool import IdlePool
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
 from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
@@ -352,6 +354,11 @@ class Reconciler:
         self.utilisation = utilisation or Utilisation.of(settings)
         self._telemetry_feed = TelemetryFeed(self.utilisation, settings,
                                              self.telemetry.dcgm_scrapes_counted)  # fmt: skip
+        #: the cluster autoscaler (docs/autoscaling.md), a thread of its own, leader only
+        self.autoscaler = Autoscaler(db, settings, self.utilisation,
+                                     is_leader=lambda: self.is_leader)  # fmt: skip
+        #: the idle-capacity pool's loop (docs/idle-pool.md), stepped at the end of each step
+        self.idle_pool = IdlePool(db, self.backends.default, self._checkpoint, self.telemetry)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -367,6 +374,7 @@ class Reconciler:
         self._thread = threading.Thread(target=self._loop, name="gpuaas-reconciler", daemon=True)
         self._thread.start()
         self.clusters.start()
+        self.autoscaler.start()
 
     @property
     def backend(self) -> Backend:
@@ -385,6 +393,7 @@ class Reconciler:
     def stop(self) -> None:
         self._stop.set()
         self.clusters.stop()
+        self.autoscaler.stop()
         self._telemetry_feed.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -463,6 +472,10 @@ class Reconciler:
         for name, job in launches:
             self._runs_on[job.id] = name
             self.driver(name).launch(job)  # it starts at the backend's next poll
+        try:
+            self.idle_pool.step(now)
+        except Exception:
+            log.exception("idle pool step failed; it is tried again")
         if self.engine is not None and self._telemetry_feed.due(now):
             self._feed_telemetry(now)
 
@@ -972,6 +985,15 @@ class Reconciler:
         name = self._runs_on.pop(job_id, None)
         if name is not None:
             self.driver(name).cancel(job_id)
+
+    def _checkpoint(self, job_id: int, grace: float) -> None:
+        """The idle pool's checkpoint signal for ``job_id``, with ``grace`` seconds before it
+        is stopped for good, on the backend it runs on."""
+        name = self._runs_on.get(job_id)
+        if name is None:
+            tracked = self.jobs.get(job_id)
+            name = (self._backend_name(tracked) if tracked else None) or self.backends.default
+        self.driver(name).checkpoint(job_id, grace)
 
     def _note_unavailable(self, writes: list[Write]) -> None:
         """Admitted jobs whose backend cannot be reached say so (until they start)."""

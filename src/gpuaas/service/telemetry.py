@@ -67,6 +67,18 @@ class Telemetry:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
             registry=self.registry,
         )
+        # the idle-capacity pool (service/idle_pool.py): nodes given back to tenants
+        self.idle_pool_reclaims = Counter(
+            "gpuaas_idle_pool_reclaims",
+            "Idle-pool nodes given back to tenants (after their pool jobs' grace period)",
+            registry=self.registry,
+        )
+        self.idle_pool_reclaim_seconds = Histogram(
+            "gpuaas_idle_pool_reclaim_seconds",
+            "Time from a reclaim's request to its node being free for tenants",
+            buckets=(1, 5, 10, 20, 30, 40, 60, 90, 120, 300, 600, 1800),
+            registry=self.registry,
+        )
 
         self.dcgm_scrapes = Counter(
             "gpuaas_dcgm_scrapes",

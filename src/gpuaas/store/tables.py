@@ -312,6 +312,27 @@ class ClusterEvent(Base):
     reason_fields: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
+class IdlePoolReclaim(Base):
+    """A node the idle pool is giving back (:mod:`gpuaas.service.idle_pool`): asked for at
+    ``requested_at``; the pool jobs on it (``jobs``) got their checkpoint signal at
+    ``signalled_at`` (None: not yet sent) and are never evicted before ``signalled_at +
+    grace``; ``evicting`` once that has passed and the node drains. ``demand``: what asked for
+    the node (``{"jobs": [...]}`` pending tenant jobs, or what ``reclaim_for``'s caller named).
+    Kept until the node has left the pool cluster, so a new leader honours the same deadline."""
+
+    __tablename__ = "idle_pool_reclaims"
+    node: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(
+        ForeignKey("clusters.id", ondelete="CASCADE"), index=True
+    )
+    requested_at: Mapped[float] = mapped_column(Float)
+    signalled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    grace: Mapped[float] = mapped_column(Float)
+    evicting: Mapped[bool] = mapped_column(Boolean, default=False)
+    jobs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    demand: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
 class ClusterAllowance(Base):
     """What the provider lets a tenant carve: ``pools``, the node pools it may draw from
     (``[{name, flavor | gpuModel}]``), and ``node_limit``, the most nodes all its clusters

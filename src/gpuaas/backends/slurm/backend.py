@@ -133,6 +133,8 @@ class SlurmBackend:
         self._runs: dict[int, _Run] = {}
         self._carry: list[BackendEvent] = []  # events gathered by a poll that then failed
         self._to_cancel: set[int] = set()  # Slurm ids whose cancel must be retried
+        #: Slurm ids signalled to checkpoint, cancelled for good at their time (monotonic)
+        self._cancel_at: dict[int, float] = {}
         # records left by an earlier control plane that no launch has claimed yet; after
         # claim_grace seconds (the reconciler relaunches what it still runs first) they are
         # jobs gpuaas no longer runs, cancelled in Slurm
@@ -193,9 +195,41 @@ class SlurmBackend:
         if run.slurm_id is not None:
             self._cancel_slurm(run.slurm_id)
 
+    def checkpoint(self, job_id: int, grace: float) -> None:
+        """The idle pool's reclaim: the checkpoint signal now, a cancel ``grace`` seconds
+        later. ``scancel --signal=TERM --full`` sends SIGTERM to the batch shell and every step
+        and leaves the job running; the cancel (``scancel``: SIGTERM again, ``KillWait``, then
+        SIGKILL) is made by the first :meth:`poll` once ``grace`` has passed. The job is no
+        longer followed (as after :meth:`cancel`): the service evicts it at the deadline."""
+        with self._lock:
+            run = self._runs.get(job_id)
+            slurm_id = run.slurm_id if run is not None else None
+        if run is None or slurm_id is None:
+            self.cancel(job_id, grace)  # not submitted yet: nothing to checkpoint
+            return
+        try:  # unreachable: raised, and the driver sends it again, in order
+            self.calls["signal"] += 1
+            self.cli.run("scancel", "--signal=TERM", "--full", str(slurm_id))
+        except SlurmRefused as exc:  # it ended meanwhile: the cancel below is harmless
+            log.warning("scancel --signal=TERM %s: %s", slurm_id, exc)
+        with self._lock:
+            self._runs.pop(job_id, None)
+            self._cancel_at[slurm_id] = time.monotonic() + grace
+        self._forget(run.job)
+
+    def _due_cancels(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            due = sorted(i for i, at in self._cancel_at.items() if at <= now)
+            for slurm_id in due:
+                del self._cancel_at[slurm_id]
+        for slurm_id in due:
+            self._cancel_slurm(slurm_id)
+
     def poll(self, now: float) -> list[BackendEvent]:
         events, self._carry = self._carry, []
         try:
+            self._due_cancels()
             self._retry_cancels()
             self._collect_submissions(now, events)
             with self._lock:

@@ -202,6 +202,7 @@ class DatabaseCollector(Collector):
         yield from self._gpus(capacity, tenants)
         yield self._nodes()
         yield from self._clusters(names)
+        yield self._idle_pool()
 
     def _queues(self, capacity: Capacity, names: Mapping[int, str]) -> Iterator[GaugeMetricFamily]:
         pending: dict[tuple[str, str], int] = {key: 0 for key in capacity.local_queues}
@@ -331,6 +332,28 @@ class DatabaseCollector(Collector):
             "Registered nodes per state (ready, cordoned, draining)",
             ["state"],
             (([state], count) for state, count in counts.items()),
+        )
+
+    def _idle_pool(self) -> GaugeMetricFamily:
+        """The idle-capacity pool's nodes: in it (``held``) and being given back to tenants
+        (``reclaiming``); its reclaims are counted and timed by the reconciler
+        (``gpuaas_idle_pool_reclaims_total``, ``gpuaas_idle_pool_reclaim_seconds``)."""
+        from gpuaas.service.idle_pool import pool_row, pool_view
+
+        row = pool_row(self.session)
+        view = None if row is None else pool_view(self.session, row)
+        samples = []
+        if view is not None:
+            reclaiming = len(view.reclaiming)
+            samples = [
+                ([view.name, "held"], len(view.nodes) - reclaiming),
+                ([view.name, "reclaiming"], reclaiming),
+            ]
+        return _gauge(
+            "gpuaas_idle_pool_nodes",
+            "Nodes of the idle-capacity pool (held; reclaiming: being given back to tenants)",
+            ["pool", "status"],
+            samples,
         )
 
     def _clusters(self, names: Mapping[int, str]) -> Iterator[GaugeMetricFamily]:
