@@ -19,7 +19,8 @@ engine functions:
    after it is handed over. A scale-in drains the named nodes (their jobs, if any, are requeued
    from their last checkpoint) and frees them.
 2. **Settle** (:func:`gpuaas.engine.idle_pool.settle`): free nodes idle for the settle time move
-   into the pool (allocatable after ``join_seconds``).
+   into the pool (allocatable after ``join_seconds``); none while a reclaim is in flight, as the
+   service's pool loop does.
 
 **Reclaim**: a pool node a cluster takes is cordoned in the pool at once; its spot jobs get the
 checkpoint signal and are evicted ``grace_seconds`` later (a spot job keeps its last checkpoint
@@ -786,7 +787,9 @@ class WhatIf:
             else:
                 self._scale_in(k, d.nodes)
         pool = self.config.pool
-        if pool is not None:
+        # as the service's pool loop: nothing settles while a reclaim is in flight (the pool
+        # is giving nodes to tenants)
+        if pool is not None and not any(self.nodes[r].leaving for r in self.pool_nodes):
             free = [
                 FreeNode(n.node.name, n.idle_since, n.gpus)
                 for n in self.nodes
