@@ -70,15 +70,25 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "force": st.booleans(),
     "dataset": names,
     "warm": st.integers(0, 10**4),
+    # the cluster autoscaler's
+    "pool": names,
+    "count": st.integers(0, 10**4),
+    "jobs": st.lists(st.integers(1, 10**9), max_size=5),
+    "wanted": st.integers(0, 10**4),
+    "max": st.integers(0, 10**5),
+    "min": st.integers(0, 10**5),
+    "utilization": st.floats(min_value=0, max_value=100, allow_nan=False),
+    "target": st.floats(min_value=0, max_value=100, allow_nan=False),
+    "below": st.floats(min_value=0, max_value=100, allow_nan=False),
+    "seconds": st.floats(min_value=0, max_value=1e7, allow_nan=False),
+    "missing": st.integers(1, 10**4),
     # telemetry (service/dcgm_scrape.py)
     "url": st.sampled_from(["http://n1:9400/metrics", "https://10.0.0.7:9400/metrics"]),
     "unmatched": st.lists(names, max_size=3),
     "unreported": st.lists(names, max_size=3),
     # the idle pool
     "marketplace": st.text(max_size=20),
-    "jobs": st.lists(st.integers(1, 10**6), max_size=3),
     "grace": st.floats(min_value=30, max_value=86400),
-    "seconds": st.floats(min_value=0, max_value=1e6),
 }
 # an inference job's replicas (engine/replica_scaling.py)
 FIELD_VALUES.update(
@@ -101,6 +111,7 @@ CLUSTER_NODE_CODES = (
     Code.CLUSTER_UNAPPLIED,
     Code.CLUSTER_DRAINING,
     Code.CLUSTER_RELEASED,
+    Code.SCALED_IN_UNNEEDED,
     Code.POOL_SETTLED,
     Code.POOL_GRACE_STARTED,
     Code.POOL_EVICTING,

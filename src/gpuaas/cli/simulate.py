@@ -4,6 +4,7 @@ several queue policies / placement policies / traces and shows them side by side
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -390,3 +391,242 @@ def compare_cmd(
         return
     out = Console()
     out.print(_table(rows, f"simulate compare ({total:.1f} s)"))
+
+
+WHATIF_TRACE_HELP = (
+    "diurnal (the day/night generator, the default), itp:PATH (an ITP clusterNN.csv, its "
+    "timestamps, jobs split over the tenants) or gen:FILE (a generator YAML; its tenants)"
+)
+
+
+def _whatif_jobs(trace: str, tenants: int, gpus: int, opts: dict[str, Any]) -> list[SimJob]:
+    """The what-if's jobs: generated, or a trace with its jobs dealt to ``t0..t{n-1}``."""
+    import dataclasses
+    import zlib
+
+    from gpuaas.sim.diurnal import DiurnalSpec, diurnal_jobs, itp_sizes
+
+    if trace == "diurnal":
+        sizes = opts["sizes"]
+        spec = DiurnalSpec(
+            gpus=gpus,
+            days=opts["days"],
+            peak_to_trough=opts["peak_to_trough"],
+            peak_load=opts["peak_load"],
+            peak_hour=opts["peak_hour"],
+            tenants=tenants,
+            sizes=itp_sizes(sizes[4:]) if sizes.startswith("itp:") else DiurnalSpec(1).sizes,
+            max_job_gpus=opts["max_job_gpus"],
+            duration_median=opts["duration_median"],
+            seed=opts["seed"],
+        )
+        return diurnal_jobs(spec)
+    kind, sep, path = trace.partition(":")
+    if not sep or kind not in ("itp", "gen") or not path:
+        raise InvalidValue("--trace", f"expected {WHATIF_TRACE_HELP}; got {trace!r}")
+    jobs = load_itp(path) if kind == "itp" else load_generator(path)[0]
+    start = jobs[0].submit
+    horizon = start + opts["days"] * 86400.0
+    out = []
+    for job in jobs:
+        if job.submit > horizon:
+            break
+        tenant = job.tenant
+        if kind == "itp":
+            tenant = f"t{zlib.crc32(job.name.encode()) % tenants}"
+        out.append(dataclasses.replace(job, tenant=tenant, submit=job.submit - start))
+    return out
+
+
+def _fleet(gpus: int) -> list[Node]:
+    from gpuaas.sim.fleet_auto import GPUS_PER_NODE
+    from gpuaas.sim.synthetic import H100, FleetSpec, synthetic_fleet
+
+    if gpus < GPUS_PER_NODE or gpus % GPUS_PER_NODE:
+        raise InvalidValue("--gpus", f"must be a positive multiple of {GPUS_PER_NODE}, got {gpus}")
+    spec = FleetSpec(
+        nodes=gpus // GPUS_PER_NODE,
+        model_shares=((H100, 1.0),),
+        mig_node_share=0.0,
+        time_sliced_node_share=0.0,
+    )
+    return synthetic_fleet(spec)
+
+
+def _split(value: str, allowed: tuple[str, ...], option: str) -> list[str]:
+    items = [v.strip().lower() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise InvalidValue(option, f"expected a comma-separated list of {', '.join(allowed)}")
+    return items
+
+
+@simulate_app.command("whatif")
+def whatif_cmd(
+    trace: str = typer.Option("diurnal", "--trace", help=WHATIF_TRACE_HELP),
+    gpus: int = typer.Option(512, "--gpus", help="fleet GPUs (8-GPU H100 nodes)"),
+    tenants: int = typer.Option(4, "--tenants", help="tenants, one autoscaling cluster each"),
+    days: float = typer.Option(7.0, "--days", help="simulated days (a trace: from its start)"),
+    peak_to_trough: float = typer.Option(10.0, "--peak-to-trough", help="diurnal load swing"),
+    peak_load: float = typer.Option(0.7, "--peak-load", help="diurnal: peak load / fleet GPUs"),
+    peak_hour: float = typer.Option(14.0, "--peak-hour", help="diurnal: hour of the peak, 0-24"),
+    sizes: str = typer.Option(
+        "default", "--sizes", help="diurnal job sizes: default or itp:PATH (that trace's)"
+    ),
+    duration_median: str = typer.Option("20m", "--duration-median", help="diurnal run time"),
+    cluster_min: int = typer.Option(1, "--cluster-min", help="nodes per cluster at least"),
+    cluster_max: int = typer.Option(
+        0, "--cluster-max", help="nodes per cluster at most (0: half the fleet)"
+    ),
+    target: float = typer.Option(95.0, "--target", help="utilisation target, percent"),
+    scale_in_below: float = typer.Option(20.0, "--scale-in-below", help="percent"),
+    unneeded: str = typer.Option("10m", "--unneeded", help="unneeded time before scale-in"),
+    cooldown: str = typer.Option(
+        "5m", "--cooldown", help="no scale-in this soon after a scale-out"
+    ),
+    grace: str = typer.Option("30s", "--grace", help="pool jobs' grace period on reclaim (>= 30s)"),
+    settle: str = typer.Option("5m", "--settle", help="idle time before a node enters the pool"),
+    join: str = typer.Option("10s", "--join", help="a node's time from handover to allocatable"),
+    tick: str = typer.Option("15s", "--tick", help="the control loop's period"),
+    spot: str = typer.Option("saturated,half", "--spot", help="spot demand levels, or none"),
+    rule: str = typer.Option("telemetry,requests", "--rule", help="scale-in rules to run"),
+    policy: str = typer.Option("packing", "--policy", help="placement policy in the clusters"),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+) -> None:
+    """Tenants with autoscaling clusters and the idle-capacity pool on one fleet: idle
+    GPU-hours, the share the pool sold, reclaim latency, queueing delay with and without the
+    pool, flaps, max; the same run under cluster-autoscaler's requests-only rule."""
+    from gpuaas.model.autoscale import AutoscaleSpec, IdlePoolSpec
+    from gpuaas.sim.diurnal import peak_to_trough as measured_ratio
+    from gpuaas.sim.whatif import ClusterSetup, ScaleInRule, WhatIfConfig
+    from gpuaas.sim.whatif_runs import SPOT_LEVELS, whatif_runs
+
+    console = Console(stderr=True)
+    wall = time.perf_counter()
+    try:
+        name, _ = _check_policy(policy, "default")
+        if tenants < 1:
+            raise InvalidValue("--tenants", "must be at least 1")
+        nodes = _fleet(gpus)
+        top = cluster_max or max(1, len(nodes) // 2)
+        opts = {
+            "days": days,
+            "peak_to_trough": peak_to_trough,
+            "peak_load": peak_load,
+            "peak_hour": peak_hour,
+            "sizes": sizes,
+            "max_job_gpus": top * 8,
+            "duration_median": parse_seconds(duration_median, "--duration-median"),
+            "seed": seed,
+        }
+        jobs = _whatif_jobs(trace, tenants, gpus, opts)
+        names = (
+            sorted({j.tenant for j in jobs})
+            if trace.startswith("gen:")
+            else [f"t{k}" for k in range(tenants)]
+        )
+        spec = AutoscaleSpec(
+            target_percent=target,
+            scale_in_below_percent=scale_in_below,
+            unneeded_seconds=parse_seconds(unneeded, "--unneeded"),
+            cooldown_seconds=parse_seconds(cooldown, "--cooldown"),
+        )
+        levels = [s for s in _split(spot, (*SPOT_LEVELS, "none"), "--spot") if s != "none"]
+        pool = (
+            IdlePoolSpec(
+                marketplace="whatif",
+                settle_seconds=parse_seconds(settle, "--settle"),
+                grace_seconds=parse_seconds(grace, "--grace"),
+            )
+            if levels
+            else None
+        )
+        config = WhatIfConfig(
+            clusters=tuple(ClusterSetup(t, cluster_min, top, spec) for t in names),
+            pool=pool,
+            tick=parse_seconds(tick, "--tick"),
+            join_seconds=parse_seconds(join, "--join"),
+            until=days * 86400.0,
+            seed=seed,
+            policy=name,
+        )
+        config.check()
+        rules = [ScaleInRule(r) for r in _split(rule, ("telemetry", "requests"), "--rule")]
+        quiet = as_json or not console.is_terminal
+        out = whatif_runs(
+            nodes,
+            jobs,
+            config,
+            rules,
+            levels,
+            progress=None if quiet else (lambda what: console.print(f"running {what} ...")),
+        )
+    except (GpuaasError, ValueError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    out["inputs"] = {
+        "trace": trace,
+        "gpus": gpus,
+        "nodes": len(nodes),
+        "tenants": len(names),
+        "days": days,
+        "jobs": len(jobs),
+        "peak_to_trough_measured": _finite(measured_ratio(jobs, days)),
+        "cluster_min": cluster_min,
+        "cluster_max": top,
+        "policy": name,
+    }
+    out["wall_seconds"] = time.perf_counter() - wall
+    if as_json:
+        typer.echo(json.dumps(out))
+        return
+    _whatif_table(out)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _whatif_table(out: dict[str, Any]) -> None:
+    i = out["inputs"]
+    ratio = i["peak_to_trough_measured"]
+    title = (
+        f"what-if: {i['trace']}, {i['gpus']} GPUs, {i['tenants']} tenants, {i['days']:g} days, "
+        f"{i['jobs']} jobs" + (f", load peak-to-trough {ratio:.1f}:1" if ratio is not None else "")
+    )
+    table = Table(title=title)
+    for col in (
+        "run",
+        "idle GPU-h",
+        "sold",
+        "reclaim p50/p99",
+        "delay p95",
+        "node-h prov./used",
+        "flaps node/cluster",
+        "max exceeded",
+        "cpu s",
+    ):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for r in out["runs"]:
+        lat = r["reclaim_latency_s"]
+        nh = r["node_hours"]
+        table.add_row(
+            r["label"],
+            f"{r['gpu_hours']['idle']:.0f}",
+            f"{r['monetised_share']:.1%}" if r["pool"] else "-",
+            f"{lat['p50']:.0f} / {lat['p99']:.0f} s" if lat["count"] else "-",
+            _fmt_s(r["queueing_delay_s"]["p95"]),
+            f"{nh['provisioned']:.0f} / {nh['used']:.0f}",
+            f"{r['flaps']['node']} / {r['flaps']['cluster']}",
+            str(r["max_exceeded"]),
+            f"{r['cpu_seconds']:.1f}",
+        )
+    out_console = Console()
+    out_console.print(table)
+    for r in out["runs"]:
+        if "targets" not in r:
+            continue
+        missed = [k for k, v in r["targets"].items() if not v["met"]]
+        verdict = "all targets met" if not missed else "missed: " + ", ".join(missed)
+        out_console.print(f"{r['label']}: {verdict}")

@@ -116,6 +116,13 @@ class Code(StrEnum):
     REPLICAS_AT_MIN = "ReplicasAtMin"
     REPLICA_SPILLED = "ReplicaSpilled"
     REPLICAS_CLUSTERS_FULL = "ReplicasClustersFull"
+    # the cluster autoscaler (engine/autoscale.py, service/autoscaler.py)
+    SCALED_OUT_PENDING = "ScaledOutPending"
+    SCALED_OUT_UTILIZATION = "ScaledOutUtilization"
+    SCALED_OUT_TO_MIN = "ScaledOutToMin"
+    SCALED_IN_UNNEEDED = "ScaledInUnneeded"
+    SCALE_OUT_AT_MAX = "ScaleOutAtMax"
+    SCALE_OUT_SHORT = "ScaleOutShort"
     # a node's GPU telemetry (service/dcgm_scrape.py): why it is missing or partial
     TELEMETRY_SCRAPE_FAILED = "TelemetryScrapeFailed"
     TELEMETRY_UNREADABLE = "TelemetryUnreadable"
@@ -357,6 +364,14 @@ def _mig_words(f: Mapping[str, Any]) -> str:
     )
 
 
+def _capped(f: Mapping[str, Any]) -> str:
+    """An autoscaler's scale-out held to the pool's max: what was wanted."""
+    wanted = f.get("wanted")
+    if wanted is None or wanted <= f["count"]:
+        return ""
+    return f" ({wanted} wanted, held to the pool's max of {f['max']})"
+
+
 def _lost(f: Mapping[str, Any]) -> str:
     return f"its devices are no longer available: {f['detail']}"
 
@@ -519,6 +534,29 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
         + ", ".join(_cluster(c) for c in f["clusters"])
         + ")"
     ),
+    # the cluster autoscaler
+    Code.SCALED_OUT_PENDING: lambda f: (
+        f"pool {f['pool']}: adding {f['count']} node(s) for {len(f['jobs'])} waiting job(s)"
+        + _capped(f)
+    ),
+    Code.SCALED_OUT_UTILIZATION: lambda f: (
+        f"pool {f['pool']}: adding {f['count']} node(s), GPU utilisation "
+        f"{f['utilization']:g}% is above the target of {f['target']:g}%" + _capped(f)
+    ),
+    Code.SCALED_OUT_TO_MIN: lambda f: (
+        f"pool {f['pool']}: adding {f['count']} node(s) to reach its min of {f['min']}"
+    ),
+    Code.SCALED_IN_UNNEEDED: lambda f: (
+        f"pool {f['pool']}: releasing node {', '.join(f['nodes'])}, unneeded (allocated and "
+        f"utilised below {f['below']:g}%) for {f['seconds']:g}s or more"
+    ),
+    Code.SCALE_OUT_AT_MAX: lambda f: (
+        f"pool {f['pool']} is at its max of {f['max']} node(s); {f['wanted']} more wanted "
+        f"({f['cause']})"
+    ),
+    Code.SCALE_OUT_SHORT: lambda f: (
+        f"pool {f['pool']}: {f['missing']} node(s) short of the scale-out: {f['detail']}"
+    ),
     Code.TELEMETRY_SCRAPE_FAILED: lambda f: (
         f"dcgm-exporter at {f['url']} could not be scraped: {f['detail']}"
     ),
@@ -637,6 +675,13 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.REPLICAS_AT_MIN: ("limit", "utilization", "target"),
     Code.REPLICA_SPILLED: ("job", "from_cluster", "to_cluster", "cause"),
     Code.REPLICAS_CLUSTERS_FULL: ("desired", "current", "clusters"),
+    # the cluster autoscaler
+    Code.SCALED_OUT_PENDING: ("pool", "count", "jobs", "wanted", "max"),
+    Code.SCALED_OUT_UTILIZATION: ("pool", "count", "utilization", "target", "wanted", "max"),
+    Code.SCALED_OUT_TO_MIN: ("pool", "count", "min"),
+    Code.SCALED_IN_UNNEEDED: ("pool", "nodes", "below", "seconds"),
+    Code.SCALE_OUT_AT_MAX: ("pool", "max", "wanted", "cause"),
+    Code.SCALE_OUT_SHORT: ("pool", "missing", "detail"),
     Code.TELEMETRY_SCRAPE_FAILED: ("url", "detail"),
     Code.TELEMETRY_UNREADABLE: ("url", "detail"),
     Code.TELEMETRY_PARTIAL: ("unmatched", "unreported"),

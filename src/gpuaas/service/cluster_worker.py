@@ -28,8 +28,6 @@ scale or a deletion tries again); one that cannot be reached
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 
 from sqlalchemy import select
@@ -55,6 +53,7 @@ from gpuaas.service.clusters import (
 )
 from gpuaas.service.fleet import FLEET_VERSION, bump_version, take_turn_on
 from gpuaas.service.jobs import serialized_writes
+from gpuaas.service.leader_loop import LeaderLoop
 from gpuaas.service.provisioners import Provisioners
 from gpuaas.service.settings import Settings
 from gpuaas.service.storage import delete_cluster_volumes
@@ -79,29 +78,14 @@ class ClusterWorker:
         self.settings = settings
         self.provisioners = provisioners or Provisioners(settings)
         self.is_leader = is_leader
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = LeaderLoop("gpuaas-clusters", lambda: settings.reconcile_interval,
+                                lambda: self.is_leader(), self.advance, log)  # fmt: skip
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="gpuaas-clusters", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.settings.reconcile_interval):
-            if self.is_leader():
-                try:
-                    self.advance(time.time())
-                except Exception:
-                    log.exception("cluster pass failed; it is tried again")
+        self._loop.stop()
 
     def advance(self, now: float) -> None:
         """One pass over the clusters that have something to do."""

@@ -81,6 +81,8 @@ from gpuaas.service.jobs import cancel_job
 from gpuaas.service.models.clusters import (
     AllowanceIn,
     AllowanceOut,
+    AutoscaleDecisionOut,
+    AutoscaleStatus,
     ClusterEventOut,
     ClusterIn,
     ClusterJobs,
@@ -306,6 +308,61 @@ def cluster_view(session: Session, row: ClusterRow, tenant: str) -> ClusterOut:
         reason=ReasonView(code=row.reason_code, message=row.reason, fields=row.reason_fields or {}),
         createdAt=row.created_at,
         updatedAt=row.updated_at,
+        autoscale=autoscale_status(session, row),
+    )
+
+
+#: The autoscaler's event codes (service/autoscaler.py): those that grow a pool, shrink one,
+#: and all it records.
+SCALE_OUT_CODES = (Code.SCALED_OUT_PENDING, Code.SCALED_OUT_UTILIZATION, Code.SCALED_OUT_TO_MIN)
+SCALE_IN_CODES = (Code.SCALED_IN_UNNEEDED,)
+AUTOSCALER_CODES = (*SCALE_OUT_CODES, *SCALE_IN_CODES, Code.SCALE_OUT_AT_MAX,
+                    Code.SCALE_OUT_SHORT)  # fmt: skip
+
+
+def last_event_at(session: Session, cluster_id: int, codes: Iterable[Code]) -> float | None:
+    """When the cluster last recorded an event of one of ``codes`` (None: never)."""
+    return session.scalar(
+        select(func.max(ClusterEvent.at)).where(
+            ClusterEvent.cluster_id == cluster_id,
+            ClusterEvent.reason_code.in_([c.value for c in codes]),
+        )
+    )
+
+
+def autoscale_status(session: Session, row: ClusterRow, last: int = 5) -> AutoscaleStatus | None:
+    """The autoscaler's settings and its ``last`` decisions (None: not autoscaled)."""
+    spec = autoscale_spec(row.spec.get("autoscale"))
+    if spec is None:
+        return None
+    events = session.scalars(
+        select(ClusterEvent)
+        .where(
+            ClusterEvent.cluster_id == row.id,
+            ClusterEvent.reason_code.in_([c.value for c in AUTOSCALER_CODES]),
+        )
+        .order_by(ClusterEvent.id.desc())
+        .limit(last)
+    )
+    return AutoscaleStatus(
+        targetUtilization=spec.target_percent,
+        scaleInBelow=spec.scale_in_below_percent,
+        unneededSeconds=spec.unneeded_seconds,
+        cooldownSeconds=spec.cooldown_seconds,
+        disruptionBudget=spec.disruption_budget,
+        lastScaleOut=last_event_at(session, row.id, SCALE_OUT_CODES),
+        lastScaleIn=last_event_at(session, row.id, SCALE_IN_CODES),
+        decisions=[
+            AutoscaleDecisionOut(
+                at=e.at,
+                reason=ReasonView(
+                    code=e.reason_code,
+                    message=e.reason,
+                    fields=(e.reason_fields or {}).get("fields") or {},
+                ),
+            )
+            for e in events
+        ],
     )
 
 
@@ -420,7 +477,9 @@ def busy_nodes(session: Session) -> set[str]:
     return busy
 
 
-def _matcher(session: Session, flavor: str, gpu_model: str) -> Any:
+def matcher(session: Session, flavor: str, gpu_model: str) -> Any:
+    """Whether a node is of the pool drawn from ResourceFlavor ``flavor`` (its nodeLabels) or
+    of GPU model ``gpu_model``."""
     if flavor:
         row = gv.find_object(session, gv.FLAVOR, flavor)
         labels = dict(((row.document if row else {}).get("spec") or {}).get("nodeLabels") or {})
@@ -701,6 +760,8 @@ def create_cluster(
         gv.check_name(f"pools[{i}].name", p.name, label=True)
         _pool_allowed(allowance, p, f"pools[{i}]")
         pool = NodePoolSpec(p.name, p.count, p.min, p.max, p.flavor or "", p.gpuModel or "")
+        if p.max and p.min > p.max:
+            raise invalid(f"pools[{i}].min", f"{p.min} is above the pool's max of {p.max}")
         try:
             check_count(pool, p.count, f"pools[{i}].count")
         except CarvingError as exc:
@@ -708,7 +769,7 @@ def create_cluster(
         pools.append(pool)
     _check_limit(session, tenant, allowance, sum(p.count for p in pools), "pools")
     fleet = _Fleet.load(session, default_backend)
-    matchers = [_matcher(session, p.flavor, p.gpu_model) for p in pools]
+    matchers = [matcher(session, p.flavor, p.gpu_model) for p in pools]
     plans = []
     for i, (pool, matches) in enumerate(zip(pools, matchers, strict=True)):
         free = fleet.free(body.kind, matches)
@@ -782,7 +843,7 @@ def scale_cluster(
                             stored.get("gpuModel") or "")  # fmt: skip
         held_rows = [r for r in rows if r.pool == change.name and not r.releasing]
         held = [fleet.nodes[r.node] for r in held_rows if r.node in fleet.nodes]
-        matches = _matcher(session, pool.flavor, pool.gpu_model)
+        matches = matcher(session, pool.flavor, pool.gpu_model)
         free = fleet.free(kind, matches) if change.count > len(held) else []
         try:
             plan = plan_pool(pool, held, free, fleet.busy, change.count, f"{where}.count")
@@ -812,6 +873,92 @@ def scale_cluster(
     bump_version(session, FLEET_VERSION)
     session.flush()
     return row
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """What :func:`grow_pool` did: the nodes ``carved``, how many asked for are ``missing``
+    and ``why``; ``fleet_short``: they are missing for want of free nodes (the idle pool may
+    give some back), not for the tenant's node limit."""
+
+    carved: list[str]
+    missing: int
+    why: str
+    fleet_short: bool
+
+
+def grow_pool(
+    session: Session,
+    row: ClusterRow,
+    tenant: Tenant,
+    pool_name: str,
+    count: int,
+    now: float,
+    default_backend: str,
+    avoid: Iterable[str] = (),
+) -> Growth:
+    """The autoscaler's scale-out, on the caller's transaction (which holds the fleet's
+    turn, :func:`take_turn_on`): up to ``count`` more nodes carved into pool ``pool_name``,
+    chosen as :func:`scale_cluster` chooses them, held to the pool's max counting the nodes
+    still leaving it (the hard limit, checked here on the state the transaction sees, so two
+    loops or a concurrent manual scale cannot both pass it) and to the tenant's node limit;
+    ``avoid``: free nodes not to take (given back by this cluster within its cooldown).
+    Records nothing: the caller records the decision's event."""
+    spec = copy.deepcopy(row.spec)
+    stored = next(p for p in spec["pools"] if p["name"] == pool_name)
+    rows = [r for r in node_rows(session, row.id) if r.pool == pool_name]
+    upper = int(stored.get("max") or stored["count"])
+    room = max(0, upper - len(rows))
+    allowance = _allowance(session, tenant)
+    limit = (allowance.node_limit if allowance is not None else 0) - nodes_held(session, tenant)
+    fleet = _Fleet.load(session, default_backend)
+    avoid = set(avoid)
+    matches = matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
+    free = [n for n in fleet.free(ClusterKind(row.kind), matches) if n.name not in avoid]
+    want = min(count, room)
+    take = min(want, max(0, limit), len(free))
+    by_limit = limit < min(want, len(free))
+    why = ""
+    if take < want:
+        why = (
+            f"tenant {tenant.name}'s node limit leaves room for {max(0, limit)}"
+            if by_limit
+            else f"{len(free)} free node(s) match the pool"
+        )
+    if take <= 0:
+        return Growth([], want, why, fleet_short=not by_limit)
+    held = [r for r in rows if not r.releasing]
+    pool = NodePoolSpec(pool_name, len(held) + take, int(stored.get("min", 0)), upper,
+                        stored.get("flavor") or "", stored.get("gpuModel") or "")  # fmt: skip
+    hosts = [fleet.nodes[r.node] for r in held if r.node in fleet.nodes]
+    plan = plan_pool(pool, hosts, free, fleet.busy, len(hosts) + take, "count")
+    carve(session, row, tenant.name, pool_name, plan.carve, now)
+    stored["count"] = len(held) + len(plan.carve)
+    row.spec = spec
+    bump_version(session, FLEET_VERSION)
+    missing = want - len(plan.carve)
+    return Growth(list(plan.carve), missing, why, fleet_short=bool(missing) and not by_limit)
+
+
+def release_pool_nodes(
+    session: Session, row: ClusterRow, pool_name: str, names: Iterable[str], now: float
+) -> list[str]:
+    """The autoscaler's scale-in, on the caller's transaction: ``names`` of pool
+    ``pool_name`` that are still held (and not leaving) are marked to be drained and given
+    back, never taking the pool below its min. Returns those marked."""
+    spec = copy.deepcopy(row.spec)
+    stored = next(p for p in spec["pools"] if p["name"] == pool_name)
+    held = [r for r in node_rows(session, row.id) if r.pool == pool_name and not r.releasing]
+    spare = len(held) - int(stored.get("min", 0))
+    wanted = set(names)
+    going = [r for r in held if r.node in wanted][: max(0, spare)]
+    if not going:
+        return []
+    leaving = mark_releasing(session, going, now)
+    stored["count"] = len(held) - len(leaving)
+    row.spec = spec
+    bump_version(session, FLEET_VERSION)
+    return leaving
 
 
 def delete_cluster(

@@ -69,6 +69,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.cluster_worker import ClusterWorker
@@ -358,6 +359,9 @@ class Reconciler:
                                              self.telemetry.dcgm_scrapes_counted)  # fmt: skip
         #: inference jobs' replicas (docs/workload-autoscaling.md), read from the windows
         self._replica_scaler = ReplicaScaler(db)
+        #: the cluster autoscaler (docs/autoscaling.md), a thread of its own, leader only
+        self.autoscaler = Autoscaler(db, settings, self.utilisation,
+                                     is_leader=lambda: self.is_leader)  # fmt: skip
         #: the idle-capacity pool's loop (docs/idle-pool.md), stepped at the end of each step
         self.idle_pool = IdlePool(db, self.backends.default, self._checkpoint, self.telemetry)
 
@@ -375,6 +379,7 @@ class Reconciler:
         self._thread = threading.Thread(target=self._loop, name="gpuaas-reconciler", daemon=True)
         self._thread.start()
         self.clusters.start()
+        self.autoscaler.start()
 
     @property
     def backend(self) -> Backend:
@@ -393,6 +398,7 @@ class Reconciler:
     def stop(self) -> None:
         self._stop.set()
         self.clusters.stop()
+        self.autoscaler.stop()
         self._telemetry_feed.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)

@@ -121,6 +121,28 @@ class ClusterJobs(BaseModel):
     running: int = 0
 
 
+class AutoscaleDecisionOut(BaseModel):
+    """One of the autoscaler's decisions, as its cluster event recorded it."""
+
+    at: float
+    reason: ReasonView
+
+
+class AutoscaleStatus(BaseModel):
+    """A cluster's autoscaler: what it was asked (the pools' ``min``/``max`` are in
+    ``pools``), when it last grew and shrank the cluster, and its last decisions (newest
+    first; docs/autoscaling.md)."""
+
+    targetUtilization: float
+    scaleInBelow: float
+    unneededSeconds: float
+    cooldownSeconds: float
+    disruptionBudget: int
+    lastScaleOut: float | None = None
+    lastScaleIn: float | None = None
+    decisions: list[AutoscaleDecisionOut] = []
+
+
 class ClusterOut(BaseModel):
     """A cluster as it is: its pools and nodes (``releasing``: nodes being drained and given
     back), its GPUs and those its jobs hold (``allocatedGpus``, whole GPUs, fractions for
@@ -146,6 +168,8 @@ class ClusterOut(BaseModel):
     reason: ReasonView
     createdAt: float
     updatedAt: float
+    #: the autoscaler's settings and last decisions (None: the cluster does not autoscale)
+    autoscale: AutoscaleStatus | None = None
 
 
 class ClusterEventOut(BaseModel):
