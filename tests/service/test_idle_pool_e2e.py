@@ -172,3 +172,29 @@ def test_bad_settings_are_refused_naming_the_field(
            "idlePool": {"graceSeconds": -5}}  # fmt: skip
     r = world.api.post("/v1/tenants/acme/clusters", json=bad)
     assert r.status_code == 422 and "idlePool" in r.json()["errors"][0]["field"]
+
+
+def test_reclaim_for_gives_the_autoscaler_pool_nodes_after_the_grace(world: PoolWorld) -> None:
+    """The cluster autoscaler's way in: ``reclaim_for`` in its own transaction marks the
+    nodes, the pool signals their jobs, and they are free once the grace is over."""
+    from gpuaas.service.idle_pool import reclaim_for
+
+    world.build(maxNodes=2)
+    world.run_until(lambda: len(world.pool()["nodes"]) == 2, limit=15)
+    world.run_until(lambda: world.pool()["state"] == "Ready", limit=5)
+    busy = world.submit("nvcf-agent", "marketplace", job("spot-1", cluster="spot"))
+    world.run_until(lambda: world.state(busy) == "Running", limit=10)
+    assert len(world.nodes_of(busy)) == 1
+    with world.db.session() as s:
+        assert reclaim_for(s, 0, lambda n: True, world.now) == []
+        assert reclaim_for(s, 5, lambda n: n == "nope", world.now) == []
+        got = reclaim_for(s, 2, lambda n: True, world.now, {"cluster": "acme.bm"})
+    assert sorted(got) == sorted(world.pool()["nodes"])  # both, never more than the pool has
+    asked = world.now
+    world.run_until(lambda: world.backend.signals, limit=5)
+    assert world.backend.signals[0][:2] == (busy, GRACE)
+    world.run_until(lambda: world.pool()["nodes"] == [], limit=GRACE + 30)
+    assert world.now - asked >= GRACE  # the busy node waited for its job's grace
+    assert world.state(busy) == "Pending"
+    with world.db.session() as s:  # the nodes are free: none left to reclaim
+        assert reclaim_for(s, 1, lambda n: True, world.now) == []

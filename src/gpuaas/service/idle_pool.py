@@ -15,7 +15,7 @@ write in one transaction, the signals sent before the deadline they start is sto
 
 1. **Signal.** A reclaim asked for (by this step's demand or by :func:`reclaim_for`) sends
    every pool job on the node its checkpoint signal: the backend's ``checkpoint(job, grace)``
-   where it has one (Slurm: ``scancel --signal=TERM --full`` now, the job cancelled once the
+   where it has one (Slurm: ``scancel --signal=TERM`` now, the job cancelled once the
    grace is over), else ``cancel(job, grace)`` (the local backend's SIGTERM to the process
    group, SIGKILL after ``grace``; the simulated fleet stops the job). The time it was sent is
    stored; nothing is evicted before ``signalled_at + grace``.
@@ -64,13 +64,14 @@ from gpuaas.model.resources import CPU, MEMORY, NVIDIA_GPU
 from gpuaas.model.workload import PodSet, Workload
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Principal, require_platform
-from gpuaas.service.cluster_names import LOCAL_QUEUE_PREFIX, local_queue_name
+from gpuaas.service.cluster_names import LOCAL_QUEUE_PREFIX, flavor_name, local_queue_name
 from gpuaas.service.clusters import (
     _add_queue,
     _Fleet,
     carve,
     delete_cluster,
     hosts_of,
+    mark_releasing,
     node_rows,
     record,
 )
@@ -127,6 +128,15 @@ def pool_row(session: Session) -> ClusterRow | None:
         if (row.spec or {}).get("idlePool") is not None:
             return row
     return None
+
+
+def pool_flavors(session: Session) -> frozenset[str]:
+    """The pool's ResourceFlavor (its nodes grow from the whole fleet: a job asking for a node
+    larger than any the pool holds now may still run there once one settles)."""
+    row = pool_row(session)
+    if row is None:
+        return frozenset()
+    return frozenset({flavor_name(_tenant_name(session, row), row.name)})
 
 
 def pool_spec(row: ClusterRow) -> IdlePoolSpec:
@@ -530,12 +540,9 @@ class IdlePool:
         jobs: set[int] = set()
         for rec in due:
             rec.evicting = True
-            node = session.scalar(select(NodeRow).where(NodeRow.name == rec.node))
-            if node is not None:
-                node.cordoned = True
-                node.draining = True
-                node.updated_at = now
             jobs.update(j for j, t in active.get(rec.node, []) if t == row.tenant_id)
+        names = {rec.node for rec in due}
+        mark_releasing(session, [r for r in node_rows(session, row.id) if r.node in names], now)
         why = reason(Code.POOL_EVICTING, nodes=[r.node for r in due], jobs=sorted(jobs))
         record(session, row, ClusterState.SCALING, why, now)
         return True

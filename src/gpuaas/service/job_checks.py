@@ -80,8 +80,13 @@ class SubmissionBounds:
     """Known resource names and the largest amounts a job could be given, for one governance
     and one fleet. Per ClusterQueue answers are computed on first use and kept."""
 
-    def __init__(self, gov: Governance, nodes: Sequence[Node]) -> None:
+    def __init__(
+        self, gov: Governance, nodes: Sequence[Node], growing: frozenset[str] = frozenset()
+    ) -> None:
         self.gov = gov
+        #: flavors whose nodes grow from the whole fleet (the idle pool's: its largest node is
+        #: the fleet's, whatever it holds now; docs/idle-pool.md)
+        self.growing = growing
         self.engine = AdmissionEngine(gov)  # its quota_requests and tree, never run
         self.nodes: list[tuple[dict[str, str], ResourceList]] = []
         for node in nodes:
@@ -153,6 +158,8 @@ class SubmissionBounds:
             largest = 0
             for name in flavors:
                 wanted = self.gov.flavors[name].node_labels.items()
+                if name in self.growing:
+                    wanted = {}.items()
                 for labels, resources in self.nodes:
                     if all(labels.get(k) == v for k, v in wanted):
                         largest = max(largest, resources.get(resource, 0))
@@ -316,7 +323,9 @@ def submission_bounds(session: Session, gov_version: str, gov: Governance) -> Su
     if found is not None and found[0] == gov_version and found[1] == fleet_version:
         bounds = found[3]
     else:
-        bounds = SubmissionBounds(gov, load_nodes(session))
+        from gpuaas.service.idle_pool import pool_flavors
+
+        bounds = SubmissionBounds(gov, load_nodes(session), pool_flavors(session))
     with _lock:
         _bounds[where] = (gov_version, fleet_version, clock, bounds)
     return bounds

@@ -197,10 +197,11 @@ class SlurmBackend:
 
     def checkpoint(self, job_id: int, grace: float) -> None:
         """The idle pool's reclaim: the checkpoint signal now, a cancel ``grace`` seconds
-        later. ``scancel --signal=TERM --full`` sends SIGTERM to the batch shell and every step
-        and leaves the job running; the cancel (``scancel``: SIGTERM again, ``KillWait``, then
-        SIGKILL) is made by the first :meth:`poll` once ``grace`` has passed. The job is no
-        longer followed (as after :meth:`cancel`): the service evicts it at the deadline."""
+        later. ``scancel --signal=TERM`` sends SIGTERM to the job's steps (the pods'
+        processes, not the batch shell waiting on ``srun``) and leaves the job running; the
+        cancel (``scancel``: SIGTERM again, ``KillWait``, SIGKILL) is made by the first
+        :meth:`poll` once ``grace`` has passed. The job is no longer followed (as after
+        :meth:`cancel`): the service evicts it at the deadline."""
         with self._lock:
             run = self._runs.get(job_id)
             slurm_id = run.slurm_id if run is not None else None
@@ -209,7 +210,7 @@ class SlurmBackend:
             return
         try:  # unreachable: raised, and the driver sends it again, in order
             self.calls["signal"] += 1
-            self.cli.run("scancel", "--signal=TERM", "--full", str(slurm_id))
+            self.cli.run("scancel", "--signal=TERM", str(slurm_id))
         except SlurmRefused as exc:  # it ended meanwhile: the cancel below is harmless
             log.warning("scancel --signal=TERM %s: %s", slurm_id, exc)
         with self._lock:

@@ -4,32 +4,19 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from gpuaas.model.autoscale import MIN_POOL_GRACE, IdlePoolSpec
 from gpuaas.model.cluster import ClusterKind
-from gpuaas.service.models.common import ReasonView, Strict
+from gpuaas.service.models.clusters import IdlePoolIn as IdlePoolSettings
+from gpuaas.service.models.common import ReasonView
 
-
-class IdlePoolSettings(Strict):
-    """How the pool behaves (see :class:`gpuaas.model.autoscale.IdlePoolSpec`): nodes idle
-    for ``settleSeconds`` join it, at most ``maxNodes`` (0: no limit but the fleet); a
-    reclaim signals its jobs and evicts them ``graceSeconds`` later (at least 30)."""
-
-    marketplace: str = Field(default="", max_length=253)
-    settleSeconds: float = Field(default=300.0, ge=0, le=7 * 86400)
-    graceSeconds: float = Field(default=MIN_POOL_GRACE, ge=MIN_POOL_GRACE, le=86400)
-    maxNodes: int = Field(default=0, ge=0, le=100_000)
-
-    def spec(self) -> IdlePoolSpec:
-        out = IdlePoolSpec(self.marketplace, self.settleSeconds, self.graceSeconds, self.maxNodes)
-        out.check()
-        return out
+__all__ = ["IdlePoolIn", "IdlePoolOut", "IdlePoolSettings", "ReclaimOut"]
 
 
 class IdlePoolIn(IdlePoolSettings):
-    """A pool to register: the cluster ``name`` it is, the ``tenant`` that owns it (created
-    when it does not exist; a tenant of the provider's, for the marketplace, holding nothing
-    else) and the ``kind`` of cluster its nodes form (a Slurm partition, a bare-metal
-    allocation, Kubernetes)."""
+    """A pool to register: its settings (those of a cluster's ``idlePool``:
+    ``marketplace``, ``settleSeconds``, ``graceSeconds`` at least 30, ``maxNodes``), the
+    cluster ``name`` it is, the ``tenant`` that owns it (created when it does not exist; a
+    tenant of the provider's, for the marketplace, holding nothing else) and the ``kind`` of
+    cluster its nodes form (a Slurm partition, a bare-metal allocation, Kubernetes)."""
 
     name: str = Field(default="pool", min_length=1, max_length=63)
     tenant: str = Field(default="idle-pool", min_length=1, max_length=63)
