@@ -931,6 +931,9 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants/{}/datasets": ("junk",),
     "PUT /v1/tenants/{}/datasets/{}": ("junk", "junk-ds"),
     "POST /v1/tenants/{}/datasets/{}/preload": ("junk", "junk-ds"),
+    # the idle pool's (merged from the idlepool branch, which had not listed them)
+    "POST /v1/idle-pools": (),
+    "PUT /v1/idle-pools/{}": ("junk-pool",),
 }
 
 #: A valid body per route: garbage is made by breaking one part of it (or from nothing).
@@ -1031,6 +1034,8 @@ VALID: dict[str, Any] = {
     },
     "PUT /v1/tenants/{}/datasets/{}": {"uri": "hdfs://namenode/junk", "size": 1024},
     "POST /v1/tenants/{}/datasets/{}/preload": {"nodes": ["junk-node"]},
+    "POST /v1/idle-pools": {"name": "fresh-pool", "marketplace": "nvcf", "graceSeconds": 60},
+    "PUT /v1/idle-pools/{}": {"marketplace": "nvcf", "graceSeconds": 60},
     "POST /v1/tenants/{}/jobs/batch": {
         "jobs": [job_spec("fresh-batch-job", "junk-lq"), job_spec("another-batch-job", "junk-lq")]
     },
