@@ -362,3 +362,100 @@ class DatasetCache(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     warm_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     used_at: Mapped[float] = mapped_column(Float)
+
+
+# --- invoicing: closed invoices, their lines, budgets and what they fired (docs/billing.md) ---
+
+
+class InvoiceRow(Base):
+    """A tenant's closed invoice for one month (``period``: ``YYYY-MM``, UTC). An open month
+    has no row: its invoice is computed from the usage records; closing stores its lines
+    (:class:`InvoiceLineRow`) and this row, and from then on nothing of it changes. Like the
+    usage records it is a ledger: it names its tenant and has no foreign key. Money in
+    nano-units of ``currency``."""
+
+    __tablename__ = "invoices"
+    __table_args__ = (UniqueConstraint("tenant", "period", name="uq_invoice_period"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63))
+    period: Mapped[str] = mapped_column(String(7))
+    currency: Mapped[str] = mapped_column(String(3))
+    total: Mapped[int] = mapped_column(BigInteger)
+    closed_at: Mapped[float] = mapped_column(Float)
+    closed_by: Mapped[str] = mapped_column(String(100), default="")
+
+
+class InvoiceLineRow(Base):
+    """A line of a tenant's month, never edited: a credit or an adjustment added while the
+    month is open, and at closing the month's usage and late-usage lines
+    (:class:`gpuaas.billing.invoices.InvoiceLine`). ``quantity`` in micro unit-seconds,
+    money in nano-units; ``for_period``: the month late usage belongs to."""
+
+    __tablename__ = "invoice_lines"
+    __table_args__ = (Index("ix_invoice_lines_tenant_period", "tenant", "period"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63))
+    period: Mapped[str] = mapped_column(String(7))
+    kind: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text, default="")
+    sku: Mapped[str] = mapped_column(String(200), default="")
+    price_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    quantity: Mapped[int] = mapped_column(BigInteger, default=0)
+    unit: Mapped[str] = mapped_column(String(32), default="")
+    list_cost: Mapped[int] = mapped_column(BigInteger, default=0)
+    contracted_cost: Mapped[int] = mapped_column(BigInteger, default=0)
+    billed_cost: Mapped[int] = mapped_column(BigInteger)
+    for_period: Mapped[str] = mapped_column(String(7), default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(100), default="")
+
+
+class BudgetRow(Base):
+    """A tenant's budget (:class:`gpuaas.billing.budgets.Budget`): ``scope_kind`` tenant,
+    queue, cluster or user and ``scope`` its name (``scope_key``: what a workload names it
+    by, a user's id); ``period`` monthly or weekly; money in nano-units (``amount`` None: a
+    rate cap only); ``thresholds``: soft percentages; ``webhook``: where alerts are POSTed."""
+
+    __tablename__ = "budgets"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_budget_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(63))
+    scope_kind: Mapped[str] = mapped_column(String(16))
+    scope: Mapped[str] = mapped_column(String(NAME))
+    scope_key: Mapped[str] = mapped_column(String(NAME))
+    period: Mapped[str] = mapped_column(String(16))
+    amount: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    currency: Mapped[str] = mapped_column(String(3))
+    thresholds: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    hard: Mapped[bool] = mapped_column(Boolean, default=False)
+    stop_running: Mapped[bool] = mapped_column(Boolean, default=False)
+    max_rate_per_hour: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    webhook: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class BudgetEvent(Base):
+    """What a budget did in one of its periods, once: a soft ``threshold`` reached (kind
+    ``threshold``), its hard amount reached (``hold``). Unique per budget, period, kind and
+    threshold, so a restart never fires one twice. ``delivered_at`` / ``attempts`` /
+    ``error``: its webhook's delivery (retried until delivered or out of attempts)."""
+
+    __tablename__ = "budget_events"
+    __table_args__ = (
+        UniqueConstraint("budget_id", "period", "kind", "threshold", name="uq_budget_event"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    budget_id: Mapped[int] = mapped_column(
+        ForeignKey("budgets.id", ondelete="CASCADE"), index=True
+    )
+    period: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    threshold: Mapped[int] = mapped_column(Integer, default=0)
+    spent: Mapped[int] = mapped_column(BigInteger)
+    at: Mapped[float] = mapped_column(Float)
+    message: Mapped[str] = mapped_column(Text, default="")
+    delivered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str] = mapped_column(Text, default="")
