@@ -70,6 +70,15 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "force": st.booleans(),
     "dataset": names,
     "warm": st.integers(0, 10**4),
+    # budgets: amounts as decimal text, as they are stored
+    "budget": names,
+    "scope": names,
+    "amount": st.decimals(0, 10**9, places=2).map(str),
+    "spent": st.decimals(0, 10**9, places=2).map(str),
+    "currency": st.sampled_from(["USD", "EUR"]),
+    "period": st.sampled_from(["2026-11", "2026-W48"]),
+    "rate": st.decimals(0, 10**6, places=2).map(str),
+    "cap": st.decimals(0, 10**6, places=2).map(str),
 }
 #: cluster codes whose ``nodes`` are node names, at least one
 CLUSTER_NODE_CODES = (

@@ -109,6 +109,9 @@ class Code(StrEnum):
     CLUSTER_DELETING = "ClusterDeleting"
     PROVISION_FAILED = "ProvisionFailed"
     PROVISIONER_UNAVAILABLE = "ProvisionerUnavailable"
+    # budgets (service/budget_watch.py): a scope's new admissions held
+    BUDGET_EXHAUSTED = "BudgetExhausted"
+    BUDGET_RATE_CAP = "BudgetRateCap"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -465,6 +468,15 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.PROVISIONER_UNAVAILABLE: lambda f: (
         f"waiting for the {f['provisioner']} provisioner, which cannot be reached: {f['detail']}"
     ),
+    Code.BUDGET_EXHAUSTED: lambda f: (
+        f"held by budget {f['budget']}: {f['scope']} has spent {f['spent']} of its "
+        f"{f['amount']} {f['currency']} for {f['period']}; new work waits for the next period "
+        "or a larger budget"
+    ),
+    Code.BUDGET_RATE_CAP: lambda f: (
+        f"held by budget {f['budget']}: user {f['user']} runs work costing {f['rate']} "
+        f"{f['currency']}/h; this job would take it past the cap of {f['cap']} {f['currency']}/h"
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -532,6 +544,8 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.CLUSTER_DELETING: ("force",),
     Code.PROVISION_FAILED: ("provisioner", "detail"),
     Code.PROVISIONER_UNAVAILABLE: ("provisioner", "detail"),
+    Code.BUDGET_EXHAUSTED: ("budget", "scope", "amount", "spent", "currency", "period"),
+    Code.BUDGET_RATE_CAP: ("budget", "user", "rate", "cap", "currency"),
 }
 
 
