@@ -23,13 +23,16 @@ allocation keeps its idle row), so the rows still add up to the capacity.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 
 from gpuaas.billing.invoices import HOUR, ZERO, sku_of
-from gpuaas.model.billing import CapacityPool, UsageRecord
+from gpuaas.model.billing import CapacityPool, Shape, Sku, UsageRecord
+from gpuaas.model.devices import PartitionMode
+from gpuaas.model.node import Node
+from gpuaas.supply.devices import gpu_device_name, mig_device_name, shared_device_name
 
 IDLE = "__idle__"
 
@@ -85,6 +88,43 @@ class Allocation:
     capacity: dict[str, Decimal] = field(default_factory=dict)  # per capacity SKU
     allocated: dict[str, Decimal] = field(default_factory=dict)
     idle: dict[str, Decimal] = field(default_factory=dict)
+
+
+def fleet_capacity(
+    nodes: Iterable[Node], seconds: float, per_hour: Callable[[str], Decimal]
+) -> list[DeviceCapacity]:
+    """Every GPU device of ``nodes`` for ``seconds``, as the supply plane names it: a whole
+    GPU one unit of ``<model>/whole``, a MIG instance one unit of ``<model>/mig/<profile>``,
+    each of ``n`` time-slice or MPS replicas ``1/n`` of ``<model>/timeslice/<n>`` (so a
+    replica's capacity is what one share held all the time would record). ``per_hour``
+    prices a capacity SKU (its on-demand entry, usually)."""
+    out = []
+    window = Decimal(seconds)
+    for node in nodes:
+        for gpu in node.gpus:
+            partition = gpu.partition
+            if partition.mode is PartitionMode.MIG:
+                for inst in sorted(partition.instances):
+                    sku = Sku(gpu.model, Shape.MIG, profile=inst.profile).id
+                    out.append(_device(node, mig_device_name(gpu.index, inst), sku, window,
+                                       per_hour))  # fmt: skip
+            elif partition.shared:
+                shape = Shape.MPS if partition.mode is PartitionMode.MPS else Shape.TIME_SLICE
+                sku = Sku(gpu.model, shape, profile=str(partition.replicas)).id
+                share = window / partition.replicas
+                for r in range(partition.replicas):
+                    out.append(_device(node, shared_device_name(gpu.index, r), sku, share,
+                                       per_hour))  # fmt: skip
+            else:
+                sku = Sku(gpu.model, Shape.WHOLE).id
+                out.append(_device(node, gpu_device_name(gpu.index), sku, window, per_hour))
+    return out
+
+
+def _device(
+    node: Node, device: str, sku: str, seconds: Decimal, per_hour: Callable[[str], Decimal]
+) -> DeviceCapacity:
+    return DeviceCapacity(node.name, device, capacity_sku(sku), seconds, per_hour(sku))
 
 
 def capacity_sku(sku: str) -> str:

@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "jobs": ("client_jobs",),
     "workloads": ("client_jobs",),
     "clusters": ("client_clusters",),
+    "budgets": ("client_governance",),
+    "invoices": ("client_invoices",),
 }
 
 

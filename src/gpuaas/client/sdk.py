@@ -568,6 +568,51 @@ class Client:
         path = f"/v1/tenants/{_seg(tenant)}/datasets/{_seg(name)}/preload"
         return self.request("POST", path, json={"nodes": list(nodes)})
 
+    # -- invoices, showback, allocation (budgets come from the resource table) --------------
+
+    def list_invoices(self, tenant: str) -> JSON:
+        """Every month of ``tenant`` with usage or lines (open or closed), oldest first."""
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/invoices")
+
+    def get_invoice(self, tenant: str, period: str) -> JSON:
+        """``tenant``'s invoice for month ``period`` (``YYYY-MM``)."""
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}")
+
+    def add_invoice_line(
+        self, tenant: str, period: str, kind: str, amount: str, description: str
+    ) -> JSON:
+        """A ``credit`` (taken off) or an ``adjustment`` on an open month (provider-admin)."""
+        path = f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}/lines"
+        body = {"kind": kind, "amount": str(amount), "description": description}
+        return self.request("POST", path, json=body)
+
+    def close_invoice(self, tenant: str, period: str) -> JSON:
+        """Close an ended month: its invoice never changes again (provider-admin)."""
+        path = f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}/close"
+        return self.request("POST", path)
+
+    def export_focus(self, tenant: str, period: str, format: str = "csv") -> bytes:
+        """The invoice as FOCUS 1.2 rows: CSV text or Parquet, as bytes."""
+        path = f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}/focus"
+        response = self._http.get(path, params={"format": format}, headers=self._headers)
+        if response.is_error:
+            raise ApiError.from_response(response)
+        return response.content
+
+    def showback(self, tenant: str, period: str, by: str = "user") -> JSON:
+        """What ``tenant``'s month cost by user, queue, cluster, job or sku."""
+        params = {"period": period, "by": by}
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/showback", params=params)
+
+    def allocation(
+        self, start: float, end: float, aggregate: str = "tenant", *,
+        include_idle: bool = True, share_idle: bool = False,
+    ) -> JSON:  # fmt: skip
+        """The fleet's capacity over ``[start, end)``: allocated, idle, spot (platform)."""
+        params = {"start": start, "end": end, "aggregate": aggregate,
+                  "includeIdle": include_idle, "shareIdle": share_idle}  # fmt: skip
+        return self.request("GET", "/v1/allocation", params=params)
+
     def import_kueue(
         self,
         yaml_text: str,

@@ -71,6 +71,7 @@ from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
+from gpuaas.service.budget_watch import BudgetWatch
 from gpuaas.service.cluster_worker import ClusterWorker
 from gpuaas.service.datasets import ReportedByBackend, WarmSync
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
@@ -80,6 +81,7 @@ from gpuaas.service.jobs import serialized_writes, stored_reason, transition, wo
 from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
+from gpuaas.service.webhooks import WebhookSender
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
@@ -345,6 +347,10 @@ class Reconciler:
         self._thread: threading.Thread | None = None
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
+        #: budgets: what they hold before each cycle, their alerts (webhooks: a thread)
+        self.budgets = BudgetWatch(db, WebhookSender(db))
+        self._held: dict[int, Reason] = {}  # pending jobs a budget holds out of the engine
+        self._held_by: AdmissionScheduler | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -378,6 +384,7 @@ class Reconciler:
     def stop(self) -> None:
         self._stop.set()
         self.clusters.stop()
+        self.budgets.sender.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
@@ -431,6 +438,7 @@ class Reconciler:
             self._backend_events(driver, driver.events(now), writes)
         self._note_unavailable(writes)
         self._enforce_max_run_time(now, writes)
+        self._hold_over_budget(scheduler, now, writes)
         decisions = scheduler.cycle(now)
         stops: list[int] = []
         with serialized_writes(self.db.engine), self.db.session() as session:
@@ -836,7 +844,7 @@ class Reconciler:
         for job_id, tracked in self.jobs.items():
             if tracked.state is not JobState.PENDING:
                 continue
-            current = why.get(str(job_id), WAITING_FOR_ADMISSION)
+            current = self._held.get(job_id) or why.get(str(job_id), WAITING_FOR_ADMISSION)
             if not current.same(tracked.reason):
                 changed.append((job_id, current))
                 if len(changed) >= REASONS_PER_STEP:
@@ -1013,6 +1021,38 @@ class Reconciler:
         self.scheduler(self.engine).finish(str(tracked.id))
         del self.jobs[tracked.id]
         writes.append(Finish(tracked.id, tracked.state, state, at, why))
+
+    def _hold_over_budget(
+        self, scheduler: AdmissionScheduler, now: float, writes: list[Write]
+    ) -> None:
+        """Budgets' one rule, before every cycle: a pending job whose scope's hard budget is
+        spent, or whose user's cost-rate cap it would pass, leaves the engine with that reason
+        until the budget allows it again (a new period, a larger amount: it queues again with
+        its place); running work goes on, unless its scope's budget says ``stopRunning``: then
+        it is requeued (and held). Without budgets this is one query."""
+        holds = self.budgets.holds(now)
+        if self._held_by is not scheduler:  # a new engine: every pending job is queued in it
+            self._held, self._held_by = {}, scheduler
+        if not holds and not self._held:
+            return
+        for job_id, tracked in list(self.jobs.items()):
+            cluster = str(tracked.spec.get("cluster") or "")
+            user = tracked.workload.user
+            if tracked.state in ACTIVE:
+                stop = holds.stops(tracked.tenant, tracked.queue, cluster, user)
+                if stop is None:
+                    continue
+                self._lose(tracked, now, stop, writes)  # pending again: held just below
+            why = holds.why(tracked.tenant, tracked.queue, cluster, user, tracked.workload)
+            if why is not None and job_id not in self._held:
+                scheduler.withdraw(str(job_id))
+                self._held[job_id] = tracked.reason = why
+                writes.append(Note(job_id, JobState.PENDING, why))
+            elif why is None and job_id in self._held:
+                del self._held[job_id]
+                self._queue(scheduler.engine, tracked, writes, now)
+        for job_id in [j for j in self._held if j not in self.jobs]:
+            del self._held[job_id]  # cancelled while held
 
     def _enforce_max_run_time(self, now: float, writes: list[Write]) -> None:
         """Stop and fail running jobs past their ``maxRunTime`` (in job time)."""

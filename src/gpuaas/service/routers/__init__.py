@@ -8,6 +8,7 @@ from gpuaas.service.routers import (
     governance,
     health,
     identity,
+    invoices,
     jobs,
     metrics,
     network,
@@ -21,6 +22,7 @@ ROUTERS = [
     governance.router,
     clusters.router,
     datasets.router,
+    invoices.router,
     metrics.router,
     network.router,
 ]
