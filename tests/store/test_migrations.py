@@ -15,7 +15,7 @@ from gpuaas.store.tables import Base
 def test_upgrade_matches_the_models_and_downgrade_removes_everything(db_url: str) -> None:
     upgrade(db_url)
     upgrade(db_url)  # a second upgrade is a no-op
-    assert current_revision(db_url) == "0008_datasets"
+    assert current_revision(db_url) == "0009_metering"
     engine = create_engine(normalise_url(db_url), poolclass=NullPool)
     try:
         with engine.connect() as connection:

@@ -11,6 +11,7 @@ from gpuaas.service.routers import (
     jobs,
     metrics,
     network,
+    usage,
 )
 
 ROUTERS = [
@@ -23,4 +24,5 @@ ROUTERS = [
     datasets.router,
     metrics.router,
     network.router,
+    usage.router,
 ]
