@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from gpuaas.billing.metering import in_force, nano
+from gpuaas.billing.metering import cost, in_force, money, nano
 from gpuaas.billing.skus import parse_sku
 from gpuaas.model.billing import PriceEntry
 from gpuaas.service import governance as gv
@@ -37,7 +37,7 @@ from gpuaas.service.errors import conflict, invalid, not_found
 from gpuaas.service.governance_kinds import At, _check_limit
 from gpuaas.service.models.billing import PriceIn, PriceOut
 from gpuaas.service.models.common import Page
-from gpuaas.service.usage import PROVIDER_BOOK, entries, price_entry
+from gpuaas.service.usage import PROVIDER_BOOK, Total, entries, price_entry, totals
 from gpuaas.store.tables import PriceEntryRow, UsageRow
 
 #: ISO 4217 codes a price may be in.
@@ -301,3 +301,38 @@ class Prices:
                 f"{what}; add a new entry with a later validFrom instead",
                 "name",
             )
+
+
+def chargeback(
+    session: Session,
+    tenant: str,
+    start: float | None = None,
+    end: float | None = None,
+    by: tuple[str, ...] = ("user", "sku"),
+) -> list[Total]:
+    """The tenant's usage in ``[start, end)`` rated with its own chargeback book, per group
+    (default per user x SKU): for each entry of the book, the records of its SKU that start
+    while it is in force, summed per group in SQL and priced once per group and entry (list
+    and contracted price). Records of a SKU the book does not price are left out."""
+    book = entries(session, f"tenant/{tenant}")
+    sums: dict[tuple[Any, ...], list[int]] = {}
+    groups = tuple(dict.fromkeys((*by, "sku")))
+    for entry in book:
+        lo = max(entry.valid_from, start if start is not None else -math.inf)
+        hi = min(_end(entry, [e for e in book if e.sku == entry.sku]),
+                 end if end is not None else math.inf)  # fmt: skip
+        if lo >= hi:
+            continue
+        for total in totals(session, lo, None if hi == math.inf else hi, tenant, by=groups,
+                            sku=entry.sku):  # fmt: skip
+            quantity = int(total.quantity.scaleb(6))
+            key = tuple(total.group[g] for g in groups)
+            acc = sums.setdefault(key, [0, 0, 0, 0])
+            acc[0] += total.records
+            acc[1] += quantity
+            acc[2] += cost(quantity, nano(entry.list_per_hour))
+            acc[3] += cost(quantity, nano(entry.contracted_per_hour))
+    return [
+        Total(dict(zip(groups, key, strict=True)), n, Decimal(q).scaleb(-6), money(lc), money(ec))
+        for key, (n, q, lc, ec) in sorted(sums.items())
+    ]
