@@ -1,5 +1,6 @@
-"""Billing, pure: what usage costs, invoices, allocation, budgets, forecasts and FOCUS rows.
-
-Like the engine it does no I/O and reads no clock: the service reads usage and prices from the
-database and hands them in (see docs/billing.md).
-"""
+"""Billing, pure: what a held device is as a SKU, how a held interval is cut into usage
+records (hours, billing periods), how a record is priced; invoices, the allocation view,
+budgets, forecasts and FOCUS rows. No I/O, no clock: the service
+(:mod:`gpuaas.service.usage`, :mod:`gpuaas.service.prices`, :mod:`gpuaas.service.invoicing`,
+:mod:`gpuaas.service.budget_watch`) stores and reads; this package decides. Imports
+``model`` (and ``supply``'s device naming) only."""

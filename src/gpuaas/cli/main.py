@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "profiles": ("client_governance",),
     "volumes": ("client_governance",),
     "datasets": ("client_governance", "client_datasets"),
+    "prices": ("client_governance",),
+    "usage": ("client_usage",),
     "kueue": ("client_governance",),
     "kai": ("client_governance",),
     "volcano": ("client_governance",),

@@ -613,6 +613,52 @@ class Client:
                   "includeIdle": include_idle, "shareIdle": share_idle}  # fmt: skip
         return self.request("GET", "/v1/allocation", params=params)
 
+    # --- usage (docs/billing.md) ---------------------------------------------------------
+
+    def list_usage(
+        self, *, tenant: str | None = None, period: str | None = None,
+        start: float | str | None = None, end: float | str | None = None,
+        limit: int = 1000, after: str | None = None, **filters: Any,
+    ) -> JSON:  # fmt: skip
+        """One page of usage records (``{items, next}``): a tenant's with ``tenant`` (as its
+        member), else every tenant's (provider roles; ``filters`` may name ``tenant`` there
+        too). ``filters``: ``user``, ``job``, ``sku``, ``cluster``, ``queue``."""
+        params = {"period": period, "start": start, "end": end, "limit": limit, "after": after}
+        params.update(filters)
+        path = f"/v1/tenants/{_seg(tenant)}/usage" if tenant else "/v1/usage"
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def iter_usage(self, **kwargs: Any) -> Iterator[JSON]:
+        """Every usage record :meth:`list_usage` would page through."""
+        after = kwargs.pop("after", None)
+        while True:
+            page = self.list_usage(after=after, **kwargs)
+            yield from page["items"]
+            after = page.get("next")
+            if not after:
+                return
+
+    def usage_summary(
+        self, *, tenant: str | None = None, period: str | None = None,
+        start: float | str | None = None, end: float | str | None = None,
+        by: Sequence[str] | None = None, scope_tenant: str | None = None,
+    ) -> JSON:  # fmt: skip
+        """Totals of usage per group (``by``: tenant, user, queue, cluster, job_id, sku,
+        period, currency, node): a tenant's with ``tenant``, else the provider's view
+        (``scope_tenant`` narrows it to one tenant)."""
+        params: dict[str, Any] = {"period": period, "start": start, "end": end}
+        if by:
+            params["by"] = ",".join(by)
+        if scope_tenant and not tenant:
+            params["tenant"] = scope_tenant
+        path = f"/v1/tenants/{_seg(tenant)}/usage/summary" if tenant else "/v1/usage/summary"
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def idle_pool_usage(self, period: str | None = None) -> JSON:
+        """The idle-capacity pool's GPU-seconds by period, GPU model and MIG profile."""
+        params = {"period": period} if period else None
+        return self.request("GET", "/v1/idle-pool/usage", params=params)
+
     def import_kueue(
         self,
         yaml_text: str,

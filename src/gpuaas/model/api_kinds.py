@@ -348,6 +348,46 @@ KINDS: tuple[ApiKind, ...] = (
             Column("HOLDING", ("status.holding",)),
         ),
     ),
+    ApiKind(
+        kind="Price",
+        path="prices",
+        cli="prices",
+        singular="price",
+        plural="prices",
+        help="The price book: the provider's prices (what tenants pay) and a tenant's "
+        "chargeback prices for its users (--tenant); an entry that priced usage never changes.",
+        scopes=("provider", "tenant"),
+        request="gpuaas.service.models.billing:PriceIn",
+        view="gpuaas.service.models.billing:PriceOut",
+        service="gpuaas.service.prices:Prices",
+        fields=(
+            BodyField("sku", "sku", "str", "e.g. H100-80GB/whole@on-demand", required=True),
+            BodyField(
+                "listPerHour", "list_per_hour", "str", "list price per unit-hour", required=True
+            ),
+            BodyField(
+                "contractedPerHour",
+                "contracted_per_hour",
+                "str",
+                "price after discount (default: the list price)",
+            ),
+            BodyField("currency", "currency", "str", "ISO 4217 (default USD)"),
+            BodyField("validFrom", "valid_from", "str", "POSIX seconds or ISO-8601", required=True),
+            BodyField("validUntil", "valid_until", "str", "default: until the next entry"),
+            BodyField("description", "description", "str", "what the price is"),
+        ),
+        filters=(BodyField("sku", "sku", "str", "only this SKU's entries"),),
+        columns=(
+            NAME,
+            Column("SKU", ("sku",)),
+            Column("LIST/H", ("listPerHour",)),
+            Column("CONTRACTED/H", ("contractedPerHour",)),
+            Column("CUR", ("currency",)),
+            Column("FROM", ("validFrom",)),
+            Column("UNTIL", ("validUntil",)),
+            Column("USED", ("used",)),
+        ),
+    ),
 )
 
 BY_CLI: dict[str, ApiKind] = {k.cli: k for k in KINDS}

@@ -32,8 +32,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from gpuaas.billing.invoices import sku_of
 from gpuaas.billing.budgets import Budget, Scope, ScopeKind, crossed, exhausted, forecast
+from gpuaas.billing.invoices import sku_of
 from gpuaas.billing.periods import Cadence, Period, period_of
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.reasons import Code, Reason
@@ -92,7 +92,7 @@ def open_work(session: Session, now: float) -> list[OpenWork]:
     out = []
     for r in rows:
         rate = ZERO
-        for pod, device, node, sku, num, den in r.held or ():
+        for _pod, _device, _node, sku, num, den in r.held or ():
             entry = _in_force(book.get(str(sku), ()), now)
             if entry is not None:
                 rate += entry.contracted_per_hour * Decimal(int(num)) / Decimal(int(den))
@@ -301,16 +301,18 @@ class BudgetWatch:
                     continue  # fired already this period
                 log.info("budget %s/%s: %s", b.scope.tenant, b.name, message)
                 if row.webhook:
-                    sent.append((event_id, row.webhook, _payload(b, row, kind, threshold,
-                                                                  spent, period, message)))  # fmt: skip
+                    payload = _payload(b, row, kind, threshold, spent, period, message)
+                    sent.append((event_id, row.webhook, payload))
         if self.sender is not None:
             for event_id, url, payload in sent:
                 self.sender.send(event_id, url, payload)
 
 
 def _exhausted(row: BudgetRow, b: Budget, spent: Decimal, period: Period) -> Reason:
-    scope = "tenant " + b.scope.tenant if b.scope.kind is ScopeKind.TENANT else (
-        f"{b.scope.kind.value} {b.scope.name}"
+    scope = (
+        "tenant " + b.scope.tenant
+        if b.scope.kind is ScopeKind.TENANT
+        else (f"{b.scope.kind.value} {b.scope.name}")
     )
     return Reason(
         Code.BUDGET_EXHAUSTED,

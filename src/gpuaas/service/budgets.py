@@ -98,9 +98,7 @@ def _scope_key(session: Session, tenant: Tenant, kind: ScopeKind, scope: str) ->
         return scope
     if kind is ScopeKind.CLUSTER:
         found = session.scalar(
-            select(ClusterRow.id).where(
-                ClusterRow.tenant_id == tenant.id, ClusterRow.name == scope
-            )
+            select(ClusterRow.id).where(ClusterRow.tenant_id == tenant.id, ClusterRow.name == scope)
         )
         if found is None:
             raise invalid("scope", f"tenant {tenant.name} has no cluster {scope!r}")

@@ -121,14 +121,14 @@ def month_totals(session: Session, tenant: str, period: Period) -> tuple[list[Sk
 def _closed_periods(session: Session, tenant: str) -> list[str]:
     return list(
         session.scalars(
-            select(InvoiceRow.period)
-            .where(InvoiceRow.tenant == tenant)
-            .order_by(InvoiceRow.period)
+            select(InvoiceRow.period).where(InvoiceRow.tenant == tenant).order_by(InvoiceRow.period)
         )
     )
 
 
-def _late_for(session: Session, tenant: str, period: Period, closed: list[str]) -> list[InvoiceLine]:
+def _late_for(
+    session: Session, tenant: str, period: Period, closed: list[str]
+) -> list[InvoiceLine]:
     """Late usage billed on open month ``period``: for each closed month before it whose first
     open successor is ``period``."""
     shut = set(closed)
@@ -264,8 +264,14 @@ def close(session: Session, tenant: str, label: str, who: str, now: float) -> In
                 )
             )  # fmt: skip
     session.add(
-        InvoiceRow(tenant=tenant, period=label, currency=invoice.currency,
-                   total=_nano(invoice.total), closed_at=now, closed_by=who)  # fmt: skip
+        InvoiceRow(
+            tenant=tenant,
+            period=label,
+            currency=invoice.currency,
+            total=_nano(invoice.total),
+            closed_at=now,
+            closed_by=who,
+        )
     )
     session.flush()
     return invoice_of(session, tenant, label)
@@ -304,7 +310,9 @@ def allocation(
     try:
         aggregate = Aggregate(by)
     except ValueError:
-        raise invalid("aggregate", f"{by!r}: one of {', '.join(a.value for a in Aggregate)}") from None
+        raise invalid(
+            "aggregate", f"{by!r}: one of {', '.join(a.value for a in Aggregate)}"
+        ) from None
     book: dict[str, list[Any]] = {}
     for entry in usage.entries(session, usage.PROVIDER_BOOK):
         book.setdefault(entry.sku, []).append(entry)
@@ -316,7 +324,7 @@ def allocation(
         return entry.list_per_hour if entry is not None else Decimal(0)
 
     devices = fleet_capacity(load_nodes(session), end - start, per_hour)
-    records = [r for _, r in usage.records(session, None, start - 3600, end)]
+    records = [s.record for s in usage.records(session, None, start - 3600, end)]
     view = allocate(devices, records, start, end, aggregate, include_idle, share_idle)
     return AllocationOut(
         start=start, end=end, aggregate=aggregate.value,
@@ -339,5 +347,5 @@ def focus_of(session: Session, tenant: Tenant, label: str) -> list[dict[str, Any
     """The FOCUS rows of ``tenant``'s invoice for month ``label``."""
     invoice = invoice_of(session, tenant.name, label)
     period = invoice.period
-    records = [r for _, r in usage.records(session, tenant.name, period.start, period.end)]
+    records = [s.record for s in usage.records(session, tenant.name, period.start, period.end)]
     return focus_rows(invoice, Account(str(tenant.id), tenant.name), records)

@@ -69,6 +69,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.service import usage
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
 from gpuaas.service.budget_watch import BudgetWatch
@@ -345,6 +346,8 @@ class Reconciler:
                                 self._fluid_nodes)  # fmt: skip
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        usage.configure(db.url, enabled=settings.metering)  # metering (service/usage.py)
+        self._metered_at = -math.inf
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
         #: budgets: what they hold before each cycle, their alerts (webhooks: a thread)
@@ -458,11 +461,21 @@ class Reconciler:
                 launches = self._write_admissions(session, now, decisions)
         if self.engine is not None:
             self._write_reasons(now)
+            self._meter(now)
         for job_id in stops:
             self._stop_on_backend(job_id)
         for name, job in launches:
             self._runs_on[job.id] = name
             self.driver(name).launch(job)  # it starts at the backend's next poll
+
+    def _meter(self, now: float) -> None:
+        """Running jobs' usage up to the last whole hour, every ``usage.STEP_EVERY`` seconds
+        (cost-to-date stays current without a write per job per step)."""
+        if now - self._metered_at < usage.STEP_EVERY:
+            return
+        self._metered_at = now
+        with serialized_writes(self.db.engine), self.db.session() as session:
+            usage.step(session, now)
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine

@@ -69,6 +69,13 @@ class Settings:
         default_factory=lambda: int(os.environ.get("GPUAAS_DATASET_CACHE_BYTES") or 1 << 40)
     )
     max_body_bytes: int = 1 << 20
+    #: write usage records at job transitions (docs/billing.md); ``GPUAAS_METERING=0`` or
+    #: ``gpuaas serve --no-metering`` turn it off (to measure what it costs)
+    metering: bool = field(
+        default_factory=lambda: (
+            os.environ.get("GPUAAS_METERING", "1").lower() not in ("0", "false", "no", "off")
+        )
+    )
     reconcile: bool = True
     #: run the reconciler in a child process (``gpuaas serve``) rather than a thread
     reconciler_process: bool = False

@@ -12,6 +12,7 @@ from gpuaas.service.routers import (
     jobs,
     metrics,
     network,
+    usage,
 )
 
 ROUTERS = [
@@ -25,4 +26,5 @@ ROUTERS = [
     invoices.router,
     metrics.router,
     network.router,
+    usage.router,
 ]

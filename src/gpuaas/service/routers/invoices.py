@@ -75,9 +75,9 @@ def export_focus(
     rows = invoicing.focus_of(session, t, period)
     name = invoice_id(invoicing.invoice_of(session, t.name, period))
     if format == "parquet":
-        from gpuaas.billing.focus import arrow_table
-
         import pyarrow.parquet as pq
+
+        from gpuaas.billing.focus import arrow_table
 
         out = io.BytesIO()
         pq.write_table(arrow_table(rows), out)

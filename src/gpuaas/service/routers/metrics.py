@@ -48,6 +48,7 @@ from gpuaas.model.resources import MIG_PREFIX, NVIDIA_GPU, canonical_amount
 from gpuaas.service.errors import ApiError
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
+from gpuaas.service.usage_metrics import PoolUsageCollector
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
@@ -424,6 +425,7 @@ def metrics(request: Request) -> Response:
             [
                 request.app.state.telemetry.source(),
                 DatabaseCollector(session, capacity_cache(request)),
+                PoolUsageCollector(session),  # the idle pool's usage (docs/billing.md)
             ]
         )
         body = generate_latest(scrape)  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """Invoicing: closed invoices and their lines, budgets and what they fired.
 
 Revision ID: 0009_invoicing
-Revises: 0008_datasets
+Revises: 0009_metering (re-chained after merging metering; on main the lead chains it)
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_invoicing"
-down_revision = "0008_datasets"
+down_revision = "0009_metering"
 branch_labels = None
 depends_on = None
 
