@@ -364,6 +364,91 @@ class DatasetCache(Base):
     used_at: Mapped[float] = mapped_column(Float)
 
 
+# --- metering: the price book, usage records, and what is held now (docs/billing.md) --------
+
+
+class PriceEntryRow(Base):
+    """A price of one SKU in one book (:class:`gpuaas.model.billing.PriceEntry`): ``book`` is
+    ``provider`` (what tenants pay) or ``tenant/<name>`` (a tenant-admin's internal
+    chargeback book for its users). Prices are nano-units of ``currency`` per unit-hour
+    (:mod:`gpuaas.billing.metering`). Immutable once a usage record is priced by it; an id is
+    never used twice (records name entries by id)."""
+
+    __tablename__ = "price_entries"
+    __table_args__ = (
+        UniqueConstraint("book", "name", name="uq_price_entry_name"),
+        Index("ix_price_entries_book_sku", "book", "sku"),
+        {"sqlite_autoincrement": True},
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    book: Mapped[str] = mapped_column(String(80))
+    name: Mapped[str] = mapped_column(String(63))
+    sku: Mapped[str] = mapped_column(String(200))
+    list_per_hour: Mapped[int] = mapped_column(BigInteger)
+    contracted_per_hour: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3))
+    valid_from: Mapped[float] = mapped_column(Float)
+    valid_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class UsageRow(Base):
+    """One usage record (:class:`gpuaas.model.billing.UsageRecord`), append-only: never
+    updated, never deleted with a tenant or a job (no foreign keys: it is the ledger).
+    ``key`` is idempotent (unique; writes are insert-or-ignore). ``quantity`` is micro-units
+    (unit-seconds x 10^6), costs nano-units of ``currency``; ``price_id`` 0: no entry of the
+    provider's book was in force (cost 0). ``period`` is the UTC month ``YYYY-MM``."""
+
+    __tablename__ = "usage_records"
+    __table_args__ = (
+        UniqueConstraint("key", name="uq_usage_key"),
+        Index("ix_usage_tenant_start", "tenant", "start"),
+        Index("ix_usage_period_sku", "period", "sku"),
+        Index("ix_usage_job", "job_id"),
+        Index("ix_usage_price", "price_id"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(400))
+    tenant: Mapped[str] = mapped_column(String(63))
+    user: Mapped[str] = mapped_column(String(100))
+    queue: Mapped[str] = mapped_column(String(NAME))
+    cluster: Mapped[str] = mapped_column(String(63), default="")
+    job_id: Mapped[int] = mapped_column(BigInteger)
+    attempt: Mapped[int] = mapped_column(Integer)
+    pod: Mapped[str] = mapped_column(String(NAME))
+    device: Mapped[str] = mapped_column(String(100))
+    node: Mapped[str] = mapped_column(String(NAME))
+    sku: Mapped[str] = mapped_column(String(200))
+    period: Mapped[str] = mapped_column(String(7))
+    start: Mapped[float] = mapped_column(Float)
+    end: Mapped[float] = mapped_column(Float)
+    quantity: Mapped[int] = mapped_column(BigInteger)
+    price_id: Mapped[int] = mapped_column(Integer)
+    currency: Mapped[str] = mapped_column(String(3))
+    list_cost: Mapped[int] = mapped_column(BigInteger)
+    effective_cost: Mapped[int] = mapped_column(BigInteger)
+    utilization: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class UsageOpen(Base):
+    """What an admitted or running job holds and since when its time is not yet recorded:
+    one row per job, written when it enters Admitted/Running, moved forward to the last
+    whole hour by the metering step, deleted when it leaves (its records written in the same
+    transaction). ``held``: ``[[pod, device, node, sku, numerator, denominator], ...]``."""
+
+    __tablename__ = "usage_open"
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    since: Mapped[float] = mapped_column(Float)
+    tenant: Mapped[str] = mapped_column(String(63))
+    user: Mapped[str] = mapped_column(String(100))
+    queue: Mapped[str] = mapped_column(String(NAME))
+    cluster: Mapped[str] = mapped_column(String(63), default="")
+    held: Mapped[list[Any]] = mapped_column(JSON)
+
+
 # --- invoicing: closed invoices, their lines, budgets and what they fired (docs/billing.md) ---
 
 
@@ -432,34 +517,6 @@ class BudgetRow(Base):
     stop_running: Mapped[bool] = mapped_column(Boolean, default=False)
     max_rate_per_hour: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     webhook: Mapped[str] = mapped_column(Text, default="")
-
-
-# --- metering: the price book, usage records, and what is held now (docs/billing.md) --------
-
-
-class PriceEntryRow(Base):
-    """A price of one SKU in one book (:class:`gpuaas.model.billing.PriceEntry`): ``book`` is
-    ``provider`` (what tenants pay) or ``tenant/<name>`` (a tenant-admin's internal
-    chargeback book for its users). Prices are nano-units of ``currency`` per unit-hour
-    (:mod:`gpuaas.billing.metering`). Immutable once a usage record is priced by it; an id is
-    never used twice (records name entries by id)."""
-
-    __tablename__ = "price_entries"
-    __table_args__ = (
-        UniqueConstraint("book", "name", name="uq_price_entry_name"),
-        Index("ix_price_entries_book_sku", "book", "sku"),
-        {"sqlite_autoincrement": True},
-    )
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    book: Mapped[str] = mapped_column(String(80))
-    name: Mapped[str] = mapped_column(String(63))
-    sku: Mapped[str] = mapped_column(String(200))
-    list_per_hour: Mapped[int] = mapped_column(BigInteger)
-    contracted_per_hour: Mapped[int] = mapped_column(BigInteger)
-    currency: Mapped[str] = mapped_column(String(3))
-    valid_from: Mapped[float] = mapped_column(Float)
-    valid_until: Mapped[float | None] = mapped_column(Float, nullable=True)
-    description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
 
@@ -485,58 +542,3 @@ class BudgetEvent(Base):
     delivered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str] = mapped_column(Text, default="")
-
-
-class UsageRow(Base):
-    """One usage record (:class:`gpuaas.model.billing.UsageRecord`), append-only: never
-    updated, never deleted with a tenant or a job (no foreign keys: it is the ledger).
-    ``key`` is idempotent (unique; writes are insert-or-ignore). ``quantity`` is micro-units
-    (unit-seconds x 10^6), costs nano-units of ``currency``; ``price_id`` 0: no entry of the
-    provider's book was in force (cost 0). ``period`` is the UTC month ``YYYY-MM``."""
-
-    __tablename__ = "usage_records"
-    __table_args__ = (
-        UniqueConstraint("key", name="uq_usage_key"),
-        Index("ix_usage_tenant_start", "tenant", "start"),
-        Index("ix_usage_period_sku", "period", "sku"),
-        Index("ix_usage_job", "job_id"),
-        Index("ix_usage_price", "price_id"),
-    )
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    key: Mapped[str] = mapped_column(String(400))
-    tenant: Mapped[str] = mapped_column(String(63))
-    user: Mapped[str] = mapped_column(String(100))
-    queue: Mapped[str] = mapped_column(String(NAME))
-    cluster: Mapped[str] = mapped_column(String(63), default="")
-    job_id: Mapped[int] = mapped_column(BigInteger)
-    attempt: Mapped[int] = mapped_column(Integer)
-    pod: Mapped[str] = mapped_column(String(NAME))
-    device: Mapped[str] = mapped_column(String(100))
-    node: Mapped[str] = mapped_column(String(NAME))
-    sku: Mapped[str] = mapped_column(String(200))
-    period: Mapped[str] = mapped_column(String(7))
-    start: Mapped[float] = mapped_column(Float)
-    end: Mapped[float] = mapped_column(Float)
-    quantity: Mapped[int] = mapped_column(BigInteger)
-    price_id: Mapped[int] = mapped_column(Integer)
-    currency: Mapped[str] = mapped_column(String(3))
-    list_cost: Mapped[int] = mapped_column(BigInteger)
-    effective_cost: Mapped[int] = mapped_column(BigInteger)
-    utilization: Mapped[float | None] = mapped_column(Float, nullable=True)
-
-
-class UsageOpen(Base):
-    """What an admitted or running job holds and since when its time is not yet recorded:
-    one row per job, written when it enters Admitted/Running, moved forward to the last
-    whole hour by the metering step, deleted when it leaves (its records written in the same
-    transaction). ``held``: ``[[pod, device, node, sku, numerator, denominator], ...]``."""
-
-    __tablename__ = "usage_open"
-    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    attempt: Mapped[int] = mapped_column(Integer)
-    since: Mapped[float] = mapped_column(Float)
-    tenant: Mapped[str] = mapped_column(String(63))
-    user: Mapped[str] = mapped_column(String(100))
-    queue: Mapped[str] = mapped_column(String(NAME))
-    cluster: Mapped[str] = mapped_column(String(63), default="")
-    held: Mapped[list[Any]] = mapped_column(JSON)
