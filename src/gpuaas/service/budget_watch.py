@@ -7,11 +7,11 @@ held since metering last recorded it (each open job's devices priced by the prov
 in force now, for the time since ``since``), so a budget sees a running job's cost as it
 accrues, not only when the job ends. The **running rate** is the same open work per hour.
 
-:class:`BudgetWatch` is the reconciler's: :meth:`BudgetWatch.holds` recomputes every budget
+:class:`BudgetWatch` is the reconciler's: :meth:`BudgetWatch.holds` loads every budget
 when ``budgets.version`` moved (a budget written: the next cycle acts on it) and otherwise
-at most every :data:`REFRESH` seconds, with the accrual of open work extrapolated to ``now``
-on every call, so a hard budget whose spend crosses its amount holds the scope's next
-admission at the next cycle. Each refresh also fires the soft thresholds reached: a
+at most every :data:`REFRESH` seconds, and takes the accrual of open work to ``now`` on every
+call, so a hard budget whose spend crosses its amount holds the scope's next admission at the
+next cycle. Each refresh also fires the soft thresholds reached: a
 :class:`~gpuaas.store.tables.BudgetEvent` row per (budget, period, threshold), unique in the
 database, so a threshold fires once per period across restarts and leaders; the webhook is
 handed to :class:`~gpuaas.service.webhooks.WebhookSender` (its own thread: delivery never
@@ -162,7 +162,7 @@ def status_of(session: Session, row: BudgetRow, tenant: str, now: float) -> Budg
 
 
 def _text(value: Decimal) -> str:
-    return money_text(int((value * NANO).to_integral_value())) or "0"
+    return money_text(_nano(value)) or "0"
 
 
 # --- holds ----------------------------------------------------------------------------------
@@ -211,19 +211,48 @@ class Holds:
         return None
 
 
+@dataclass(slots=True)
+class _Watched:
+    """One budget as loaded: its spend recorded in its period when loaded, the open work in
+    its scope (since, per hour), the thresholds fired in the period."""
+
+    row: BudgetRow
+    budget: Budget
+    period: Period
+    recorded: Decimal
+    open: list[tuple[float, Decimal]]
+    fired: set[int]
+    held: bool = False
+
+    def spent(self, now: float) -> Decimal:
+        start = self.period.start
+        return self.recorded + sum(
+            (rate * Decimal(max(0.0, now - max(since, start))) / 3600 for since, rate in self.open),
+            ZERO,
+        )
+
+    @property
+    def per_hour(self) -> Decimal:
+        return sum((rate for _, rate in self.open), ZERO)
+
+
 class BudgetWatch:
     """The reconciler's view of the budgets (see the module docstring). ``sender``: where
-    webhooks go (None: events are recorded, nothing is sent)."""
+    webhooks go (None: events are recorded, nothing is sent).
+
+    The budgets, their recorded spend and the open work are loaded when ``budgets.version``
+    moves and at most every :data:`REFRESH` seconds; between loads every call takes the open
+    work's accrual to ``now`` (arithmetic, no query), so a spend that crosses an amount holds
+    at the very next cycle. (A job that ended since the last load still accrues until the next
+    one, at most REFRESH seconds: a hard budget may hold that much early, never late.)"""
 
     def __init__(self, db: Database, sender: Any = None) -> None:
         self.db = db
         self.sender = sender
         self._version: str | None = None
         self._at = -math.inf
-        self._rows: list[tuple[BudgetRow, str]] = []
-        self._recorded: dict[str, Decimal] = {}
-        self._work: list[OpenWork] = []
-        self._holds = Holds()
+        self._watched: list[_Watched] = []
+        self._gpu_hour = ZERO
         self._resumed = False
 
     def holds(self, now: float) -> Holds:
@@ -235,33 +264,23 @@ class BudgetWatch:
             if not self._resumed and self.sender is not None:
                 self._resumed = True
                 self.sender.resume()  # alerts a previous leader recorded but did not deliver
-            if version != self._version or now - self._at >= REFRESH:
-                self._refresh(session, now)
+            stale = any(not w.period.holds(now) for w in self._watched)
+            if version != self._version or now - self._at >= REFRESH or stale:
+                self._load(session, now)
                 self._version = version
                 self._at = now
-        return self._holds
+        return self._evaluate(now)
 
-    def _refresh(self, session: Session, now: float) -> None:
+    def _load(self, session: Session, now: float) -> None:
         tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
         rows = [(r, tenants.get(r.tenant_id, "")) for r in session.scalars(select(BudgetRow))]
         budgets = [(r, budget_of(r, t)) for r, t in rows if t]
+        recorded = spend(session, [b for _, b in budgets], now, work=[])
         work = open_work(session, now)
-        spent = spend(session, [b for _, b in budgets], now, work)
-        holds = Holds(gpu_hour=_cheapest_gpu_hour(session, now))
-        fire: list[tuple[BudgetRow, Budget, str, int, Decimal]] = []
+        self._gpu_hour = _cheapest_gpu_hour(session, now)
+        watched = []
         for row, b in budgets:
-            s = spent[f"{b.scope.tenant}/{b.name}"]
             period = period_of(b.cadence, now)
-            scope = (b.scope.tenant, b.scope.kind.value, row.scope_key)
-            if exhausted(b, s.spent):
-                holds.scopes.setdefault(scope, _exhausted(row, b, s.spent, period))
-                if b.stop_running:
-                    holds.stop.add(scope)
-                fire.append((row, b, "hold", 0, s.spent))
-            if b.max_rate_per_hour is not None:
-                holds.caps[(b.scope.tenant, row.scope_key)] = (
-                    b.name, b.max_rate_per_hour, s.per_hour, row.currency,
-                )  # fmt: skip
             fired = set(
                 session.scalars(
                     select(BudgetEvent.threshold).where(
@@ -271,25 +290,60 @@ class BudgetWatch:
                     )
                 )
             )
-            for t in crossed(b, s.spent, fired):
-                fire.append((row, b, "threshold", t, s.spent))
-        self._holds = holds
+            held = session.scalar(
+                select(BudgetEvent.id).where(
+                    BudgetEvent.budget_id == row.id,
+                    BudgetEvent.period == period.label,
+                    BudgetEvent.kind == "hold",
+                )
+            )
+            mine = [
+                (w.since, w.per_hour)
+                for w in work
+                if b.scope.covers(w.tenant, w.queue, w.cluster, w.user)
+            ]
+            spent = recorded[f"{b.scope.tenant}/{b.name}"].spent
+            watched.append(_Watched(row, b, period, spent, mine, fired, held is not None))
+        self._watched = watched
+
+    def _evaluate(self, now: float) -> Holds:
+        holds = Holds(gpu_hour=self._gpu_hour)
+        fire: list[tuple[_Watched, str, int, Decimal]] = []
+        for w in self._watched:
+            b, row = w.budget, w.row
+            spent = w.spent(now)
+            scope = (b.scope.tenant, b.scope.kind.value, row.scope_key)
+            if exhausted(b, spent):
+                holds.scopes.setdefault(scope, _exhausted(row, b, spent, w.period))
+                if b.stop_running:
+                    holds.stop.add(scope)
+                if not w.held:
+                    w.held = True
+                    fire.append((w, "hold", 0, spent))
+            if b.max_rate_per_hour is not None:
+                holds.caps[(b.scope.tenant, row.scope_key)] = (
+                    b.name, b.max_rate_per_hour, w.per_hour, row.currency,
+                )  # fmt: skip
+            for t in crossed(b, spent, w.fired):
+                w.fired.add(t)
+                fire.append((w, "threshold", t, spent))
         if fire:
             self._fire(fire, now)
+        return holds
 
-    def _fire(self, fire: list[tuple[BudgetRow, Budget, str, int, Decimal]], now: float) -> None:
+    def _fire(self, fire: list[tuple[_Watched, str, int, Decimal]], now: float) -> None:
         """Record each event once (the unique key decides) and hand its webhook over."""
         sent: list[tuple[int, str, dict[str, Any]]] = []
         with self.db.session() as session:
             dialect = session.get_bind().dialect.name
             maker = sqlite_insert if dialect == "sqlite" else pg_insert
-            for row, b, kind, threshold, spent in fire:
-                period = period_of(b.cadence, now)
+            for w, kind, threshold, spent in fire:
+                b, row, period = w.budget, w.row, w.period
                 message = _message(b, kind, threshold, spent, period, row.currency)
                 statement = (
                     maker(BudgetEvent)
                     .values(budget_id=row.id, period=period.label, kind=kind,
-                            threshold=threshold, spent=int((spent * NANO).to_integral_value()),
+                            threshold=threshold, spent=_nano(spent),
                             at=now, message=message, attempts=0, error="")
                     .on_conflict_do_nothing(
                         index_elements=["budget_id", "period", "kind", "threshold"]
@@ -301,8 +355,9 @@ class BudgetWatch:
                     continue  # fired already this period
                 log.info("budget %s/%s: %s", b.scope.tenant, b.name, message)
                 if row.webhook:
-                    payload = _payload(b, row, kind, threshold, spent, period, message)
-                    sent.append((event_id, row.webhook, payload))
+                    event = BudgetEvent(kind=kind, threshold=threshold, period=period.label,
+                                        spent=_nano(spent), message=message)  # fmt: skip
+                    sent.append((event_id, row.webhook, alert(row, b.scope.tenant, event)))
         if self.sender is not None:
             for event_id, url, payload in sent:
                 self.sender.send(event_id, url, payload)
@@ -337,16 +392,19 @@ def _message(
     )
 
 
-def _payload(
-    b: Budget, row: BudgetRow, kind: str, threshold: int, spent: Decimal, period: Period,
-    message: str,
-) -> dict[str, Any]:  # fmt: skip
+def alert(row: BudgetRow, tenant: str, event: BudgetEvent) -> dict[str, Any]:
+    """The JSON body a webhook receives for ``event`` of budget ``row``."""
     return {
-        "kind": "BudgetAlert", "event": kind, "tenant": b.scope.tenant, "budget": b.name,
-        "scope": {"kind": b.scope.kind.value, "name": b.scope.name}, "period": period.label,
-        "threshold": threshold, "amount": _text(b.amount or ZERO), "spent": _text(spent),
-        "currency": row.currency, "hard": b.hard, "message": message,
+        "kind": "BudgetAlert", "event": event.kind, "tenant": tenant, "budget": row.name,
+        "scope": {"kind": row.scope_kind, "name": row.scope}, "period": event.period,
+        "threshold": event.threshold, "amount": money_text(row.amount),
+        "spent": money_text(event.spent), "currency": row.currency, "hard": row.hard,
+        "message": event.message,
     }  # fmt: skip
+
+
+def _nano(value: Decimal) -> int:
+    return int((value * NANO).to_integral_value())
 
 
 def _cheapest_gpu_hour(session: Session, now: float) -> Decimal:

@@ -22,7 +22,7 @@ import httpx
 from sqlalchemy import select, update
 
 from gpuaas.store.db import Database
-from gpuaas.store.tables import BudgetEvent, BudgetRow
+from gpuaas.store.tables import BudgetEvent, BudgetRow, Tenant
 
 log = logging.getLogger("gpuaas.webhooks")
 ATTEMPTS = 5
@@ -45,18 +45,21 @@ class WebhookSender:
 
     def resume(self) -> None:
         """Queue the alerts recorded but not delivered (a previous leader stopped)."""
+        from gpuaas.service.budget_watch import alert
+
         with self.db.sessions() as session:
             rows = session.execute(
-                select(BudgetEvent, BudgetRow.webhook)
+                select(BudgetEvent, BudgetRow, Tenant.name)
                 .join(BudgetRow, BudgetRow.id == BudgetEvent.budget_id)
+                .join(Tenant, Tenant.id == BudgetRow.tenant_id)
                 .where(BudgetEvent.delivered_at.is_(None), BudgetEvent.attempts < ATTEMPTS,
                        BudgetRow.webhook != "")
+                .order_by(BudgetEvent.id)
             ).all()  # fmt: skip
-        for event, url in rows:
-            payload = {"kind": "BudgetAlert", "event": event.kind, "period": event.period,
-                       "threshold": event.threshold, "message": event.message}  # fmt: skip
+            queued = [(e.id, b.webhook, alert(b, t, e), e.attempts) for e, b, t in rows]
+        for item in queued:
             self._start()
-            self._queue.put((event.id, url, payload, event.attempts))
+            self._queue.put(item)
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
