@@ -35,6 +35,7 @@ from gpuaas.model.node import Node
 from gpuaas.supply.devices import gpu_device_name, mig_device_name, shared_device_name
 
 IDLE = "__idle__"
+GPU_SHAPES = frozenset({Shape.WHOLE, Shape.MIG, Shape.TIME_SLICE, Shape.MPS})
 
 
 class Aggregate(StrEnum):
@@ -97,7 +98,7 @@ def fleet_capacity(
     GPU one unit of ``<model>/whole``, a MIG instance one unit of ``<model>/mig/<profile>``,
     each of ``n`` time-slice or MPS replicas ``1/n`` of ``<model>/timeslice/<n>`` (so a
     replica's capacity is what one share held all the time would record). ``per_hour``
-    prices a capacity SKU (its on-demand entry, usually)."""
+    prices a device's on-demand SKU id (its list price in force, usually)."""
     out = []
     window = Decimal(seconds)
     for node in nodes:
@@ -178,8 +179,8 @@ def allocate(
     spot: dict[tuple[str, str], list[Decimal]] = {}
     for r in records:
         seconds = _clipped(r, start, end)
-        if seconds <= 0:
-            continue
+        if seconds <= 0 or sku_of(r.sku).shape not in GPU_SHAPES:
+            continue  # CPU, memory and storage are not devices of the fleet's capacity
         key = (r.node, r.device)
         csku = sku_of_device.get(key) or capacity_sku(r.sku)
         per_hour = price.get(key)

@@ -37,7 +37,6 @@ from gpuaas.billing.invoices import (
     usage_lines,
 )
 from gpuaas.billing.periods import Period, month, month_of, next_month
-from gpuaas.model.billing import CapacityPool
 from gpuaas.service import usage
 from gpuaas.service.budgets import NANO, money_text, nano_of
 from gpuaas.service.errors import conflict, invalid
@@ -190,13 +189,18 @@ def _line_out(line: InvoiceLine) -> InvoiceLineOut:
 
 def invoices_of(session: Session, tenant: str, now: float) -> list[Invoice]:
     """Every month of ``tenant`` with usage, lines or a closed invoice, up to the current one."""
-    months = set(_closed_periods(session, tenant)) | {month_of(now).label}
+    closed = _closed_periods(session, tenant)
+    current = month_of(now).label
+    months = set(closed) | {current}
     months |= {t.group["period"] for t in usage.totals(session, None, None, tenant,
                                                         by=("period",))}  # fmt: skip
     months |= set(
         session.scalars(select(InvoiceLineRow.period).where(InvoiceLineRow.tenant == tenant))
     )
-    return [invoice_of(session, tenant, label) for label in sorted(months)]
+    # where late usage of a closed month goes (shown when there is some)
+    late = {next_month(month(label)).label for label in closed} - months
+    found = [invoice_of(session, tenant, label) for label in sorted(months | late)]
+    return [i for i in found if i.lines or i.period.label in months]
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -320,7 +324,7 @@ def allocation(
     def per_hour(sku: str) -> Decimal:
         from gpuaas.billing.metering import in_force
 
-        entry = in_force(book.get(f"{sku}@{CapacityPool.ON_DEMAND.value}", []), start)
+        entry = in_force(book.get(sku, []), start)  # the device's on-demand SKU
         return entry.list_per_hour if entry is not None else Decimal(0)
 
     devices = fleet_capacity(load_nodes(session), end - start, per_hour)
