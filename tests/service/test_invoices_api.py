@@ -184,3 +184,33 @@ def test_the_allocation_view_adds_up_to_the_fleet_s_capacity(
     assert api.as_(TOKENS["alice"]).get("/v1/allocation", params=window).status_code == 403
     bad = api.get("/v1/allocation", params={"start": T0, "end": T0 - 1})
     assert bad.status_code == 422 and field_of(bad) == "end"
+
+
+def test_cost_metrics_per_tenant_and_sku(
+    db: Database, world: tuple[Api, Reconciler, dict[str, int]]
+) -> None:
+    from gpuaas.service.cost_metrics import CostCollector
+
+    api, r, ids = world
+    run_job(db, r, ids, T0)  # recorded: 202
+    spec = job_spec("long", gpus=2, duration=100_000)
+    with db.session() as s:
+        tenant = s.get(Tenant, ids["tenant"])
+        assert tenant is not None
+        submit_job(s, tenant, ids["alice"], JobSpec.model_validate(spec), T0 + 200)
+    r.step(T0 + 201)  # admitted: open from here
+    with db.sessions() as s:
+        families = {f.name: f for f in CostCollector(s, now=T0 + 251).collect()}
+    samples = {
+        (f, tuple(sorted(x.labels.items()))): x.value
+        for f, family in families.items()
+        for x in family.samples
+    }
+    key = (("currency", "USD"), ("period", "1970-01"), ("sku", H100), ("tenant", "acme"))
+    assert samples[("gpuaas_tenant_cost_to_date", key)] == 202 + 2 * 50
+    rate_key = (("currency", "USD"), ("sku", H100), ("tenant", "acme"))
+    assert samples[("gpuaas_tenant_cost_per_hour", rate_key)] == 7200
+    price_key = (("currency", "USD"), ("price", "list"), ("sku", H100))
+    assert samples[("gpuaas_price_per_hour", price_key)] == 3600
+    text = api.get("/metrics").text
+    assert "gpuaas_tenant_cost_to_date" in text and "gpuaas_price_per_hour{" in text

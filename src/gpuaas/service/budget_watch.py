@@ -80,8 +80,9 @@ class OpenWork:
     per_hour: Decimal
 
 
-def open_work(session: Session, now: float) -> list[OpenWork]:
-    """Every open job priced by the provider's book in force at ``now``."""
+def open_items(session: Session, now: float) -> list[tuple[UsageOpen, str, Decimal]]:
+    """What each open job holds, per item: the job's row, the SKU and what it costs per hour
+    (the provider's book in force at ``now``; nothing for an unpriced SKU)."""
     rows = list(session.scalars(select(UsageOpen)))
     if not rows:
         return []
@@ -91,13 +92,25 @@ def open_work(session: Session, now: float) -> list[OpenWork]:
         book.setdefault(entry.sku, []).append(entry)
     out = []
     for r in rows:
-        rate = ZERO
         for _pod, _device, _node, sku, num, den in r.held or ():
             entry = _in_force(book.get(str(sku), ()), now)
             if entry is not None:
-                rate += entry.contracted_per_hour * Decimal(int(num)) / Decimal(int(den))
-        out.append(OpenWork(r.tenant, r.user, r.queue, r.cluster, r.since, rate))
+                rate = entry.contracted_per_hour * Decimal(int(num)) / Decimal(int(den))
+                out.append((r, str(sku), rate))
     return out
+
+
+def open_work(session: Session, now: float) -> list[OpenWork]:
+    """Every open job priced by the provider's book in force at ``now``."""
+    rates: dict[int, Decimal] = {}
+    rows: dict[int, UsageOpen] = {}
+    for r, _sku, rate in open_items(session, now):
+        rates[r.job_id] = rates.get(r.job_id, ZERO) + rate
+        rows[r.job_id] = r
+    return [
+        OpenWork(r.tenant, r.user, r.queue, r.cluster, r.since, rates[job])
+        for job, r in rows.items()
+    ]
 
 
 def _in_force(entries: Iterable[Any], t: float) -> Any:
