@@ -28,7 +28,8 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from enum import StrEnum
 
 from gpuaas.billing.periods import Period, month_of
-from gpuaas.model.billing import UNIT, CapacityPool, Shape, Sku, UsageRecord
+from gpuaas.billing.skus import parse_sku
+from gpuaas.model.billing import UNIT, Sku, UsageRecord
 
 ZERO = Decimal(0)
 HOUR = Decimal(3600)
@@ -102,13 +103,11 @@ class Invoice:
 
 
 def sku_of(sku_id: str) -> Sku:
-    """The :class:`Sku` a SKU id names (``H100-80GB/mig/1g.10gb@on-demand``); ValueError
-    when it names none."""
-    head, sep, pool = sku_id.rpartition("@")
-    parts = head.split("/") if sep else []
-    if len(parts) not in (2, 3) or not parts[0]:
+    """The :class:`Sku` a SKU id names; ValueError when it names none."""
+    sku = parse_sku(sku_id)
+    if sku is None:
         raise ValueError(f"{sku_id!r} is not a SKU id (resource/shape[/profile]@pool)")
-    return Sku(parts[0], Shape(parts[1]), CapacityPool(pool), parts[2] if len(parts) == 3 else "")
+    return sku
 
 
 def unit_of(sku_id: str) -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from gpuaas.billing import metering
+
 
 class Cadence(StrEnum):
     MONTHLY = "monthly"
@@ -33,23 +35,15 @@ _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
 
 def month_of(at: float) -> Period:
-    """The calendar month (UTC) that holds ``at``."""
-    day = datetime.fromtimestamp(at, UTC)
-    return _month(day.year, day.month)
-
-
-def _month(year: int, month: int) -> Period:
-    start = datetime(year, month, 1, tzinfo=UTC)
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
-    return Period(f"{year:04d}-{month:02d}", start.timestamp(), end.timestamp())
+    """The calendar month (UTC) that holds ``at`` (metering's billing period)."""
+    return month(metering.period_of(at))
 
 
 def month(label: str) -> Period:
     """The month labelled ``YYYY-MM``; ValueError when the label is not one."""
-    found = _MONTH.match(label)
-    if found is None or not 1 <= int(found[2]) <= 12:
+    if _MONTH.match(label) is None:
         raise ValueError(f"{label!r} is not a month (YYYY-MM)")
-    return _month(int(found[1]), int(found[2]))
+    return Period(label, *metering.period_bounds(label))
 
 
 def next_month(period: Period) -> Period:

@@ -11,7 +11,7 @@ reconciler takes the change at its next cycle (:mod:`gpuaas.service.budget_watch
 from __future__ import annotations
 
 import time
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlparse
 
@@ -19,12 +19,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpuaas.billing.budgets import ScopeKind
+from gpuaas.billing.metering import money
 from gpuaas.billing.periods import Cadence
 from gpuaas.service import governance as gv
 from gpuaas.service.errors import conflict, invalid, not_found
 from gpuaas.service.governance_kinds import At, _check_limit
 from gpuaas.service.models.budgets import BudgetEventOut, BudgetIn, BudgetOut
 from gpuaas.service.models.common import Page
+from gpuaas.service.prices import _price
 from gpuaas.store.tables import (
     BudgetEvent,
     BudgetRow,
@@ -42,31 +44,23 @@ NANO = Decimal(10) ** 9
 
 
 def nano_of(field: str, text: str | None, *, allow_none: bool = True) -> int | None:
-    """Decimal text as nano-units, or a 422 naming ``field``."""
+    """Decimal text as nano-units (not negative, at most 9 places, as prices are), or a 422
+    naming ``field``."""
     if text is None or text == "":
         if allow_none:
             return None
         raise invalid(field, "is required")
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise invalid(field, f"{text!r} is not a decimal amount") from None
-    if not value.is_finite():
-        raise invalid(field, f"{text!r} is not a finite amount")
-    if value < 0:
-        raise invalid(field, f"must not be negative, got {text}")
-    scaled = value * NANO
-    if scaled != scaled.to_integral_value():
-        raise invalid(field, f"{text} has more than 9 decimal places")
-    if scaled >= 2**62:
+    amount = _price(field, text)
+    if amount >= 2**62:
         raise invalid(field, f"{text} is too large")
-    return int(scaled)
+    return amount
 
 
 def money_text(nano: int | None) -> str | None:
+    """Nano-units as decimal text (``"12.5"``)."""
     if nano is None:
         return None
-    return format((Decimal(nano) / NANO).normalize(), "f") if nano else "0"
+    return format(money(nano).normalize(), "f") if nano else "0"
 
 
 def bump(session: Session) -> None:
