@@ -38,13 +38,15 @@ def bench_billing(
         typer.echo(json.dumps(result.to_json()))
         return
     table = Table(title=f"billing: {tenants} tenants x {jobs} jobs, {result.records} records")
-    for column in ("write (setup)", "rating", "invoices", "rating + invoices", "lines", "total"):
+    for column in ("write (setup)", "rating", "invoices", "rating + invoices", "CPU", "lines",
+                   "total"):  # fmt: skip
         table.add_column(column, justify="right")
     table.add_row(
         f"{result.write_seconds:.1f} s",
         f"{result.rating_seconds:.2f} s",
         f"{result.invoice_seconds:.3f} s",
         f"{result.seconds:.2f} s",
+        f"{result.cpu_seconds:.2f} s",
         str(result.lines),
         f"{result.total:.2f} USD",
     )
