@@ -100,6 +100,10 @@ class Side:
     def ds(self) -> str:
         return f"{self.tenant}-ds"
 
+    @property
+    def budget(self) -> str:
+        return f"{self.tenant}-budget"
+
     def job_name(self, role: str) -> str:
         return f"{self.tenant}-{role}-job"
 
@@ -115,6 +119,7 @@ class Side:
             self.vol,
             self.cluster,
             self.ds,
+            self.budget,
             *self.users.values(),
             *(self.job_name(r) for r in self.jobs),
         ]
@@ -260,6 +265,7 @@ class World:
         self.admin("POST", "/v1/nodes", json=node_entry(f"{t}-node"))
         self.create_cluster(t, side.cluster)
         self.admin("POST", f"/v1/tenants/{t}/datasets", json=dataset(side.ds))
+        self.admin("POST", f"/v1/tenants/{t}/budgets", json=budget(side.budget))
 
 
 # -- valid bodies ----------------------------------------------------------------------------
@@ -279,6 +285,31 @@ def tenant_body(name: str) -> dict[str, Any]:
 
 def dataset(name: str, side: Side | None = None) -> dict[str, Any]:
     return {"name": name, "uri": f"s3://bucket/{name}", "size": "1Gi"}
+
+
+def budget(name: str, side: Side | None = None) -> dict[str, Any]:
+    return {"name": name, "amount": "100", "thresholds": [50]}
+
+
+_MONTHS = itertools.count()
+
+
+def invoice_line(w: World, role: str, scope: str, ok: bool) -> Call:
+    """A credit on the tenant's current month (open: the world closes no current month)."""
+    now = time.gmtime()
+    period = f"{now.tm_year:04d}-{now.tm_mon:02d}"
+    return Call((w.side(scope).tenant, period), {"kind": "credit", "amount": "1",
+                                                 "description": "matrix"})  # fmt: skip
+
+
+def close_month(w: World, role: str, scope: str, ok: bool) -> Call:
+    """A past month no case closed yet (each case its own)."""
+    n = next(_MONTHS)
+    return Call((w.side(scope).tenant, f"{2001 + n // 12:04d}-{n % 12 + 1:02d}"))
+
+
+def past_month(w: World, role: str, scope: str, ok: bool) -> Call:
+    return Call((w.side(scope).tenant, "2000-01"))
 
 
 def preload_tmp(w: World, role: str, scope: str, ok: bool) -> Call:
@@ -723,6 +754,8 @@ TENANT_COHORT_TMP = disposable_in_tenant(
 TENANT_LQ_TMP = disposable_in_tenant("local-queues", "lq", _lq)
 TENANT_PC_TMP = disposable_in_tenant("priority-classes", "pc", lambda n, s: priority_class(n, 4))
 TENANT_DS_TMP = disposable_in_tenant("datasets", "ds", dataset)
+TENANT_BUDGET_TMP = disposable_in_tenant("budgets", "budget", budget)
+NEW_TENANT_BUDGET = new(lambda w, s: budget(w.fresh("b")), under_tenant=True)
 NEW_TENANT_DS = new(lambda w, s: dataset(w.fresh("ds")), under_tenant=True)
 TENANT_HP_TMP = disposable_in_tenant(
     "hardware-profiles", "hp", lambda n, s: hardware_profile(n, s.lq)
@@ -864,6 +897,19 @@ ROUTES: list[Route] = [
     Route("PUT", T + "/datasets/{}", TENANT_ADMIN, prepare=TENANT_DS_TMP),
     Route("DELETE", T + "/datasets/{}", TENANT_ADMIN, 204, TENANT_DS_TMP),
     Route("POST", T + "/datasets/{}/preload", TENANT_ADMIN, 202, preload_tmp),
+    # invoices, showback, allocation; budgets (docs/billing.md)
+    Route("GET", T + "/invoices", TENANT_READ, prepare=tenant),
+    Route("GET", T + "/invoices/{}", TENANT_READ, prepare=past_month),
+    Route("GET", T + "/invoices/{}/focus", TENANT_READ, prepare=past_month),
+    Route("POST", T + "/invoices/{}/lines", PLATFORM_WRITE, 201, invoice_line),
+    Route("POST", T + "/invoices/{}/close", PLATFORM_WRITE, prepare=close_month),
+    Route("GET", T + "/showback", TENANT_READ, prepare=tenant),
+    Route("GET", "/v1/allocation", PLATFORM_READ),
+    Route("GET", T + "/budgets", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/budgets", TENANT_ADMIN, 201, NEW_TENANT_BUDGET),
+    Route("GET", T + "/budgets/{}", TENANT_READ, prepare=in_tenant("budget")),
+    Route("PUT", T + "/budgets/{}", TENANT_ADMIN, prepare=TENANT_BUDGET_TMP),
+    Route("DELETE", T + "/budgets/{}", TENANT_ADMIN, 204, TENANT_BUDGET_TMP),
     # jobs
     Route("POST", T + "/jobs", TENANT_SUBMIT, 201, NEW_JOB),
     Route("POST", T + "/jobs/batch", TENANT_SUBMIT, 201, NEW_JOBS),

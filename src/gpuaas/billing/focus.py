@@ -225,7 +225,7 @@ def _row(invoice: Invoice, account: Account, line: InvoiceLine) -> dict[str, Any
             ConsumedUnit=line.unit,
             PricingCategory="Dynamic" if pool is CapacityPool.SPOT else "Standard",
             SkuId=line.sku,
-            SkuPriceId=str(line.price) if line.price is not None else None,
+            SkuPriceId=str(line.price) if line.price else None,  # 0: no entry priced it
         )
     return row
 

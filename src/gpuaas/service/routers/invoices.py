@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response
 
 from gpuaas.billing.focus import invoice_id, write_csv
+from gpuaas.billing.periods import month_of
 from gpuaas.service import invoicing
 from gpuaas.service.auth import Need, require_platform, tenant_for
 from gpuaas.service.deps import PrincipalDep, SessionDep
@@ -98,20 +99,23 @@ def showback(
     tenant: str,
     session: SessionDep,
     p: PrincipalDep,
-    period: Annotated[str, Query(description="the month, YYYY-MM")],
+    period: Annotated[str | None, Query(description="the month, YYYY-MM (default: now)")] = None,
     by: Annotated[str, Query(description="user, queue, cluster, job or sku")] = "user",
 ) -> list[ShowbackRow]:
     """What the tenant's month cost, by user, queue, cluster, job or SKU."""
     t = tenant_for(session, p, tenant, Need.READ)
-    return invoicing.showback(session, t.name, period, by)
+    label = period or month_of(time.time()).label
+    return invoicing.showback(session, t.name, label, by)
 
 
 @router.get("/allocation", response_model=AllocationOut)
 def allocation(
     session: SessionDep,
     p: PrincipalDep,
-    start: Annotated[float, Query(description="POSIX seconds")],
-    end: Annotated[float, Query(description="POSIX seconds")],
+    start: Annotated[
+        float | None, Query(description="POSIX seconds (default: end - 1 day)")
+    ] = None,
+    end: Annotated[float | None, Query(description="POSIX seconds (default: now)")] = None,
     aggregate: Annotated[str, Query(description="tenant, user, queue, cluster or job")] = "tenant",
     include_idle: Annotated[bool, Query(alias="includeIdle")] = True,
     share_idle: Annotated[bool, Query(alias="shareIdle")] = False,
@@ -119,4 +123,6 @@ def allocation(
     """The fleet's capacity over ``[start, end)``, allocated and idle, in OpenCost's spirit:
     per SKU, allocated + idle = capacity (platform roles)."""
     require_platform(p, write=False)
+    end = time.time() if end is None else end
+    start = end - 86400 if start is None else start
     return invoicing.allocation(session, start, end, aggregate, include_idle, share_idle)
