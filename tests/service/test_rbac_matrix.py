@@ -100,6 +100,10 @@ class Side:
     def ds(self) -> str:
         return f"{self.tenant}-ds"
 
+    @property
+    def price(self) -> str:
+        return f"{self.tenant}-price"
+
     def job_name(self, role: str) -> str:
         return f"{self.tenant}-{role}-job"
 
@@ -115,6 +119,7 @@ class Side:
             self.vol,
             self.cluster,
             self.ds,
+            self.price,
             *self.users.values(),
             *(self.job_name(r) for r in self.jobs),
         ]
@@ -170,6 +175,7 @@ class World:
         self.admin("POST", "/v1/cohorts", json={"name": "shared", "spec": {}})
         self.admin("POST", "/v1/priority-classes", json=priority_class("global-high", 1000))
         self.admin("POST", "/v1/nodes", json=node_entry("node-1"))
+        self.admin("POST", "/v1/prices", json=price("world-price"))
         self.platform_tokens["platform-viewer"] = self.platform_user("pviewer", "viewer")
         for side in (self.own, self.foreign):
             self.build_tenant(side)
@@ -260,6 +266,7 @@ class World:
         self.admin("POST", "/v1/nodes", json=node_entry(f"{t}-node"))
         self.create_cluster(t, side.cluster)
         self.admin("POST", f"/v1/tenants/{t}/datasets", json=dataset(side.ds))
+        self.admin("POST", f"/v1/tenants/{t}/prices", json=price(side.price))
 
 
 # -- valid bodies ----------------------------------------------------------------------------
@@ -279,6 +286,15 @@ def tenant_body(name: str) -> dict[str, Any]:
 
 def dataset(name: str, side: Side | None = None) -> dict[str, Any]:
     return {"name": name, "uri": f"s3://bucket/{name}", "size": "1Gi"}
+
+
+_PRICE_FROM = itertools.count(1_700_000_000, 3600)
+
+
+def price(name: str, side: Side | None = None) -> dict[str, Any]:
+    """A price entry starting at a time no other entry starts at (so none overlap)."""
+    return {"name": name, "sku": "H100-80GB/whole@on-demand", "listPerHour": "2.5",
+            "validFrom": next(_PRICE_FROM)}  # fmt: skip
 
 
 def preload_tmp(w: World, role: str, scope: str, ok: bool) -> Call:
@@ -724,6 +740,10 @@ TENANT_LQ_TMP = disposable_in_tenant("local-queues", "lq", _lq)
 TENANT_PC_TMP = disposable_in_tenant("priority-classes", "pc", lambda n, s: priority_class(n, 4))
 TENANT_DS_TMP = disposable_in_tenant("datasets", "ds", dataset)
 NEW_TENANT_DS = new(lambda w, s: dataset(w.fresh("ds")), under_tenant=True)
+PRICE_TMP = disposable_global("/v1/prices", price, lambda w, scope: "world-price")
+NEW_PRICE = new(lambda w, s: price(w.fresh("price")))
+TENANT_PRICE_TMP = disposable_in_tenant("prices", "price", price)
+NEW_TENANT_PRICE = new(lambda w, s: price(w.fresh("price")), under_tenant=True)
 TENANT_HP_TMP = disposable_in_tenant(
     "hardware-profiles", "hp", lambda n, s: hardware_profile(n, s.lq)
 )
@@ -864,6 +884,23 @@ ROUTES: list[Route] = [
     Route("PUT", T + "/datasets/{}", TENANT_ADMIN, prepare=TENANT_DS_TMP),
     Route("DELETE", T + "/datasets/{}", TENANT_ADMIN, 204, TENANT_DS_TMP),
     Route("POST", T + "/datasets/{}/preload", TENANT_ADMIN, 202, preload_tmp),
+    # the price book: the provider's (read by anyone), a tenant's chargeback book
+    Route("GET", "/v1/prices", ANY_AUTH),
+    Route("POST", "/v1/prices", PLATFORM_WRITE, 201, NEW_PRICE),
+    Route("GET", "/v1/prices/{}", ANY_AUTH, prepare=global_object("world-price")),
+    Route("PUT", "/v1/prices/{}", PLATFORM_WRITE, prepare=PRICE_TMP),
+    Route("DELETE", "/v1/prices/{}", PLATFORM_WRITE, 204, PRICE_TMP),
+    Route("GET", T + "/prices", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/prices", TENANT_ADMIN, 201, NEW_TENANT_PRICE),
+    Route("GET", T + "/prices/{}", TENANT_READ, prepare=in_tenant("price")),
+    Route("PUT", T + "/prices/{}", TENANT_ADMIN, prepare=TENANT_PRICE_TMP),
+    Route("DELETE", T + "/prices/{}", TENANT_ADMIN, 204, TENANT_PRICE_TMP),
+    # usage: the provider's view, a tenant's (a tenant-user: its own), the idle pool's
+    Route("GET", "/v1/usage", PLATFORM_READ),
+    Route("GET", "/v1/usage/summary", PLATFORM_READ),
+    Route("GET", T + "/usage", TENANT_READ, prepare=tenant),
+    Route("GET", T + "/usage/summary", TENANT_READ, prepare=tenant),
+    Route("GET", "/v1/idle-pool/usage", PLATFORM_READ),
     # jobs
     Route("POST", T + "/jobs", TENANT_SUBMIT, 201, NEW_JOB),
     Route("POST", T + "/jobs/batch", TENANT_SUBMIT, 201, NEW_JOBS),
