@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "bench_api",
         "bench_backend",
         "bench_locality",
+        "bench_usage",
     ),
     "serve": ("serve",),
     "db": ("serve",),
