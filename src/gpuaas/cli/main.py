@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "bench_backend",
         "bench_locality",
         "bench_billing",
+        "bench_usage",
     ),
     "serve": ("serve",),
     "db": ("serve",),

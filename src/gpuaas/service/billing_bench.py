@@ -1,38 +1,22 @@
 """The billing benchmark's work (``gpuaas bench billing``): a month of usage records for many
-tenants written straight into a database, then timed: rating (metering's aggregation,
-:func:`gpuaas.service.usage.totals`, one SQL aggregate per tenant x SKU x price entry) and
+tenants, written by metering's benchmark (:mod:`gpuaas.service.usage_bench`: through
+metering's own cutting and pricing, a price change mid-month), then timed: rating
+(:func:`gpuaas.service.usage.totals`, one SQL aggregate per tenant x SKU x price entry) and
 turning the totals into every tenant's invoice (:func:`gpuaas.billing.invoices.invoices`).
-
-The records are what metering writes (integers: micro unit-seconds, nano-units of money),
-each job one to three hour-cut pieces of one GPU SKU; what they look like does not change the
-work, only how many there are.
+``gpuaas bench usage`` times metering's rating alone.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import insert
-
 from gpuaas.billing.invoices import SkuTotal, invoices
 from gpuaas.billing.periods import month
-from gpuaas.service import usage
+from gpuaas.service import usage, usage_bench
 from gpuaas.store.db import Database
-from gpuaas.store.tables import UsageRow
-
-#: (SKU, price entry id, contracted nano-units per unit-hour)
-SKUS = (
-    ("H100-80GB/whole@on-demand", 1, 3_200_000_000),
-    ("H100-80GB/whole@reserved", 2, 2_400_000_000),
-    ("A100-40GB/mig/1g.5gb@on-demand", 3, 600_000_000),
-    ("L40S/timeslice/4@on-demand", 4, 450_000_000),
-    ("H100-80GB/whole@idle-pool", 5, 1_100_000_000),
-)
-CHUNK = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,49 +48,6 @@ class BillingBench:
         }  # fmt: skip
 
 
-def write_month(db: Database, label: str, tenants: int, jobs: int, seed: int = 0) -> int:
-    """``tenants`` x ``jobs`` jobs' usage records in month ``label``; how many were written."""
-    period = month(label)
-    rnd = random.Random(seed)
-    hours = int((period.end - period.start) // 3600)
-    rows: list[dict[str, Any]] = []
-    written = 0
-    for t in range(tenants):
-        tenant = f"tenant-{t:03d}"
-        for j in range(jobs):
-            sku, price, per_hour = SKUS[rnd.randrange(len(SKUS))]
-            start = period.start + rnd.randrange(hours - 3) * 3600 + rnd.randrange(3600)
-            left = rnd.randrange(60, 5400)
-            piece = 0
-            while left > 0:
-                end = min(start + left, start - start % 3600 + 3600)
-                micro = round((end - start) * 1_000_000)
-                rows.append({
-                    "key": f"{tenant}/{j}/0/main-0/gpu-0/{piece}", "tenant": tenant,
-                    "user": f"user-{j % 20}", "queue": f"q-{j % 3}", "cluster": "",
-                    "job_id": t * jobs + j, "attempt": 0, "pod": "main-0", "device": "gpu-0",
-                    "node": f"n-{j % 50}", "sku": sku, "period": label, "start": start,
-                    "end": end, "quantity": micro, "price_id": price, "currency": "USD",
-                    "list_cost": micro * per_hour // 3_600_000_000 * 5 // 4,
-                    "effective_cost": micro * per_hour // 3_600_000_000, "utilization": None,
-                })  # fmt: skip
-                left -= int(end - start)
-                start = end
-                piece += 1
-            if len(rows) >= CHUNK:
-                written += _flush(db, rows)
-    return written + _flush(db, rows)
-
-
-def _flush(db: Database, rows: list[dict[str, Any]]) -> int:
-    if rows:  # a Core executemany: the setup, not what is measured
-        with db.engine.begin() as connection:
-            connection.execute(insert(UsageRow.__table__), rows)
-    n = len(rows)
-    rows.clear()
-    return n
-
-
 def rate_and_invoice(db: Database, label: str) -> tuple[float, float, float, int, int, Decimal]:
     """Rating's totals of month ``label`` and every tenant's invoice from them: the two
     times, the CPU time of both, the invoices, their lines and the sum of their totals."""
@@ -131,10 +72,10 @@ def rate_and_invoice(db: Database, label: str) -> tuple[float, float, float, int
     return rated - started, done - rated, cpu, len(made), lines, total
 
 
-def run(db: Database, tenants: int, jobs: int, label: str = "2026-10") -> BillingBench:
-    db.upgrade()
-    started = time.perf_counter()
-    records = write_month(db, label, tenants, jobs)
-    wrote = time.perf_counter() - started
-    rating, invoicing, cpu, count, lines, total = rate_and_invoice(db, label)
-    return BillingBench(tenants, jobs, records, wrote, rating, invoicing, cpu, count, lines, total)
+def run(db: Database, tenants: int, jobs: int) -> BillingBench:
+    """Write the month (metering's benchmark writes it, and times its own rating), then time
+    rating it per SKU and price entry and turning that into every tenant's invoice."""
+    month_of_usage = usage_bench.run(db, tenants, jobs)
+    rating, invoicing, cpu, count, lines, total = rate_and_invoice(db, usage_bench.PERIOD)
+    return BillingBench(tenants, jobs, month_of_usage.records, month_of_usage.write_seconds,
+                        rating, invoicing, cpu, count, lines, total)  # fmt: skip

@@ -79,6 +79,11 @@ CURRENCIES = frozenset(
 )
 
 
+#: The highest price per unit-hour: a record's cost (an hour of 2 TiB of memory at this price)
+#: still fits the 64-bit integer of nano-units it is stored as.
+MAX_PRICE = Decimal(1_000_000)
+
+
 def book_of(at: At) -> str:
     """The book a scope writes: the provider's, or the tenant's chargeback book."""
     return PROVIDER_BOOK if at.tenant is None else f"tenant/{at.tenant.name}"
@@ -112,6 +117,8 @@ def _price(field: str, value: Decimal | str) -> int:
         raise invalid(field, f"must be a finite number, got {value}")
     if amount < 0:
         raise invalid(field, f"must not be negative, got {amount}")
+    if amount > MAX_PRICE:
+        raise invalid(field, f"must be at most {MAX_PRICE} per unit-hour, got {amount}")
     try:
         return nano(amount)
     except ValueError as exc:
