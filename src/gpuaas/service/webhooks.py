@@ -68,11 +68,12 @@ class WebhookSender:
             self._thread.start()
 
     def stop(self) -> None:
+        if self._thread is None:
+            return
         self._stop.set()
-        self._queue.put(None)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._queue.put(None)  # wakes the thread (only a running one: it takes it)
+        self._thread.join(timeout=5)
+        self._thread = None
 
     def _run(self) -> None:
         with httpx.Client(timeout=TIMEOUT) as client:
