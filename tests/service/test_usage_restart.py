@@ -15,6 +15,7 @@ import pytest
 from job_world import jobs
 from serve_process import Server
 from sqlalchemy import func, select
+from test_restart import CLUSTER_QUEUE, FLEET  # the same fleet and quota as the jobs' test
 from usage_checks import check_records
 
 from gpuaas.model.job_state import FINAL
@@ -24,34 +25,6 @@ from gpuaas.store.tables import UsageRow
 
 ADMIN = "gpa_usage-restart-admin-token-0123"
 PER_ROUND = 80
-FLEET = """\
-apiVersion: gpuaas.io/v1
-kind: Fleet
-nodes:
-  - name: gpu-{i}
-    count: 2
-    cpu: "64"
-    memory: 512Gi
-    gpus: {model: H100-80GB, count: 4}
-"""
-CLUSTER_QUEUE = {
-    "namespaceSelector": {},
-    "resourceGroups": [
-        {
-            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-            "flavors": [
-                {
-                    "name": "gpu",
-                    "resources": [
-                        {"name": "cpu", "nominalQuota": "128"},
-                        {"name": "memory", "nominalQuota": "1Ti"},
-                        {"name": "nvidia.com/gpu", "nominalQuota": 8},
-                    ],
-                }
-            ],
-        }
-    ],
-}
 
 
 @pytest.fixture
