@@ -99,7 +99,7 @@ def test_kill_9_during_transitions_loses_no_usage_second_and_bills_none_twice(
     args = ["--db", db_url, "--fleet", str(fleet), "--speed", "50"]
     acked: dict[int, int] = {}
     for round_ in range(3):
-        server = Server(args, log, ADMIN)
+        server = Server(args, log, ADMIN, startup=240)
         servers.append(server)
         if round_ == 0:
             with server.client() as c:
@@ -115,7 +115,7 @@ def test_kill_9_during_transitions_loses_no_usage_second_and_bills_none_twice(
             break
         # kill once usage is being written (the reconciler process may take seconds to start)
         before = _records(db_url)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and _records(db_url) <= before + 5:
             time.sleep(0.1)
         time.sleep(0.3)
