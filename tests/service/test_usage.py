@@ -22,6 +22,7 @@ from usage_checks import check_records
 
 from gpuaas.billing.metering import nano
 from gpuaas.model.job_state import ACTIVE, FINAL
+from gpuaas.model.telemetry import UtilSummary
 from gpuaas.service import usage
 from gpuaas.service.fleet import delete_node, register_nodes, set_schedulable
 from gpuaas.service.governance import put_objects
@@ -412,3 +413,37 @@ def _run_schedule(db: Database, tmp: Path, schedule: list[tuple[Any, ...]]) -> N
     with db.sessions() as s:
         assert usage.open_jobs(s) == {}
     check_records(db, gpus_of)
+
+
+class Telemetry:
+    """A :class:`~gpuaas.model.telemetry.UtilisationReader` that knows one device."""
+
+    def device(self, node: str, device: str) -> UtilSummary | None:
+        if (node, device) == ("n1", "gpu-0"):
+            return UtilSummary(mean=0.75, peak=1.0, samples=12, span=60, until=T0)
+        if (node, device) == ("n1", "gpu-1"):
+            return UtilSummary(mean=0.0, peak=0.0, samples=0, span=60, until=T0)  # unknown
+        return None
+
+    def node(self, node: str) -> UtilSummary | None:
+        return None
+
+    def job(self, job_id: int) -> UtilSummary | None:
+        return None
+
+    def cluster(self, key: str) -> UtilSummary | None:
+        return None
+
+
+def test_records_carry_measured_utilisation_where_telemetry_has_it(db: Database) -> None:
+    db.upgrade()
+    held = [["main-0", d, "n1", H100, 1, 1] for d in ("gpu-0", "gpu-1", "gpu-2")]
+    with db.session() as s:
+        s.add(UsageOpen(job_id=7, attempt=0, since=T0, tenant="acme", user="alice",
+                        queue="default", cluster="", held=held))  # fmt: skip
+        s.flush()
+        assert usage.close(s, 7, T0 + 60, reader=Telemetry()) == 3
+    with db.sessions() as s:
+        got = {stored.record.device: stored.record.utilization for stored in usage.records(s, None)}
+    # unknown (no samples) and absent telemetry are None, never 0: idle is not assumed
+    assert got == {"gpu-0": 0.75, "gpu-1": None, "gpu-2": None}

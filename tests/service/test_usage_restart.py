@@ -15,6 +15,7 @@ import pytest
 from job_world import jobs
 from serve_process import Server
 from sqlalchemy import func, select
+from test_restart import CLUSTER_QUEUE, FLEET  # the same fleet and quota as the jobs' test
 from usage_checks import check_records
 
 from gpuaas.model.job_state import FINAL
@@ -24,34 +25,6 @@ from gpuaas.store.tables import UsageRow
 
 ADMIN = "gpa_usage-restart-admin-token-0123"
 PER_ROUND = 80
-FLEET = """\
-apiVersion: gpuaas.io/v1
-kind: Fleet
-nodes:
-  - name: gpu-{i}
-    count: 2
-    cpu: "64"
-    memory: 512Gi
-    gpus: {model: H100-80GB, count: 4}
-"""
-CLUSTER_QUEUE = {
-    "namespaceSelector": {},
-    "resourceGroups": [
-        {
-            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-            "flavors": [
-                {
-                    "name": "gpu",
-                    "resources": [
-                        {"name": "cpu", "nominalQuota": "128"},
-                        {"name": "memory", "nominalQuota": "1Ti"},
-                        {"name": "nvidia.com/gpu", "nominalQuota": 8},
-                    ],
-                }
-            ],
-        }
-    ],
-}
 
 
 @pytest.fixture
@@ -126,7 +99,7 @@ def test_kill_9_during_transitions_loses_no_usage_second_and_bills_none_twice(
     args = ["--db", db_url, "--fleet", str(fleet), "--speed", "50"]
     acked: dict[int, int] = {}
     for round_ in range(3):
-        server = Server(args, log, ADMIN)
+        server = Server(args, log, ADMIN, startup=240)
         servers.append(server)
         if round_ == 0:
             with server.client() as c:
@@ -142,7 +115,7 @@ def test_kill_9_during_transitions_loses_no_usage_second_and_bills_none_twice(
             break
         # kill once usage is being written (the reconciler process may take seconds to start)
         before = _records(db_url)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and _records(db_url) <= before + 5:
             time.sleep(0.1)
         time.sleep(0.3)

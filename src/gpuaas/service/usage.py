@@ -41,7 +41,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, delete, func, insert, select, update
+from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -91,6 +91,9 @@ STEP_EVERY = 60.0
 
 _ACTIVE = frozenset(s.value for s in ACTIVE)
 _USAGE = UsageRow.__table__
+_OPEN = UsageOpen.__table__
+_OPEN_ID = select(_OPEN.c.job_id).where(_OPEN.c.job_id == bindparam("job"))
+_OPEN_ROW = select(_OPEN).where(_OPEN.c.job_id == bindparam("job"))
 
 
 @dataclass(slots=True)
@@ -162,7 +165,7 @@ def open_(
     cluster = str((spec or {}).get("cluster") or "")
     pool = _pool(session, tenant_id, cluster)
     held = [list(_flat(h)) for h in held_items(session, pods, pool)]
-    if session.get(UsageOpen, job_id) is not None:  # never expected: keep its time anyway
+    if session.scalar(_OPEN_ID, {"job": job_id}) is not None:  # never expected: keep its time
         close(session, job_id, now, None)
     session.execute(
         insert(UsageOpen).values(
@@ -177,7 +180,7 @@ def close(
 ) -> int:
     """Write job ``job_id``'s records up to ``now`` and forget what it held; the records
     written (0 when it held nothing open)."""
-    row = session.get(UsageOpen, job_id)
+    row = session.execute(_OPEN_ROW, {"job": job_id}).one_or_none()  # Core: no ORM load
     if row is None:
         return 0
     written = _write(session, row, to_us(row.since), max(to_us(now), to_us(row.since)), reader)
@@ -292,13 +295,15 @@ def _unflat(raw: Sequence[Any]) -> Held:
 
 def entries(session: Session, book: str, skus: Sequence[str] | None = None) -> list[PriceEntry]:
     """The entries of ``book`` (for ``skus`` only when given), as model price entries."""
-    stmt = select(PriceEntryRow).where(PriceEntryRow.book == book)
+    table = PriceEntryRow.__table__
+    stmt = select(table).where(table.c.book == book)  # Core rows: read on every close
     if skus is not None:
-        stmt = stmt.where(PriceEntryRow.sku.in_(sorted(set(skus))))
-    return [price_entry(r) for r in session.scalars(stmt.order_by(PriceEntryRow.valid_from))]
+        stmt = stmt.where(table.c.sku.in_(sorted(set(skus))))
+    return [price_entry(r) for r in session.execute(stmt.order_by(table.c.valid_from))]
 
 
-def price_entry(row: PriceEntryRow) -> PriceEntry:
+def price_entry(row: Any) -> PriceEntry:
+    """A stored entry (an ORM row or a Core row of ``price_entries``) as the model's."""
     return PriceEntry(
         id=row.id, book=row.book, sku=row.sku, list_per_hour=money(row.list_per_hour),
         contracted_per_hour=money(row.contracted_per_hour), currency=row.currency,
@@ -307,7 +312,7 @@ def price_entry(row: PriceEntryRow) -> PriceEntry:
 
 
 def _write(
-    session: Session, row: UsageOpen, start_us: int, end_us: int,
+    session: Session, row: Any, start_us: int, end_us: int,
     reader: UtilisationReader | None,
 ) -> int:  # fmt: skip
     held = [_unflat(h) for h in row.held or []]
@@ -323,7 +328,7 @@ def _write(
 
 
 def _values(
-    row: UsageOpen, piece: Piece, prices: Sequence[PriceEntry],
+    row: Any, piece: Piece, prices: Sequence[PriceEntry],
     reader: UtilisationReader | None,
 ) -> dict[str, Any]:  # fmt: skip
     start = piece.start_us / US
