@@ -135,6 +135,29 @@ SAMPLES: dict[tuple[str, str], Sample] = {
         {"owner": "marketplace", "marketplace": "nvcf", "grace_seconds": 60},
         ("graceSeconds", 60.0),
     ),
+    ("Budget", "tenant"): Sample(
+        "acme-month",
+        {"amount": "100", "thresholds": "50,80,100"},
+        {"amount": "250.5", "thresholds": "50,80,100", "hard": "true"},
+        ("amount", "250.5"),
+    ),
+    ("Price", "provider"): Sample(
+        "h100-2026",
+        {"sku": "H100-80GB/whole@on-demand", "list_per_hour": "2.49", "valid_from": "1700000000"},
+        {"sku": "H100-80GB/whole@on-demand", "list_per_hour": "2.19", "valid_from": "1700000000"},
+        ("listPerHour", "2.19"),
+    ),
+    ("Price", "tenant"): Sample(
+        "acme-h100",
+        {"sku": "H100-80GB/whole@on-demand", "list_per_hour": "3", "valid_from": "1700000000"},
+        {
+            "sku": "H100-80GB/whole@on-demand",
+            "list_per_hour": "3.5",
+            "currency": "EUR",
+            "valid_from": "1700000000",
+        },
+        ("currency", "EUR"),
+    ),
 }
 
 #: every kind x scope of the table, as test parameters

@@ -7,11 +7,11 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from gpuaas.service.billing_bench import run
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from gpuaas.cli.main import app
+from gpuaas.service.billing_bench import run
 from gpuaas.store.db import Database
 from gpuaas.store.tables import UsageRow
 

@@ -89,6 +89,15 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     # the idle pool
     "marketplace": st.text(max_size=20),
     "grace": st.floats(min_value=30, max_value=86400),
+    # budgets: amounts as decimal text, as they are stored
+    "budget": names,
+    "scope": names,
+    "amount": st.decimals(0, 10**9, places=2).map(str),
+    "spent": st.decimals(0, 10**9, places=2).map(str),
+    "currency": st.sampled_from(["USD", "EUR"]),
+    "period": st.sampled_from(["2026-11", "2026-W48"]),
+    "rate": st.decimals(0, 10**6, places=2).map(str),
+    "cap": st.decimals(0, 10**6, places=2).map(str),
 }
 # an inference job's replicas (engine/replica_scaling.py)
 FIELD_VALUES.update(

@@ -23,7 +23,7 @@ class Server:
     """``gpuaas serve ARGS --port P`` with ``admin_token``, its output appended to ``log``;
     returns once ``/healthz`` answers."""
 
-    def __init__(self, args: list[str], log: Path, admin_token: str) -> None:
+    def __init__(self, args: list[str], log: Path, admin_token: str, startup: float = 60.0) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-c", "from gpuaas.cli.main import app; app()", "serve",
@@ -33,7 +33,7 @@ class Server:
         self.log_path = log
         self.log = log.open("ab")
         self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + startup  # a deadline: a loaded machine starts slowly
         while time.monotonic() < deadline:
             assert self.process.poll() is None, log.read_text()[-3000:]
             try:

@@ -962,6 +962,10 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants/{}/datasets/{}/preload": ("junk", "junk-ds"),
     "POST /v1/idle-pools": (),
     "PUT /v1/idle-pools/{}": ("junk-pool",),
+    "POST /v1/tenants/{}/budgets": ("junk",),
+    "PUT /v1/tenants/{}/budgets/{}": ("junk", "junk-budget"),
+    "POST /v1/tenants/{}/invoices/{}/lines": ("junk", "2000-01"),
+    "POST /v1/tenants/{}/invoices/{}/close": ("junk", "2000-02"),
 }
 
 #: A valid body per route: garbage is made by breaking one part of it (or from nothing).
@@ -1064,6 +1068,9 @@ VALID: dict[str, Any] = {
     "POST /v1/tenants/{}/datasets/{}/preload": {"nodes": ["junk-node"]},
     "POST /v1/idle-pools": {"name": "fresh-pool", "tenant": "fresh-mp", "graceSeconds": 60},
     "PUT /v1/idle-pools/{}": {"name": "junk-pool", "tenant": "junk-mp", "graceSeconds": 60},
+    "POST /v1/tenants/{}/budgets": {"name": "junk-b", "amount": "10", "thresholds": [50]},
+    "PUT /v1/tenants/{}/budgets/{}": {"amount": "20"},
+    "POST /v1/tenants/{}/invoices/{}/lines": {"kind": "credit", "amount": "1", "description": "x"},
     "POST /v1/tenants/{}/jobs/batch": {
         "jobs": [job_spec("fresh-batch-job", "junk-lq"), job_spec("another-batch-job", "junk-lq")]
     },

@@ -100,6 +100,14 @@ class Side:
     def ds(self) -> str:
         return f"{self.tenant}-ds"
 
+    @property
+    def budget(self) -> str:
+        return f"{self.tenant}-budget"
+
+    @property
+    def price(self) -> str:
+        return f"{self.tenant}-price"
+
     def job_name(self, role: str) -> str:
         return f"{self.tenant}-{role}-job"
 
@@ -115,6 +123,8 @@ class Side:
             self.vol,
             self.cluster,
             self.ds,
+            self.budget,
+            self.price,
             *self.users.values(),
             *(self.job_name(r) for r in self.jobs),
         ]
@@ -170,6 +180,7 @@ class World:
         self.admin("POST", "/v1/cohorts", json={"name": "shared", "spec": {}})
         self.admin("POST", "/v1/priority-classes", json=priority_class("global-high", 1000))
         self.admin("POST", "/v1/nodes", json=node_entry("node-1"))
+        self.admin("POST", "/v1/prices", json=price("world-price"))
         self.platform_tokens["platform-viewer"] = self.platform_user("pviewer", "viewer")
         for side in (self.own, self.foreign):
             self.build_tenant(side)
@@ -261,6 +272,8 @@ class World:
         self.admin("POST", "/v1/nodes", json=node_entry(f"{t}-node"))
         self.create_cluster(t, side.cluster)
         self.admin("POST", f"/v1/tenants/{t}/datasets", json=dataset(side.ds))
+        self.admin("POST", f"/v1/tenants/{t}/budgets", json=budget(side.budget))
+        self.admin("POST", f"/v1/tenants/{t}/prices", json=price(side.price))
 
 
 # -- valid bodies ----------------------------------------------------------------------------
@@ -280,6 +293,40 @@ def tenant_body(name: str) -> dict[str, Any]:
 
 def dataset(name: str, side: Side | None = None) -> dict[str, Any]:
     return {"name": name, "uri": f"s3://bucket/{name}", "size": "1Gi"}
+
+
+def budget(name: str, side: Side | None = None) -> dict[str, Any]:
+    return {"name": name, "amount": "100", "thresholds": [50]}
+
+
+_MONTHS = itertools.count()
+
+
+def invoice_line(w: World, role: str, scope: str, ok: bool) -> Call:
+    """A credit on the tenant's current month (open: the world closes no current month)."""
+    now = time.gmtime()
+    period = f"{now.tm_year:04d}-{now.tm_mon:02d}"
+    return Call((w.side(scope).tenant, period), {"kind": "credit", "amount": "1",
+                                                 "description": "matrix"})  # fmt: skip
+
+
+def close_month(w: World, role: str, scope: str, ok: bool) -> Call:
+    """A past month no case closed yet (each case its own)."""
+    n = next(_MONTHS)
+    return Call((w.side(scope).tenant, f"{2001 + n // 12:04d}-{n % 12 + 1:02d}"))
+
+
+def past_month(w: World, role: str, scope: str, ok: bool) -> Call:
+    return Call((w.side(scope).tenant, "2000-01"))
+
+
+_PRICE_FROM = itertools.count(1_700_000_000, 3600)
+
+
+def price(name: str, side: Side | None = None) -> dict[str, Any]:
+    """A price entry starting at a time no other entry starts at (so none overlap)."""
+    return {"name": name, "sku": "H100-80GB/whole@on-demand", "listPerHour": "2.5",
+            "validFrom": next(_PRICE_FROM)}  # fmt: skip
 
 
 def preload_tmp(w: World, role: str, scope: str, ok: bool) -> Call:
@@ -751,7 +798,13 @@ TENANT_COHORT_TMP = disposable_in_tenant(
 TENANT_LQ_TMP = disposable_in_tenant("local-queues", "lq", _lq)
 TENANT_PC_TMP = disposable_in_tenant("priority-classes", "pc", lambda n, s: priority_class(n, 4))
 TENANT_DS_TMP = disposable_in_tenant("datasets", "ds", dataset)
+TENANT_BUDGET_TMP = disposable_in_tenant("budgets", "budget", budget)
+NEW_TENANT_BUDGET = new(lambda w, s: budget(w.fresh("b")), under_tenant=True)
 NEW_TENANT_DS = new(lambda w, s: dataset(w.fresh("ds")), under_tenant=True)
+PRICE_TMP = disposable_global("/v1/prices", price, lambda w, scope: "world-price")
+NEW_PRICE = new(lambda w, s: price(w.fresh("price")))
+TENANT_PRICE_TMP = disposable_in_tenant("prices", "price", price)
+NEW_TENANT_PRICE = new(lambda w, s: price(w.fresh("price")), under_tenant=True)
 TENANT_HP_TMP = disposable_in_tenant(
     "hardware-profiles", "hp", lambda n, s: hardware_profile(n, s.lq)
 )
@@ -896,6 +949,36 @@ ROUTES: list[Route] = [
     Route("PUT", T + "/datasets/{}", TENANT_ADMIN, prepare=TENANT_DS_TMP),
     Route("DELETE", T + "/datasets/{}", TENANT_ADMIN, 204, TENANT_DS_TMP),
     Route("POST", T + "/datasets/{}/preload", TENANT_ADMIN, 202, preload_tmp),
+    # invoices, showback, allocation; budgets (docs/billing.md)
+    Route("GET", T + "/invoices", TENANT_READ, prepare=tenant),
+    Route("GET", T + "/invoices/{}", TENANT_READ, prepare=past_month),
+    Route("GET", T + "/invoices/{}/focus", TENANT_READ, prepare=past_month),
+    Route("POST", T + "/invoices/{}/lines", PLATFORM_WRITE, 201, invoice_line),
+    Route("POST", T + "/invoices/{}/close", PLATFORM_WRITE, prepare=close_month),
+    Route("GET", T + "/showback", TENANT_READ, prepare=tenant),
+    Route("GET", "/v1/allocation", PLATFORM_READ),
+    Route("GET", T + "/budgets", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/budgets", TENANT_ADMIN, 201, NEW_TENANT_BUDGET),
+    Route("GET", T + "/budgets/{}", TENANT_READ, prepare=in_tenant("budget")),
+    Route("PUT", T + "/budgets/{}", TENANT_ADMIN, prepare=TENANT_BUDGET_TMP),
+    Route("DELETE", T + "/budgets/{}", TENANT_ADMIN, 204, TENANT_BUDGET_TMP),
+    # the price book: the provider's (read by anyone), a tenant's chargeback book
+    Route("GET", "/v1/prices", ANY_AUTH),
+    Route("POST", "/v1/prices", PLATFORM_WRITE, 201, NEW_PRICE),
+    Route("GET", "/v1/prices/{}", ANY_AUTH, prepare=global_object("world-price")),
+    Route("PUT", "/v1/prices/{}", PLATFORM_WRITE, prepare=PRICE_TMP),
+    Route("DELETE", "/v1/prices/{}", PLATFORM_WRITE, 204, PRICE_TMP),
+    Route("GET", T + "/prices", TENANT_READ, prepare=tenant),
+    Route("POST", T + "/prices", TENANT_ADMIN, 201, NEW_TENANT_PRICE),
+    Route("GET", T + "/prices/{}", TENANT_READ, prepare=in_tenant("price")),
+    Route("PUT", T + "/prices/{}", TENANT_ADMIN, prepare=TENANT_PRICE_TMP),
+    Route("DELETE", T + "/prices/{}", TENANT_ADMIN, 204, TENANT_PRICE_TMP),
+    # usage: the provider's view, a tenant's (a tenant-user: its own), the idle pool's
+    Route("GET", "/v1/usage", PLATFORM_READ),
+    Route("GET", "/v1/usage/summary", PLATFORM_READ),
+    Route("GET", T + "/usage", TENANT_READ, prepare=tenant),
+    Route("GET", T + "/usage/summary", TENANT_READ, prepare=tenant),
+    Route("GET", "/v1/idle-pool/usage", PLATFORM_READ),
     # jobs
     Route("POST", T + "/jobs", TENANT_SUBMIT, 201, NEW_JOB),
     Route("POST", T + "/jobs/batch", TENANT_SUBMIT, 201, NEW_JOBS),

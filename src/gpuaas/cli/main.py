@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "bench_backend",
         "bench_locality",
         "bench_autoscale",
+        "bench_billing",
+        "bench_usage",
     ),
     "serve": ("serve",),
     "db": ("serve",),
@@ -47,6 +49,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "profiles": ("client_governance",),
     "volumes": ("client_governance",),
     "datasets": ("client_governance", "client_datasets"),
+    "prices": ("client_governance",),
+    "usage": ("client_usage",),
     "kueue": ("client_governance",),
     "kai": ("client_governance",),
     "volcano": ("client_governance",),
@@ -55,6 +59,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "clusters": ("client_clusters",),
     "utilization": ("client_utilisation",),
     "pool": ("client_governance",),
+    "budgets": ("client_governance",),
+    "invoices": ("client_invoices",),
 }
 
 

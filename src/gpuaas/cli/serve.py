@@ -87,6 +87,13 @@ def serve(
             help="Bearer token a Prometheus scrape of /metrics must present (default: open).",
         ),
     ] = None,
+    no_metering: Annotated[
+        bool,
+        typer.Option(
+            "--no-metering",
+            help="Write no usage records (for measuring what metering costs; docs/billing.md).",
+        ),
+    ] = False,
 ) -> None:
     """Run the control plane: API, auth, persistence, and the reconcilers."""
     import uvicorn
@@ -110,6 +117,7 @@ def serve(
         db, data_dir, fleet=fleet, demo=demo, host=host, port=port, speed=speed,
         reconcile=not no_reconcile, reconciler_process=True, metrics_token=metrics_token or None,
         **({"backend": backend} if backend is not None else {}),
+        **({"metering": False} if no_metering else {}),
     )  # fmt: skip
     from gpuaas.service.leader import prepare_metrics_dir
 

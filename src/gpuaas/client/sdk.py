@@ -585,6 +585,97 @@ class Client:
         path = f"/v1/tenants/{_seg(tenant)}/datasets/{_seg(name)}/preload"
         return self.request("POST", path, json={"nodes": list(nodes)})
 
+    # -- invoices, showback, allocation (budgets come from the resource table) --------------
+
+    def list_invoices(self, tenant: str) -> JSON:
+        """Every month of ``tenant`` with usage or lines (open or closed), oldest first."""
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/invoices")
+
+    def get_invoice(self, tenant: str, period: str) -> JSON:
+        """``tenant``'s invoice for month ``period`` (``YYYY-MM``)."""
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}")
+
+    def add_invoice_line(
+        self, tenant: str, period: str, kind: str, amount: str, description: str
+    ) -> JSON:
+        """A ``credit`` (taken off) or an ``adjustment`` on an open month (provider-admin)."""
+        path = f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}/lines"
+        body = {"kind": kind, "amount": str(amount), "description": description}
+        return self.request("POST", path, json=body)
+
+    def close_invoice(self, tenant: str, period: str) -> JSON:
+        """Close an ended month: its invoice never changes again (provider-admin)."""
+        path = f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}/close"
+        return self.request("POST", path)
+
+    def export_focus(self, tenant: str, period: str, format: str = "csv") -> bytes:
+        """The invoice as FOCUS 1.2 rows: CSV text or Parquet, as bytes."""
+        path = f"/v1/tenants/{_seg(tenant)}/invoices/{_seg(period)}/focus"
+        response = self._http.get(path, params={"format": format}, headers=self._headers)
+        if response.is_error:
+            raise ApiError.from_response(response)
+        return response.content
+
+    def showback(self, tenant: str, period: str, by: str = "user") -> JSON:
+        """What ``tenant``'s month cost by user, queue, cluster, job or sku."""
+        params = {"period": period, "by": by}
+        return self.request("GET", f"/v1/tenants/{_seg(tenant)}/showback", params=params)
+
+    def allocation(
+        self, start: float, end: float, aggregate: str = "tenant", *,
+        include_idle: bool = True, share_idle: bool = False,
+    ) -> JSON:  # fmt: skip
+        """The fleet's capacity over ``[start, end)``: allocated, idle, spot (platform)."""
+        params = {"start": start, "end": end, "aggregate": aggregate,
+                  "includeIdle": include_idle, "shareIdle": share_idle}  # fmt: skip
+        return self.request("GET", "/v1/allocation", params=params)
+
+    # --- usage (docs/billing.md) ---------------------------------------------------------
+
+    def list_usage(
+        self, *, tenant: str | None = None, period: str | None = None,
+        start: float | str | None = None, end: float | str | None = None,
+        limit: int = 1000, after: str | None = None, **filters: Any,
+    ) -> JSON:  # fmt: skip
+        """One page of usage records (``{items, next}``): a tenant's with ``tenant`` (as its
+        member), else every tenant's (provider roles; ``filters`` may name ``tenant`` there
+        too). ``filters``: ``user``, ``job``, ``sku``, ``cluster``, ``queue``."""
+        params = {"period": period, "start": start, "end": end, "limit": limit, "after": after}
+        params.update(filters)
+        path = f"/v1/tenants/{_seg(tenant)}/usage" if tenant else "/v1/usage"
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def iter_usage(self, **kwargs: Any) -> Iterator[JSON]:
+        """Every usage record :meth:`list_usage` would page through."""
+        after = kwargs.pop("after", None)
+        while True:
+            page = self.list_usage(after=after, **kwargs)
+            yield from page["items"]
+            after = page.get("next")
+            if not after:
+                return
+
+    def usage_summary(
+        self, *, tenant: str | None = None, period: str | None = None,
+        start: float | str | None = None, end: float | str | None = None,
+        by: Sequence[str] | None = None, scope_tenant: str | None = None,
+    ) -> JSON:  # fmt: skip
+        """Totals of usage per group (``by``: tenant, user, queue, cluster, job_id, sku,
+        period, currency, node): a tenant's with ``tenant``, else the provider's view
+        (``scope_tenant`` narrows it to one tenant)."""
+        params: dict[str, Any] = {"period": period, "start": start, "end": end}
+        if by:
+            params["by"] = ",".join(by)
+        if scope_tenant and not tenant:
+            params["tenant"] = scope_tenant
+        path = f"/v1/tenants/{_seg(tenant)}/usage/summary" if tenant else "/v1/usage/summary"
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def idle_pool_usage(self, period: str | None = None) -> JSON:
+        """The idle-capacity pool's GPU-seconds by period, GPU model and MIG profile."""
+        params = {"period": period} if period else None
+        return self.request("GET", "/v1/idle-pool/usage", params=params)
+
     def import_kueue(
         self,
         yaml_text: str,

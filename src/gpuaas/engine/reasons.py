@@ -133,6 +133,9 @@ class Code(StrEnum):
     POOL_GRACE_STARTED = "PoolGraceStarted"
     POOL_EVICTING = "PoolEvicting"
     POOL_RECLAIMED = "PoolReclaimed"
+    # budgets (service/budget_watch.py): a scope's new admissions held
+    BUDGET_EXHAUSTED = "BudgetExhausted"
+    BUDGET_RATE_CAP = "BudgetRateCap"
 
 
 #: Codes a placement failure can carry (see the module docstring for their three depths).
@@ -602,6 +605,15 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
     Code.POOL_RECLAIMED: lambda f: (
         f"gave node {f['node']} back to tenants {f['seconds']:.1f}s after it was asked for"
     ),
+    Code.BUDGET_EXHAUSTED: lambda f: (
+        f"held by budget {f['budget']}: {f['scope']} has spent {f['spent']} of its "
+        f"{f['amount']} {f['currency']} for {f['period']}; new work waits for the next period "
+        "or a larger budget"
+    ),
+    Code.BUDGET_RATE_CAP: lambda f: (
+        f"held by budget {f['budget']}: user {f['user']} runs work costing {f['rate']} "
+        f"{f['currency']}/h; this job would take it past the cap of {f['cap']} {f['currency']}/h"
+    ),
 }
 
 #: The fields each code's sentence reads (a placement code's ``detail``/``flavors`` forms and
@@ -690,6 +702,8 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.POOL_GRACE_STARTED: ("nodes", "jobs", "grace"),
     Code.POOL_EVICTING: ("nodes", "jobs"),
     Code.POOL_RECLAIMED: ("node", "seconds"),
+    Code.BUDGET_EXHAUSTED: ("budget", "scope", "amount", "spent", "currency", "period"),
+    Code.BUDGET_RATE_CAP: ("budget", "user", "rate", "cap", "currency"),
 }
 
 

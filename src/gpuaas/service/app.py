@@ -91,6 +91,9 @@ def start(
     db.upgrade()
     app.state.db = db
     app.state.audit.start(db)
+    from gpuaas.service import usage
+
+    usage.configure(db.url, enabled=settings.metering)
     now = time.time()
     with db.session() as session:
         app.state.admin_token = bootstrap_admin(session, settings.admin_token, now)

@@ -43,6 +43,7 @@ from gpuaas.model.job_state import FINAL, JobState
 from gpuaas.model.resources import ResourceList, format_amount, parse_resource_list
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import TopologyMode, TopologyRequest
+from gpuaas.service import usage
 from gpuaas.service.auth import TenantRef
 from gpuaas.service.cluster_names import cluster_queue_of
 from gpuaas.service.datasets import resolve_for_job
@@ -436,6 +437,8 @@ def transition(
                     reason_code=reason.code.value,
                 )
             )
+            # metering: entering Admitted/Running opens the job's usage, leaving closes it
+            usage.on_transition(session, job_id, source, to_state, now, values)
             return source
     return None
 

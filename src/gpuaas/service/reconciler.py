@@ -69,9 +69,11 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.service import usage
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
+from gpuaas.service.budget_watch import BudgetWatch
 from gpuaas.service.cluster_worker import ClusterWorker
 from gpuaas.service.datasets import ReportedByBackend, WarmSync
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
@@ -85,6 +87,7 @@ from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.service.telemetry_feed import TelemetryFeed
 from gpuaas.service.utilisation import PUBLISHED_FILE, Utilisation, publish
+from gpuaas.service.webhooks import WebhookSender
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
@@ -351,6 +354,8 @@ class Reconciler:
                                 self._fluid_nodes)  # fmt: skip
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        usage.configure(db.url, enabled=settings.metering)  # metering (service/usage.py)
+        self._metered_at = -math.inf
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
         #: GPU utilisation windows (docs/telemetry.md), fed every telemetry_interval
@@ -364,6 +369,10 @@ class Reconciler:
                                      is_leader=lambda: self.is_leader)  # fmt: skip
         #: the idle-capacity pool's loop (docs/idle-pool.md), stepped at the end of each step
         self.idle_pool = IdlePool(db, self.backends.default, self._checkpoint, self.telemetry)
+        #: budgets: what they hold before each cycle, their alerts (webhooks: a thread)
+        self.budgets = BudgetWatch(db, WebhookSender(db))
+        self._held: dict[int, Reason] = {}  # pending jobs a budget holds out of the engine
+        self._held_by: AdmissionScheduler | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -400,6 +409,7 @@ class Reconciler:
         self.clusters.stop()
         self.autoscaler.stop()
         self._telemetry_feed.stop()
+        self.budgets.sender.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
@@ -454,6 +464,7 @@ class Reconciler:
         self._note_unavailable(writes)
         self._enforce_max_run_time(now, writes)
         self._scale_replicas(now, writes)
+        self._hold_over_budget(scheduler, now, writes)
         decisions = scheduler.cycle(now)
         stops: list[int] = []
         with serialized_writes(self.db.engine), self.db.session() as session:
@@ -473,6 +484,7 @@ class Reconciler:
                 launches = self._write_admissions(session, now, decisions)
         if self.engine is not None:
             self._write_reasons(now)
+            self._meter(now)
         for job_id in stops:
             self._stop_on_backend(job_id)
         for name, job in launches:
@@ -530,6 +542,15 @@ class Reconciler:
                 else:
                     scheduler.finish(str(stop.job_id))
             writes.append(Cancel(stop.job_id, states, now, stop.reason))
+
+    def _meter(self, now: float) -> None:
+        """Running jobs' usage up to the last whole hour, every ``usage.STEP_EVERY`` seconds
+        (cost-to-date stays current without a write per job per step)."""
+        if now - self._metered_at < usage.STEP_EVERY:
+            return
+        self._metered_at = now
+        with serialized_writes(self.db.engine), self.db.session() as session:
+            usage.step(session, now)
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine
@@ -909,7 +930,7 @@ class Reconciler:
         for job_id, tracked in self.jobs.items():
             if tracked.state is not JobState.PENDING:
                 continue
-            current = why.get(str(job_id), WAITING_FOR_ADMISSION)
+            current = self._held.get(job_id) or why.get(str(job_id), WAITING_FOR_ADMISSION)
             if not current.same(tracked.reason):
                 changed.append((job_id, current))
                 if len(changed) >= REASONS_PER_STEP:
@@ -1095,6 +1116,38 @@ class Reconciler:
         self.scheduler(self.engine).finish(str(tracked.id))
         del self.jobs[tracked.id]
         writes.append(Finish(tracked.id, tracked.state, state, at, why))
+
+    def _hold_over_budget(
+        self, scheduler: AdmissionScheduler, now: float, writes: list[Write]
+    ) -> None:
+        """Budgets' one rule, before every cycle: a pending job whose scope's hard budget is
+        spent, or whose user's cost-rate cap it would pass, leaves the engine with that reason
+        until the budget allows it again (a new period, a larger amount: it queues again with
+        its place); running work goes on, unless its scope's budget says ``stopRunning``: then
+        it is requeued (and held). Without budgets this is one query."""
+        holds = self.budgets.holds(now)
+        if self._held_by is not scheduler:  # a new engine: every pending job is queued in it
+            self._held, self._held_by = {}, scheduler
+        if not holds and not self._held:
+            return
+        for job_id, tracked in list(self.jobs.items()):
+            cluster = str(tracked.spec.get("cluster") or "")
+            user = tracked.workload.user
+            if tracked.state in ACTIVE:
+                stop = holds.stops(tracked.tenant, tracked.queue, cluster, user)
+                if stop is None:
+                    continue
+                self._lose(tracked, now, stop, writes)  # pending again: held just below
+            why = holds.why(tracked.tenant, tracked.queue, cluster, user, tracked.workload)
+            if why is not None and job_id not in self._held:
+                scheduler.withdraw(str(job_id))
+                self._held[job_id] = tracked.reason = why
+                writes.append(Note(job_id, JobState.PENDING, why))
+            elif why is None and job_id in self._held:
+                del self._held[job_id]
+                self._queue(scheduler.engine, tracked, writes, now)
+        for job_id in [j for j in self._held if j not in self.jobs]:
+            del self._held[job_id]  # cancelled while held
 
     def _enforce_max_run_time(self, now: float, writes: list[Write]) -> None:
         """Stop and fail running jobs past their ``maxRunTime`` (in job time)."""

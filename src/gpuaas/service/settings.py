@@ -91,17 +91,24 @@ class Settings:
         default_factory=lambda: int(os.environ.get("GPUAAS_DATASET_CACHE_BYTES") or 1 << 40)
     )
     max_body_bytes: int = 1 << 20
-    #: requests a second per token and per tenant, and the failed-authentication back-off
-    #: (:mod:`gpuaas.service.rate_limits`; ``GPUAAS_RATE_PER_TOKEN``, ``GPUAAS_RATE_PER_TENANT``,
-    #: ``GPUAAS_AUTH_FREE_FAILURES``; 0 turns a rule off)
     #: ship the audit log as JSON lines to an HTTP endpoint and/or syslog (host:port or a
     #: socket path) as well as to its table (``GPUAAS_AUDIT_HTTP``, ``GPUAAS_AUDIT_SYSLOG``)
     audit_http: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_AUDIT_HTTP"))
     audit_syslog: str | None = field(default_factory=lambda: os.environ.get("GPUAAS_AUDIT_SYSLOG"))
+    #: requests a second per token and per tenant, and the failed-authentication back-off
+    #: (:mod:`gpuaas.service.rate_limits`; ``GPUAAS_RATE_PER_TOKEN``, ``GPUAAS_RATE_PER_TENANT``,
+    #: ``GPUAAS_AUTH_FREE_FAILURES``; 0 turns a rule off)
     rate_per_token: int = field(default_factory=lambda: _env_int("GPUAAS_RATE_PER_TOKEN", 2000))
     rate_per_tenant: int = field(default_factory=lambda: _env_int("GPUAAS_RATE_PER_TENANT", 5000))
     auth_free_failures: int = field(
         default_factory=lambda: _env_int("GPUAAS_AUTH_FREE_FAILURES", 10)
+    )
+    #: write usage records at job transitions (docs/billing.md); ``GPUAAS_METERING=0`` or
+    #: ``gpuaas serve --no-metering`` turn it off (to measure what it costs)
+    metering: bool = field(
+        default_factory=lambda: (
+            os.environ.get("GPUAAS_METERING", "1").lower() not in ("0", "false", "no", "off")
+        )
     )
     reconcile: bool = True
     #: run the reconciler in a child process (``gpuaas serve``) rather than a thread

@@ -456,3 +456,183 @@ class ReplicaMemberRow(Base):
     )
     cluster: Mapped[str] = mapped_column(String(63), default="")
     ordinal: Mapped[int] = mapped_column(Integer)
+
+
+# --- metering: the price book, usage records, and what is held now (docs/billing.md) --------
+
+
+class PriceEntryRow(Base):
+    """A price of one SKU in one book (:class:`gpuaas.model.billing.PriceEntry`): ``book`` is
+    ``provider`` (what tenants pay) or ``tenant/<name>`` (a tenant-admin's internal
+    chargeback book for its users). Prices are nano-units of ``currency`` per unit-hour
+    (:mod:`gpuaas.billing.metering`). Immutable once a usage record is priced by it; an id is
+    never used twice (records name entries by id)."""
+
+    __tablename__ = "price_entries"
+    __table_args__ = (
+        UniqueConstraint("book", "name", name="uq_price_entry_name"),
+        Index("ix_price_entries_book_sku", "book", "sku"),
+        {"sqlite_autoincrement": True},
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    book: Mapped[str] = mapped_column(String(80))
+    name: Mapped[str] = mapped_column(String(63))
+    sku: Mapped[str] = mapped_column(String(200))
+    list_per_hour: Mapped[int] = mapped_column(BigInteger)
+    contracted_per_hour: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3))
+    valid_from: Mapped[float] = mapped_column(Float)
+    valid_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class UsageRow(Base):
+    """One usage record (:class:`gpuaas.model.billing.UsageRecord`), append-only: never
+    updated, never deleted with a tenant or a job (no foreign keys: it is the ledger).
+    ``key`` is idempotent (unique; writes are insert-or-ignore). ``quantity`` is micro-units
+    (unit-seconds x 10^6), costs nano-units of ``currency``; ``price_id`` 0: no entry of the
+    provider's book was in force (cost 0). ``period`` is the UTC month ``YYYY-MM``."""
+
+    __tablename__ = "usage_records"
+    __table_args__ = (
+        UniqueConstraint("key", name="uq_usage_key"),
+        Index("ix_usage_tenant_start", "tenant", "start"),
+        Index("ix_usage_period_sku", "period", "sku"),
+        Index("ix_usage_job", "job_id"),
+        Index("ix_usage_price", "price_id"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(400))
+    tenant: Mapped[str] = mapped_column(String(63))
+    user: Mapped[str] = mapped_column(String(100))
+    queue: Mapped[str] = mapped_column(String(NAME))
+    cluster: Mapped[str] = mapped_column(String(63), default="")
+    job_id: Mapped[int] = mapped_column(BigInteger)
+    attempt: Mapped[int] = mapped_column(Integer)
+    pod: Mapped[str] = mapped_column(String(NAME))
+    device: Mapped[str] = mapped_column(String(100))
+    node: Mapped[str] = mapped_column(String(NAME))
+    sku: Mapped[str] = mapped_column(String(200))
+    period: Mapped[str] = mapped_column(String(7))
+    start: Mapped[float] = mapped_column(Float)
+    end: Mapped[float] = mapped_column(Float)
+    quantity: Mapped[int] = mapped_column(BigInteger)
+    price_id: Mapped[int] = mapped_column(Integer)
+    currency: Mapped[str] = mapped_column(String(3))
+    list_cost: Mapped[int] = mapped_column(BigInteger)
+    effective_cost: Mapped[int] = mapped_column(BigInteger)
+    utilization: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class UsageOpen(Base):
+    """What an admitted or running job holds and since when its time is not yet recorded:
+    one row per job, written when it enters Admitted/Running, moved forward to the last
+    whole hour by the metering step, deleted when it leaves (its records written in the same
+    transaction). ``held``: ``[[pod, device, node, sku, numerator, denominator], ...]``."""
+
+    __tablename__ = "usage_open"
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    since: Mapped[float] = mapped_column(Float)
+    tenant: Mapped[str] = mapped_column(String(63))
+    user: Mapped[str] = mapped_column(String(100))
+    queue: Mapped[str] = mapped_column(String(NAME))
+    cluster: Mapped[str] = mapped_column(String(63), default="")
+    held: Mapped[list[Any]] = mapped_column(JSON)
+
+
+# --- invoicing: closed invoices, their lines, budgets and what they fired (docs/billing.md) ---
+
+
+class InvoiceRow(Base):
+    """A tenant's closed invoice for one month (``period``: ``YYYY-MM``, UTC). An open month
+    has no row: its invoice is computed from the usage records; closing stores its lines
+    (:class:`InvoiceLineRow`) and this row, and from then on nothing of it changes. Like the
+    usage records it is a ledger: it names its tenant and has no foreign key. Money in
+    nano-units of ``currency``."""
+
+    __tablename__ = "invoices"
+    __table_args__ = (UniqueConstraint("tenant", "period", name="uq_invoice_period"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63))
+    period: Mapped[str] = mapped_column(String(7))
+    currency: Mapped[str] = mapped_column(String(3))
+    total: Mapped[int] = mapped_column(BigInteger)
+    closed_at: Mapped[float] = mapped_column(Float)
+    closed_by: Mapped[str] = mapped_column(String(100), default="")
+
+
+class InvoiceLineRow(Base):
+    """A line of a tenant's month, never edited: a credit or an adjustment added while the
+    month is open, and at closing the month's usage and late-usage lines
+    (:class:`gpuaas.billing.invoices.InvoiceLine`). ``quantity`` in micro unit-seconds,
+    money in nano-units; ``for_period``: the month late usage belongs to."""
+
+    __tablename__ = "invoice_lines"
+    __table_args__ = (Index("ix_invoice_lines_tenant_period", "tenant", "period"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63))
+    period: Mapped[str] = mapped_column(String(7))
+    kind: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text, default="")
+    sku: Mapped[str] = mapped_column(String(200), default="")
+    price_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    quantity: Mapped[int] = mapped_column(BigInteger, default=0)
+    unit: Mapped[str] = mapped_column(String(32), default="")
+    list_cost: Mapped[int] = mapped_column(BigInteger, default=0)
+    contracted_cost: Mapped[int] = mapped_column(BigInteger, default=0)
+    billed_cost: Mapped[int] = mapped_column(BigInteger)
+    for_period: Mapped[str] = mapped_column(String(7), default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(100), default="")
+
+
+class BudgetRow(Base):
+    """A tenant's budget (:class:`gpuaas.billing.budgets.Budget`): ``scope_kind`` tenant,
+    queue, cluster or user and ``scope`` its name (``scope_key``: what a workload names it
+    by, a user's id); ``period`` monthly or weekly; money in nano-units (``amount`` None: a
+    rate cap only); ``thresholds``: soft percentages; ``webhook``: where alerts are POSTed."""
+
+    __tablename__ = "budgets"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_budget_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(63))
+    scope_kind: Mapped[str] = mapped_column(String(16))
+    scope: Mapped[str] = mapped_column(String(NAME))
+    scope_key: Mapped[str] = mapped_column(String(NAME))
+    period: Mapped[str] = mapped_column(String(16))
+    amount: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    currency: Mapped[str] = mapped_column(String(3))
+    thresholds: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    hard: Mapped[bool] = mapped_column(Boolean, default=False)
+    stop_running: Mapped[bool] = mapped_column(Boolean, default=False)
+    max_rate_per_hour: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    webhook: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class BudgetEvent(Base):
+    """What a budget did in one of its periods, once: a soft ``threshold`` reached (kind
+    ``threshold``), its hard amount reached (``hold``). Unique per budget, period, kind and
+    threshold, so a restart never fires one twice. ``delivered_at`` / ``attempts`` /
+    ``error``: its webhook's delivery (retried until delivered or out of attempts)."""
+
+    __tablename__ = "budget_events"
+    __table_args__ = (
+        UniqueConstraint("budget_id", "period", "kind", "threshold", name="uq_budget_event"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    budget_id: Mapped[int] = mapped_column(ForeignKey("budgets.id", ondelete="CASCADE"), index=True)
+    period: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    threshold: Mapped[int] = mapped_column(Integer, default=0)
+    spent: Mapped[int] = mapped_column(BigInteger)
+    at: Mapped[float] = mapped_column(Float)
+    message: Mapped[str] = mapped_column(Text, default="")
+    delivered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str] = mapped_column(Text, default="")

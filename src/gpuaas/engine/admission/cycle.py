@@ -308,13 +308,15 @@ class AdmissionEngine:
         self._record(wl, cq_name, chosen, usage, at, placement)
 
     def withdraw(self, name: str) -> bool:
-        """Forget the pending workload ``name`` (cancelled before admission); False when it is
-        not pending. Quota is unchanged: a pending workload holds none."""
+        """Forget the pending workload ``name`` (cancelled before admission, or held out of
+        admission by a budget: it may be submitted again); False when it is not pending.
+        Quota is unchanged: a pending workload holds none."""
         for cq, pending in self.pending.items():
             if name in pending:
                 self._dequeue(cq, name)
                 self.why.pop(name, None)
                 self._inadmissible.pop(name, None)
+                self._known.discard(name)
                 return True
         return False
 

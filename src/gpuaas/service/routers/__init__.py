@@ -9,9 +9,11 @@ from gpuaas.service.routers import (
     governance,
     health,
     identity,
+    invoices,
     jobs,
     metrics,
     network,
+    usage,
     utilisation,
 )
 
@@ -23,8 +25,10 @@ ROUTERS = [
     governance.router,
     clusters.router,
     datasets.router,
+    invoices.router,
     metrics.router,
     network.router,
     audit.router,
     utilisation.router,
+    usage.router,
 ]

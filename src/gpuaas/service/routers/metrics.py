@@ -45,9 +45,11 @@ from gpuaas.model.governance import ResourceFlavor
 from gpuaas.model.job_state import ACTIVE, JobState
 from gpuaas.model.node import Node
 from gpuaas.model.resources import MIG_PREFIX, NVIDIA_GPU, canonical_amount
+from gpuaas.service.cost_metrics import CostCollector
 from gpuaas.service.errors import ApiError
 from gpuaas.service.fleet import FLEET_VERSION, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
+from gpuaas.service.usage_metrics import PoolUsageCollector
 from gpuaas.service.utilisation_metrics import UtilisationCollector
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
@@ -449,6 +451,8 @@ def metrics(request: Request) -> Response:
                 request.app.state.telemetry.source(),
                 DatabaseCollector(session, capacity_cache(request)),
                 UtilisationCollector(request.app.state.utilisation),
+                PoolUsageCollector(session),  # the idle pool's usage (docs/billing.md)
+                CostCollector(session),  # tenants' cost to date and per hour, prices
             ]
         )
         body = generate_latest(scrape)  # type: ignore[arg-type]

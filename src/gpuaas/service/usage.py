@@ -1,0 +1,525 @@
+"""Usage records: every second a job holds a device, written once, at the one choke point.
+
+Semantics (docs/billing.md). A job holds its devices from the moment it enters Admitted (the
+devices are reserved for it, whether or not its backend has started it) until it leaves
+Admitted/Running for any state (finished, failed, cancelled, preempted, requeued). Both edges
+pass through :func:`gpuaas.service.jobs.transition`, which calls :func:`on_transition` in the
+same transaction as the state change:
+
+- *entering* Admitted/Running (from any other state) **opens** the job: one
+  :class:`~gpuaas.store.tables.UsageOpen` row says what it holds (every device in the one
+  device naming, its SKU and the fraction of a unit, plus each pod's CPU and memory) and since
+  when;
+- *leaving* Admitted/Running **closes** it: the records from ``since`` to the transition's
+  time are written, cut at whole UTC hours (so at billing periods too), each priced by the
+  provider's book entry in force at its start, and the open row is deleted;
+- between the two nothing is written, however long the job runs, except by :func:`step`
+  (the reconciler calls it), which writes a running job's records up to the last whole hour
+  and moves ``since`` there, so cost-to-date is never more than an hour (plus
+  :data:`LAG`) behind.
+
+A record's ``key`` (job/attempt/pod/device/start) is unique in the table and every write is
+insert-or-ignore, so the same piece written twice (two leaders for a moment, a replayed step)
+is stored once. Because the records and the state change commit in one transaction, a
+``kill -9`` loses both or neither: after a restart the open row is still there and the job's
+time is recorded from ``since`` when it next leaves Admitted/Running. Records are never
+updated; a price change is a new price entry and prices only records that start after it.
+
+Read functions for the invoicing side: :func:`records` (model
+:class:`~gpuaas.model.billing.UsageRecord`, Decimals), :func:`totals` (one SQL aggregate per
+group: per tenant x SKU by default, the rating the invoices start from), :func:`pool_usage`
+(the idle pool's GPU-seconds by GPU model, MIG profile and period).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from gpuaas.billing.metering import (
+    US,
+    Held,
+    Piece,
+    cost,
+    cut,
+    hour_floor,
+    in_force,
+    money,
+    period_bounds,
+    period_of,
+    to_us,
+)
+from gpuaas.billing.skus import held_by, parse_sku
+from gpuaas.engine.admission.restore import PlacementLost, typed_pods
+from gpuaas.model.billing import CapacityPool, PriceEntry, Shape, UsageRecord
+from gpuaas.model.errors import InvalidValue
+from gpuaas.model.job_state import ACTIVE
+from gpuaas.model.node import Node
+from gpuaas.model.telemetry import UtilisationReader
+from gpuaas.store.tables import (
+    ClusterRow,
+    Job,
+    NodeRow,
+    PriceEntryRow,
+    Tenant,
+    UsageOpen,
+    UsageRow,
+    User,
+)
+
+log = logging.getLogger("gpuaas.usage")
+
+#: The provider's book: what tenants pay. A tenant's chargeback book is ``tenant/<name>``.
+PROVIDER_BOOK = "provider"
+#: The currency of a record no price entry priced.
+NO_CURRENCY = ""
+#: How far behind ``now`` the metering step stops: a completion reported late (a backend's
+#: poll) must still find its time unrecorded, so the step closes hours only this much later.
+LAG = 300.0
+#: Seconds between two runs of :func:`step` in the reconciler.
+STEP_EVERY = 60.0
+
+_ACTIVE = frozenset(s.value for s in ACTIVE)
+_USAGE = UsageRow.__table__
+_OPEN = UsageOpen.__table__
+_OPEN_ID = select(_OPEN.c.job_id).where(_OPEN.c.job_id == bindparam("job"))
+_OPEN_ROW = select(_OPEN).where(_OPEN.c.job_id == bindparam("job"))
+
+
+@dataclass(slots=True)
+class _Config:
+    enabled: bool = True
+    reader: UtilisationReader | None = None
+
+
+_configs: dict[str, _Config] = {}
+_nodes: dict[tuple[str, str, float], Node] = {}
+_lock = threading.Lock()
+
+
+def configure(db_url: str, enabled: bool = True, reader: UtilisationReader | None = None) -> None:
+    """Metering for the database at ``db_url``: on or off (``gpuaas serve --no-metering``,
+    for measuring what it costs), and the telemetry a record's utilisation is read from
+    (None: records carry none)."""
+    with _lock:
+        _configs[_key_of(db_url)] = _Config(enabled, reader)
+
+
+def _key_of(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _config(session: Session) -> _Config:
+    url = session.get_bind().url.render_as_string(hide_password=True)
+    return _configs.get(url) or _Config()
+
+
+# --- the choke point ----------------------------------------------------------------------
+
+
+def on_transition(
+    session: Session, job_id: int, source: str, target: str, now: float,
+    values: Mapping[str, Any],
+) -> None:  # fmt: skip
+    """Called by :func:`~gpuaas.service.jobs.transition` after a job moved from ``source``
+    to ``target`` (same transaction): close on leaving Admitted/Running, open on entering."""
+    was, now_active = source in _ACTIVE, str(target) in _ACTIVE
+    if was == now_active:
+        return
+    config = _config(session)
+    if not config.enabled:
+        return
+    if was:
+        close(session, job_id, now, config.reader)
+    else:
+        open_(session, job_id, now, values.get("placement"))
+
+
+def open_(
+    session: Session, job_id: int, now: float, placement: Sequence[Any] | None = None
+) -> None:
+    """Record that job ``job_id`` holds its placement from ``now`` (see the module)."""
+    row = session.execute(
+        select(Job.attempts, Job.local_queue, Job.spec, Job.placement, Job.tenant_id,
+               Tenant.name, User.name)
+        .join(Tenant, Tenant.id == Job.tenant_id)
+        .join(User, User.id == Job.user_id)
+        .where(Job.id == job_id)
+    ).one_or_none()  # fmt: skip
+    if row is None:
+        return
+    attempt, queue, spec, stored, tenant_id, tenant, user = row
+    pods = list(placement if placement is not None else stored or [])
+    cluster = str((spec or {}).get("cluster") or "")
+    pool = _pool(session, tenant_id, cluster)
+    held = [list(_flat(h)) for h in held_items(session, pods, pool)]
+    if session.scalar(_OPEN_ID, {"job": job_id}) is not None:  # never expected: keep its time
+        close(session, job_id, now, None)
+    session.execute(
+        insert(UsageOpen).values(
+            job_id=job_id, attempt=attempt or 0, since=now, tenant=tenant, user=user,
+            queue=queue, cluster=cluster, held=held,
+        )
+    )  # fmt: skip
+
+
+def close(
+    session: Session, job_id: int, now: float, reader: UtilisationReader | None = None
+) -> int:
+    """Write job ``job_id``'s records up to ``now`` and forget what it held; the records
+    written (0 when it held nothing open)."""
+    row = session.execute(_OPEN_ROW, {"job": job_id}).one_or_none()  # Core: no ORM load
+    if row is None:
+        return 0
+    written = _write(session, row, to_us(row.since), max(to_us(now), to_us(row.since)), reader)
+    session.execute(delete(UsageOpen).where(UsageOpen.job_id == job_id))
+    return written
+
+
+def step(session: Session, now: float, reader: UtilisationReader | None = None) -> int:
+    """Write every open job's records up to the last whole hour at least :data:`LAG` before
+    ``now`` and move its ``since`` there; adopt active jobs that hold nothing open (admitted
+    before metering was installed: from their admission). Returns the records written."""
+    if not _config(session).enabled:
+        return 0
+    if reader is None:
+        reader = _config(session).reader
+    adopted = session.execute(
+        select(Job.id, Job.admitted_at).where(
+            Job.state.in_(_ACTIVE), ~Job.id.in_(select(UsageOpen.job_id))
+        )
+    ).all()
+    for job_id, admitted_at in adopted:
+        open_(session, job_id, admitted_at if admitted_at is not None else now)
+    until = hour_floor(to_us(now - LAG))
+    written = 0
+    for row in session.scalars(select(UsageOpen).where(UsageOpen.since < until / US)):
+        since = row.since
+        moved = session.execute(
+            update(UsageOpen)
+            .where(UsageOpen.job_id == row.job_id, UsageOpen.since == since)
+            .values(since=until / US)
+            .execution_options(synchronize_session=False)
+        )
+        if moved.rowcount == 1:  # type: ignore[attr-defined]
+            written += _write(session, row, to_us(since), until, reader)
+    return written
+
+
+# --- what a job holds ---------------------------------------------------------------------
+
+
+def held_items(session: Session, pods: Sequence[Any], pool: CapacityPool) -> list[Held]:
+    """The billable items of a recorded placement (its devices by the one device naming)."""
+    names = sorted({str(p.get("node")) for p in pods if isinstance(p, Mapping)})
+    nodes = _load_nodes(session, names)
+    try:
+        typed = typed_pods([p for p in pods if isinstance(p, Mapping)], nodes.get)
+    except (PlacementLost, InvalidValue) as exc:
+        log.warning("metering: cannot read a placement (%s); its devices are not recorded", exc)
+        return []
+    out: list[Held] = []
+    for pod in typed:
+        node = nodes.get(pod.node)
+        if node is not None:
+            out.extend(held_by(pod, node, pool))
+    return out
+
+
+def _load_nodes(session: Session, names: Sequence[str]) -> dict[str, Node]:
+    """The nodes ``names`` (parsed once per stored version, cached per process)."""
+    from gpuaas.service.fleet import nodes_from_rows
+
+    if not names:
+        return {}
+    url = session.get_bind().url.render_as_string(hide_password=True)
+    out: dict[str, Node] = {}
+    stamps = session.execute(
+        select(NodeRow.name, NodeRow.updated_at).where(NodeRow.name.in_(names))
+    ).all()
+    missing = []
+    for name, updated in stamps:
+        node = _nodes.get((url, name, updated))
+        if node is None:
+            missing.append(name)
+        else:
+            out[name] = node
+    if missing:
+        rows = list(session.scalars(select(NodeRow).where(NodeRow.name.in_(missing))))
+        for row, node in zip(rows, nodes_from_rows(rows), strict=True):
+            with _lock:
+                if len(_nodes) > 100_000:
+                    _nodes.clear()
+                _nodes[(url, row.name, row.updated_at)] = node
+            out[row.name] = node
+    return out
+
+
+def _pool(session: Session, tenant_id: int, cluster: str) -> CapacityPool:
+    """The idle-capacity pool cluster sells spot; a tenant's own cluster is reserved capacity;
+    the shared fleet is on-demand."""
+    if not cluster:
+        return CapacityPool.ON_DEMAND
+    spec = session.scalar(
+        select(ClusterRow.spec).where(ClusterRow.tenant_id == tenant_id, ClusterRow.name == cluster)
+    )
+    if spec is not None and spec.get("idlePool"):
+        return CapacityPool.SPOT
+    return CapacityPool.RESERVED
+
+
+def _flat(item: Held) -> tuple[str, str, str, str, int, int]:
+    return (item.pod, item.device, item.node, item.sku, item.fraction.numerator,
+            item.fraction.denominator)  # fmt: skip
+
+
+def _unflat(raw: Sequence[Any]) -> Held:
+    pod, device, node, sku, num, den = raw
+    return Held(str(pod), str(device), str(node), str(sku), Fraction(int(num), int(den)))
+
+
+# --- writing records ----------------------------------------------------------------------
+
+
+def entries(session: Session, book: str, skus: Sequence[str] | None = None) -> list[PriceEntry]:
+    """The entries of ``book`` (for ``skus`` only when given), as model price entries."""
+    table = PriceEntryRow.__table__
+    stmt = select(table).where(table.c.book == book)  # Core rows: read on every close
+    if skus is not None:
+        stmt = stmt.where(table.c.sku.in_(sorted(set(skus))))
+    return [price_entry(r) for r in session.execute(stmt.order_by(table.c.valid_from))]
+
+
+def price_entry(row: Any) -> PriceEntry:
+    """A stored entry (an ORM row or a Core row of ``price_entries``) as the model's."""
+    return PriceEntry(
+        id=row.id, book=row.book, sku=row.sku, list_per_hour=money(row.list_per_hour),
+        contracted_per_hour=money(row.contracted_per_hour), currency=row.currency,
+        valid_from=row.valid_from, valid_until=row.valid_until,
+    )  # fmt: skip
+
+
+def _write(
+    session: Session, row: Any, start_us: int, end_us: int,
+    reader: UtilisationReader | None,
+) -> int:  # fmt: skip
+    held = [_unflat(h) for h in row.held or []]
+    pieces = cut(row.job_id, row.attempt, held, start_us, end_us)
+    if not pieces:
+        return 0
+    book: dict[str, list[PriceEntry]] = {}
+    for entry in entries(session, PROVIDER_BOOK, [h.sku for h in held]):
+        book.setdefault(entry.sku, []).append(entry)
+    values = [_values(row, piece, book.get(piece.held.sku, ()), reader) for piece in pieces]
+    _insert_or_ignore(session, values)
+    return len(values)
+
+
+def _values(
+    row: Any, piece: Piece, prices: Sequence[PriceEntry],
+    reader: UtilisationReader | None,
+) -> dict[str, Any]:  # fmt: skip
+    start = piece.start_us / US
+    entry = in_force(prices, start)
+    list_cost = effective = 0
+    if entry is not None:
+        list_cost = cost(piece.quantity, int(entry.list_per_hour.scaleb(9)))
+        effective = cost(piece.quantity, int(entry.contracted_per_hour.scaleb(9)))
+    utilization = None
+    if reader is not None and piece.held.device not in ("cpu", "memory"):
+        summary = reader.device(piece.held.node, piece.held.device)
+        if summary is not None and summary.known:
+            utilization = summary.mean
+    return {
+        "key": piece.key, "tenant": row.tenant, "user": row.user, "queue": row.queue,
+        "cluster": row.cluster, "job_id": row.job_id, "attempt": row.attempt,
+        "pod": piece.held.pod, "device": piece.held.device, "node": piece.held.node,
+        "sku": piece.held.sku, "period": period_of(start), "start": start,
+        "end": piece.end_us / US, "quantity": piece.quantity,
+        "price_id": entry.id if entry is not None else 0,
+        "currency": entry.currency if entry is not None else NO_CURRENCY,
+        "list_cost": list_cost, "effective_cost": effective, "utilization": utilization,
+    }  # fmt: skip
+
+
+def _insert_or_ignore(session: Session, values: list[dict[str, Any]]) -> None:
+    """Insert the records; one whose key is stored already is left as it is."""
+    dialect = session.get_bind().dialect.name
+    maker = sqlite_insert if dialect == "sqlite" else pg_insert
+    statement = maker(_USAGE).on_conflict_do_nothing(index_elements=["key"])
+    session.execute(statement, values)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def usage_record(row: Any) -> UsageRecord:
+    """A stored record as the model's :class:`UsageRecord` (Decimals: quantity in
+    unit-seconds, costs in the currency)."""
+    return UsageRecord(
+        key=row.key, tenant=row.tenant, user=row.user, queue=row.queue, cluster=row.cluster,
+        job=row.job_id, attempt=row.attempt, pod=row.pod, device=row.device, node=row.node,
+        sku=row.sku, start=row.start, end=row.end,
+        quantity=Decimal(row.quantity).scaleb(-6), price=row.price_id,
+        list_cost=money(row.list_cost), effective_cost=money(row.effective_cost),
+        utilization=row.utilization,
+    )  # fmt: skip
+
+
+class Stored(NamedTuple):
+    """A record as stored: its row id (a cursor), the record, its currency."""
+
+    id: int
+    record: UsageRecord
+    currency: str
+
+
+def _window(
+    stmt: Select[Any], tenant: str | None, start: float | None, end: float | None,
+    user: str | None = None, job: int | None = None, sku: str | None = None,
+    cluster: str | None = None, queue: str | None = None,
+) -> Select[Any]:  # fmt: skip
+    """Records of ``tenant`` (all when None) that *start* in ``[start, end)``: every record
+    lies within one hour, so a window on whole hours (a day, a period) takes whole records."""
+    c = _USAGE.c
+    conditions = []
+    if tenant is not None:
+        conditions.append(c.tenant == tenant)
+    if start is not None:
+        conditions.append(c.start >= start)
+    if end is not None:
+        conditions.append(c.start < end)
+    for column, value in ((c.user, user), (c.job_id, job), (c.sku, sku), (c.cluster, cluster),
+                          (c.queue, queue)):  # fmt: skip
+        if value is not None:
+            conditions.append(column == value)
+    return stmt.where(and_(*conditions)) if conditions else stmt
+
+
+def records(
+    session: Session, tenant: str | None, start: float | None = None, end: float | None = None,
+    *, user: str | None = None, job: int | None = None, sku: str | None = None,
+    cluster: str | None = None, queue: str | None = None, after: int = 0,
+    limit: int | None = None,
+) -> list[Stored]:  # fmt: skip
+    """The records of ``tenant`` (None: every tenant's) starting in ``[start, end)``, in the
+    order they were written, each with its row id (pass the last as ``after`` for the next
+    page) and its currency (empty: no price entry priced it); the filters narrow them to one
+    user, job, SKU, cluster or queue."""
+    stmt = _window(select(_USAGE), tenant, start, end, user, job, sku, cluster, queue)
+    stmt = stmt.where(_USAGE.c.id > after).order_by(_USAGE.c.id)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [Stored(r.id, usage_record(r), r.currency) for r in session.execute(stmt)]
+
+
+#: What :func:`totals` may group by.
+GROUPS = ("tenant", "user", "queue", "cluster", "job_id", "sku", "period", "currency", "node",
+          "price_id")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Total:
+    """One group's sums: ``group`` maps each grouped column to its value; ``quantity`` in
+    unit-seconds, costs in the currency."""
+
+    group: dict[str, Any]
+    records: int
+    quantity: Decimal
+    list_cost: Decimal
+    effective_cost: Decimal
+
+    @property
+    def unit_hours(self) -> Decimal:
+        return self.quantity / 3600
+
+
+def totals(
+    session: Session, start: float | None = None, end: float | None = None,
+    tenant: str | None = None, by: Sequence[str] = ("tenant", "sku", "currency"),
+    **filters: Any,
+) -> list[Total]:  # fmt: skip
+    """Rating: the records starting in ``[start, end)`` summed per group (default: per tenant
+    x SKU x currency) in one SQL aggregate over integer columns, so the sums are exact and a
+    month of a million records takes seconds (docs/benchmarks.md)."""
+    unknown = [g for g in by if g not in GROUPS]
+    if unknown:
+        raise ValueError(f"cannot group by {unknown} (allowed: {', '.join(GROUPS)})")
+    c = _USAGE.c
+    columns = [c[g] for g in by]
+    stmt = select(
+        *columns, func.count(), func.sum(c.quantity), func.sum(c.list_cost),
+        func.sum(c.effective_cost),
+    )  # fmt: skip
+    stmt = _window(stmt, tenant, start, end, **filters).group_by(*columns).order_by(*columns)
+    out = []
+    for row in session.execute(stmt):
+        group = dict(zip(by, row[: len(by)], strict=True))
+        count, quantity, list_cost, effective = row[len(by) :]
+        out.append(
+            Total(group, int(count), Decimal(int(quantity or 0)).scaleb(-6),
+                  money(int(list_cost or 0)), money(int(effective or 0)))
+        )  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PoolUsage:
+    """GPU-seconds sold from the idle-capacity pool: ``shape`` whole, mig (with ``profile``),
+    timeslice or mps; ``gpu_seconds`` counts a MIG instance as one unit of its SKU and a
+    share as its fraction of a GPU."""
+
+    period: str
+    gpu_model: str
+    shape: str
+    profile: str
+    gpu_seconds: Decimal
+    records: int
+
+
+def pool_usage(session: Session, period: str | None = None) -> list[PoolUsage]:
+    """The idle pool's usage (records of ``idle-pool`` GPU SKUs) by period, GPU model and MIG
+    profile (``period`` ``YYYY-MM``: that one; ValueError when malformed)."""
+    c = _USAGE.c
+    stmt = select(c.period, c.sku, func.count(), func.sum(c.quantity)).where(
+        c.sku.like(f"%@{CapacityPool.SPOT.value}")
+    )
+    if period is not None:
+        period_bounds(period)  # checks its form
+        stmt = stmt.where(c.period == period)
+    out = []
+    for at, sku_id, count, quantity in session.execute(stmt.group_by(c.period, c.sku)):
+        sku = parse_sku(sku_id)
+        if sku is None or sku.shape in (Shape.CPU, Shape.MEMORY, Shape.STORAGE):
+            continue
+        out.append(PoolUsage(at, sku.resource, sku.shape.value, sku.profile,
+                             Decimal(int(quantity or 0)).scaleb(-6), int(count)))  # fmt: skip
+    return sorted(out, key=lambda u: (u.period, u.gpu_model, u.shape, u.profile))
+
+
+def open_jobs(session: Session) -> dict[int, float]:
+    """Jobs whose held time is not yet all recorded, and since when."""
+    return dict(session.execute(select(UsageOpen.job_id, UsageOpen.since)).all())
+
+
+def held_seconds(session: Session, job_id: int) -> Decimal:
+    """Device-seconds recorded for ``job_id`` (every GPU device at its fraction)."""
+    c = _USAGE.c
+    total = session.scalar(
+        select(func.sum(c.quantity)).where(
+            c.job_id == job_id, c.device != "cpu", c.device != "memory"
+        )
+    )
+    return Decimal(int(total or 0)).scaleb(-6)
