@@ -121,6 +121,7 @@ class World:
     def build(self) -> None:
         self.admin("POST", "/v1/flavors", json={"name": "gpu", "spec": {}})
         self.admin("POST", "/v1/flavors", json={"name": "junk-flavor", "spec": {}})
+        self.admin("POST", "/v1/prices", json=price_body("junk-price"))
         self.admin("POST", "/v1/cohorts", json={"name": "junk-cohort", "spec": {}})
         self.admin("POST", "/v1/priority-classes", json={"name": "junk-pc", "value": 100})
         self.admin("POST", "/v1/nodes", json=node_entry("node-1"))
@@ -141,6 +142,7 @@ class World:
             self.admin("POST", f"/v1/tenants/{t}/volumes", json={"name": f"{t}-vol", "size": "1Mi"})
             ds = {"name": f"{t}-ds", "uri": f"s3://bucket/{t}", "size": "1Gi"}
             self.admin("POST", f"/v1/tenants/{t}/datasets", json=ds)
+            self.admin("POST", f"/v1/tenants/{t}/prices", json=price_body(f"{t}-price"))
             for role in ("tenant-admin", "tenant-user"):
                 user = f"{t}-{role}"
                 self.admin("PUT", f"/v1/tenants/{t}/members/{user}", json={"role": role})
@@ -908,8 +910,15 @@ def test_bad_input_is_refused_by_name(
 # --------------------------------------------------------------------------------------------
 # Generated garbage for every write route of the OpenAPI document.
 
+
 #: Path parameters for each write route, all naming objects of the junk tenant or the junk
 #: platform objects (a garbage body that happens to be valid changes nothing else).
+def price_body(name: str, valid_from: int = 1_700_000_000) -> dict[str, Any]:
+    """A valid price entry (docs/billing.md)."""
+    return {"name": name, "sku": "H100-80GB/whole@on-demand", "listPerHour": "2.49",
+            "contractedPerHour": "2.10", "currency": "USD", "validFrom": valid_from}  # fmt: skip
+
+
 PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants": (),
     "PATCH /v1/tenants/{}": ("junk",),
@@ -958,6 +967,10 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants/{}/clusters/{}/scale": ("junk", "junk-cluster"),
     "PUT /v1/tenants/{}/cluster-allowance": ("junk",),
     "POST /v1/tenants/{}/datasets": ("junk",),
+    "POST /v1/prices": (),
+    "PUT /v1/prices/{}": ("junk-price",),
+    "POST /v1/tenants/{}/prices": ("junk",),
+    "PUT /v1/tenants/{}/prices/{}": ("junk", "junk-price"),
     "PUT /v1/tenants/{}/datasets/{}": ("junk", "junk-ds"),
     "POST /v1/tenants/{}/datasets/{}/preload": ("junk", "junk-ds"),
     "POST /v1/idle-pools": (),
@@ -1065,6 +1078,10 @@ VALID: dict[str, Any] = {
         "cacheSize": "100Gi",
     },
     "PUT /v1/tenants/{}/datasets/{}": {"uri": "hdfs://namenode/junk", "size": 1024},
+    "POST /v1/prices": price_body("fresh-price", 1_800_000_000),
+    "PUT /v1/prices/{}": price_body("junk-price", 1_700_000_000),
+    "POST /v1/tenants/{}/prices": price_body("fresh-price", 1_800_000_000),
+    "PUT /v1/tenants/{}/prices/{}": price_body("junk-price", 1_700_000_000),
     "POST /v1/tenants/{}/datasets/{}/preload": {"nodes": ["junk-node"]},
     "POST /v1/idle-pools": {"name": "fresh-pool", "tenant": "fresh-mp", "graceSeconds": 60},
     "PUT /v1/idle-pools/{}": {"name": "junk-pool", "tenant": "junk-mp", "graceSeconds": 60},
