@@ -543,8 +543,7 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
         + _capped(f)
     ),
     Code.SCALED_OUT_UTILIZATION: lambda f: (
-        f"pool {f['pool']}: adding {f['count']} node(s), GPU utilisation "
-        f"{f['utilization']:g}% is above the target of {f['target']:g}%" + _capped(f)
+        f"pool {f['pool']}: adding {f['count']} node(s), {_utilisation(f)}" + _capped(f)
     ),
     Code.SCALED_OUT_TO_MIN: lambda f: (
         f"pool {f['pool']}: adding {f['count']} node(s) to reach its min of {f['min']}"
