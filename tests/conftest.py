@@ -21,6 +21,22 @@ settings.register_profile(
 settings.load_profile("ci")
 
 
+# --- parallel runs: `make test` runs `pytest -n 3 --dist loadgroup` (pytest-xdist) -------------
+# Each xdist worker is its own pytest session, so each starts its own session fixtures: the
+# PostgreSQL server below (its own temp dir and a free port) and the Slurm cluster of
+# tests/backends/slurm (its own base dir, munge socket and ports). Those never collide, but the
+# Slurm tests share one cluster's state (jobs, node states) as they do in a serial run, and a
+# cluster is the heaviest thing the suite starts: every test that uses it goes to ONE worker
+# (the "slurm" group), so at most one cluster runs. A plain `pytest` stays serial.
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker hook reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 # --- databases: a fresh one per test, on SQLite and on a real PostgreSQL ------------------------
 # PostgreSQL 15 is started once per test session as the ``postgres`` user (it refuses root), as
 # ../shared/recipes/postgres-local.md describes, and stopped at the end; every test gets a
