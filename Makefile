@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 # `make test` runs the tests on this many pytest-xdist workers (measured on CI's 2 cores, see
 # docs/benchmarks.md "Test suite time"); `make test TEST_WORKERS=0` runs them serially.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 
 .PHONY: run test test-deps lint format clean
 
