@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
-# `make test` runs the tests on this many pytest-xdist workers (measured on CI's 2 cores, see
+# `make test` runs the tests on this many pytest-xdist workers (chosen by measurement on a 2-core VM, see
 # docs/benchmarks.md "Test suite time"); `make test TEST_WORKERS=0` runs them serially.
 TEST_WORKERS ?= 2
 
