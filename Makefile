@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
+# `make test` runs the tests on this many pytest-xdist workers (chosen by measurement on a 2-core VM, see
+# docs/benchmarks.md "Test suite time"); `make test TEST_WORKERS=0` runs them serially.
+TEST_WORKERS ?= 2
 
 .PHONY: run test test-deps lint format clean
 
@@ -39,7 +42,7 @@ test-deps:
 test: $(STAMP) test-deps
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

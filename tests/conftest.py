@@ -11,6 +11,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -19,6 +20,36 @@ settings.register_profile(
     "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
 )
 settings.load_profile("ci")
+
+
+# --- parallel runs: `make test` runs `pytest -n 2 --dist loadgroup` (pytest-xdist) -------------
+# Each xdist worker is its own pytest session, so each starts its own session fixtures: the
+# PostgreSQL server below (its own temp dir and a free port). The Slurm tests share one cluster
+# (tests/backends/slurm/conftest.py) and its state (jobs, node states), as in a serial run, and a
+# cluster is the heaviest thing the suite starts: every test under tests/backends/slurm/ goes to
+# ONE worker, in order, so at most one cluster runs. The grouping is done here, in the
+# scheduler, by path: xdist 3.8's `xdist_group` mark has no effect under pytest 9.2 (it renames
+# `item._nodeid`, which pytest 9 no longer reads). A plain `pytest` stays serial.
+
+SERIAL_GROUPS = {"tests/backends/slurm/": "slurm"}
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; absent with -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupedByPath(LoadGroupScheduling):
+        """``loadgroup``, with every test under a ``SERIAL_GROUPS`` folder in one work unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix, group in SERIAL_GROUPS.items():
+                if nodeid.startswith(prefix):
+                    return group
+            return super()._split_scope(nodeid)
+
+    return GroupedByPath(config, log)
 
 
 # --- databases: a fresh one per test, on SQLite and on a real PostgreSQL ------------------------
