@@ -125,3 +125,13 @@ def test_entries_are_shipped_to_the_http_sink(
         client.app.state.audit.flush()  # type: ignore[attr-defined]
     shipped = [json.loads(line) for line in _Receiver.lines]
     assert [(e["method"], e["object"]) for e in shipped] == [("POST", "/v1/tenants/acme")]
+
+
+def test_a_nul_in_the_path_is_stored_escaped_on_both_databases(api: Api) -> None:
+    """PostgreSQL's text refuses NUL: a path that decodes to one is stored escaped, and the
+    entries after it are stored too (one refused entry never blocks the log)."""
+    refused = api.patch("/v1/tenants/a%00b", json={"displayName": "x"})
+    assert refused.status_code in (404, 422), refused.text
+    assert api.post("/v1/tenants", json={"name": "after-nul"}).status_code == 201
+    objects = [e["object"] for e in _audit(api)]
+    assert "/v1/tenants/a\\x00b" in objects and "/v1/tenants/after-nul" in objects

@@ -41,12 +41,13 @@ from typing import Any
 
 import httpx
 from sqlalchemy import insert, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuaas.service.auth import hash_token
 from gpuaas.store.db import Database
-from gpuaas.store.tables import AuditRow, Token, User
+from gpuaas.store.tables import NAME, AuditRow, Token, User
 
 log = logging.getLogger("gpuaas.audit")
 
@@ -123,6 +124,7 @@ class AuditLog:
             address: Any = (host, int(port)) if host and port.isdigit() else syslog_sink
             self._syslog.addHandler(logging.handlers.SysLogHandler(address=address))
         self.sink_failures = 0
+        self.dropped = 0
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self, db: Database) -> None:
@@ -166,10 +168,20 @@ class AuditLog:
                     return written
                 try:
                     stored = self._store(pending)
-                except Exception:
-                    for item in pending:  # back in the queue, in order, for the next try
+                except OperationalError:  # the database is away: all back, in order
+                    for item in pending:
                         self._queue.put(item)
                     raise
+                except Exception:  # one entry the database refuses must not block the rest
+                    stored = []
+                    for item in pending:
+                        try:
+                            stored += self._store([item])
+                        except OperationalError:
+                            self._queue.put(item)
+                        except Exception:
+                            self.dropped += 1
+                            log.exception("audit: an entry the database refuses: %s", item[0])
                 written += len(stored)
                 self._ship(stored)
 
@@ -287,6 +299,12 @@ class AuditMiddleware:
             self.audit.record(entry, None if entry.user else _bearer_hash(scope))
 
 
+def _text(value: str, limit: int) -> str:
+    """As stored: a NUL (PostgreSQL's text refuses it; a path may decode to one) written as
+    ``\\x00``, and at most the column's length."""
+    return value.replace("\x00", "\\x00")[:limit]
+
+
 def _bearer_hash(scope: Scope) -> str | None:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
@@ -321,10 +339,10 @@ def _entry(
         at=time.time(),
         user=getattr(principal, "user", "") or "",
         token_id=getattr(principal, "token_id", None) or None,
-        tenant=str(tenant) if tenant is not None else None,
+        tenant=_text(str(tenant), NAME) if tenant is not None else None,
         method=method,
-        route=route,
-        object=obj,
+        route=_text(route, 300),
+        object=_text(obj, 1000),
         status=status,
         outcome=outcome,
         request_digest=request_digest,
