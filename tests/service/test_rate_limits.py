@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from conftest import ADMIN_TOKEN, Api
 from gpuaas.service.app import create_app
-from gpuaas.service.rate_limits import RateLimits, RateLimitSettings
+from gpuaas.service.rate_limits import Buckets, RateLimits, RateLimitSettings
 
 
 def _world(api: Api) -> dict[str, str]:
@@ -94,3 +94,14 @@ def test_off_when_zero() -> None:
         limits.tenant("t")
         limits.failed("c", 0.0)
     limits.check_client("c", 0.0)
+
+
+def test_a_bucket_spends_its_limit_at_once_and_earns_it_back_at_its_rate() -> None:
+    buckets = Buckets(limit=10, window=2.0)  # 10 at once, back at 5 a second
+    assert [buckets.take("k", 100.0) for _ in range(10)] == [0.0] * 10
+    assert buckets.take("k", 100.0) == pytest.approx(0.2)  # one token back in 1/5 s
+    assert buckets.take("other", 100.0) == 0.0  # keys are apart
+    assert buckets.take("k", 100.2) == 0.0
+    assert buckets.take("k", 100.2) > 0
+    assert [buckets.take("k", 1000.0) for _ in range(10)] == [0.0] * 10  # never above the limit
+    assert buckets.take("k", 1000.0) > 0

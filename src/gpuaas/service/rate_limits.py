@@ -16,8 +16,11 @@ Three rules, each answering 429 with ``Retry-After`` (whole seconds, at least 1)
   runs out and the count when ``failure_window`` passes without a failure. A request with no
   token is not an attempt (it guesses nothing) and is answered 401 as before.
 
-The windows are counted by the ``limits`` library (a sliding-window counter in memory): per
-server process, which is where the work they protect is done. A zero limit turns its rule off.
+The rates are token buckets in memory (:class:`Buckets`), per server process, which is where
+the work they protect is done: a key may spend ``limit`` requests at once and earns them back at
+``limit / window`` a second. A zero limit turns its rule off. (The ``limits`` library's sliding
+window did the same at a third of the API's submission throughput: a lock, datetime arithmetic and
+a storage layer per hit, on the event loop that runs SQLite submissions.)
 """
 
 from __future__ import annotations
@@ -26,10 +29,6 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-
-from limits import RateLimitItemPerSecond
-from limits.storage import MemoryStorage
-from limits.strategies import SlidingWindowCounterRateLimiter
 
 from gpuaas.service.errors import ApiError
 
@@ -51,34 +50,64 @@ class TooManyRequests(ApiError):
         self.retry_after = max(1, math.ceil(retry_after))
 
 
+class Buckets:
+    """Token buckets per key: ``limit`` requests at once, earned back at ``limit / window`` a
+    second. O(1) a hit; buckets that are full again are forgotten when there are many."""
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit = limit
+        self.window = window
+        self._rate = limit / window
+        self._lock = threading.Lock()
+        self._state: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
+
+    def take(self, key: str, now: float) -> float:
+        """0 when a request may go now, else the seconds until it may."""
+        with self._lock:
+            tokens, at = self._state.get(key, (float(self.limit), now))
+            tokens = min(float(self.limit), tokens + (now - at) * self._rate)
+            if tokens >= 1.0:
+                self._state[key] = (tokens - 1.0, now)
+                if len(self._state) > 100_000:
+                    self._forget(now)
+                return 0.0
+            self._state[key] = (tokens, now)
+            return (1.0 - tokens) / self._rate
+
+    def _forget(self, now: float) -> None:
+        full = [
+            k for k, (t, at) in self._state.items() if t + (now - at) * self._rate >= self.limit
+        ]
+        for key in full:
+            del self._state[key]
+
+
 class RateLimits:
     def __init__(self, settings: RateLimitSettings) -> None:
         self.settings = settings
-        self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
         w = settings.window
-        self._token = RateLimitItemPerSecond(settings.per_token, w) if settings.per_token else None
-        self._tenant = (
-            RateLimitItemPerSecond(settings.per_tenant, w) if settings.per_tenant else None
-        )
+        self._token = Buckets(settings.per_token, w) if settings.per_token else None
+        self._tenant = Buckets(settings.per_tenant, w) if settings.per_tenant else None
         self._lock = threading.Lock()
         #: client -> (failures in the window, time of the last failure, back-off until)
         self._failures: dict[str, tuple[int, float, float]] = {}
 
     # --- request rates ------------------------------------------------------------------------
-    def _hit(self, item: RateLimitItemPerSecond | None, key: str, what: str) -> None:
-        if item is None or self._limiter.hit(item, key):
+    def _hit(self, buckets: Buckets | None, key: str, what: str) -> None:
+        if buckets is None:
             return
-        reset = self._limiter.get_window_stats(item, key).reset_time
-        raise TooManyRequests(
-            f"too many requests for {what}: at most {item.amount} in {item.multiples} s",
-            reset - time.time(),
-        )
+        wait = buckets.take(key, time.monotonic())
+        if wait > 0:
+            raise TooManyRequests(
+                f"too many requests for {what}: at most {buckets.limit} in {buckets.window:g} s",
+                wait,
+            )
 
     def token(self, token_hash: str) -> None:
-        self._hit(self._token, f"token:{token_hash}", "this token")
+        self._hit(self._token, token_hash, "this token")
 
     def tenant(self, tenant: str) -> None:
-        self._hit(self._tenant, f"tenant:{tenant}", f"tenant {tenant}")
+        self._hit(self._tenant, tenant, f"tenant {tenant}")
 
     # --- failed authentication ------------------------------------------------------------------
     def check_client(self, client: str, now: float) -> None:
