@@ -25,7 +25,7 @@ from gpuaas.service.app import create_app
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.utilisation import Utilisation
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Base, Job
+from gpuaas.store.tables import REQUEST_LOGS, Base, Job
 
 NODES = [node(f"n{i}", "r1", f"d{i}") for i in range(1, 5)]
 
@@ -255,7 +255,8 @@ def test_bad_autoscale_is_refused_naming_the_field_and_stores_nothing(
     fleet: Fleet, change: dict[str, Any], field: str
 ) -> None:
     with fleet.db.engine.connect() as conn:
-        before = {t.name: conn.execute(select(t)).all() for t in Base.metadata.sorted_tables}
+        before = {t.name: conn.execute(select(t)).all() for t in Base.metadata.sorted_tables
+                  if t.name not in REQUEST_LOGS}  # fmt: skip
     body = {**inference(), **change}
     r = fleet.api.as_(fleet.user()).post("/v1/tenants/acme/jobs", json=body)
     assert r.status_code == 422, r.text
@@ -263,7 +264,8 @@ def test_bad_autoscale_is_refused_naming_the_field_and_stores_nothing(
     r = fleet.api.as_(fleet.user()).post("/v1/tenants/acme/jobs/batch", json={"jobs": [body]})
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == field, r.json()
     with fleet.db.engine.connect() as conn:
-        after = {t.name: conn.execute(select(t)).all() for t in Base.metadata.sorted_tables}
+        after = {t.name: conn.execute(select(t)).all() for t in Base.metadata.sorted_tables
+                 if t.name not in REQUEST_LOGS}  # fmt: skip
     assert after == before
 
 

@@ -475,6 +475,17 @@ NO_GOVERNANCE: dict[str, str] = {
                                    "(tests/service/test_storage_*.py)",
     "PUT /v1/tenants/{}/volumes/{}": "as above", "DELETE /v1/tenants/{}/volumes/{}": "frees storage",
     "DELETE /v1/tenants/{}/clusters/{}": "gives a cluster's nodes and grant back",
+    "POST /v1/idle-pools": "provider only; carves idle nodes into the provider's own pool tenant, "
+                           "never a tenant's grant (tests/service/test_idle_pool_*.py)",
+    "PUT /v1/idle-pools/{}": "as above", "DELETE /v1/idle-pools/{}": "as above",
+    "POST /v1/prices": "prices, no quota", "PUT /v1/prices/{}": "prices, no quota",
+    "DELETE /v1/prices/{}": "prices, no quota",
+    "POST /v1/tenants/{}/prices": "the tenant's chargeback book: prices, no quota",
+    "PUT /v1/tenants/{}/prices/{}": "as above", "DELETE /v1/tenants/{}/prices/{}": "as above",
+    "POST /v1/tenants/{}/budgets": "a budget only holds admissions back, never adds quota",
+    "PUT /v1/tenants/{}/budgets/{}": "as above", "DELETE /v1/tenants/{}/budgets/{}": "as above",
+    "POST /v1/tenants/{}/invoices/{}/lines": "money lines on an invoice, no quota",
+    "POST /v1/tenants/{}/invoices/{}/close": "closes a period, no quota",
 }  # fmt: skip
 
 
