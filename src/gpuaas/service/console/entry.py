@@ -44,13 +44,17 @@ def _safe_next(value: str) -> str:
 
 
 def _login_page(request: Request, form: Form, status: int = 200) -> Response:
-    return templates.TemplateResponse(
+    flash = request.cookies.get(sessions.FLASH)
+    response = templates.TemplateResponse(
         request,
         "login.html",
-        {"c": None, "title": "Log in", "form": form},
+        {"c": None, "title": "Log in", "form": form, "flash": flash},
         status_code=status,
         headers={"Cache-Control": "no-store"},
     )
+    if flash:
+        response.delete_cookie(sessions.FLASH, path="/")
+    return response
 
 
 @router.get("/login")
