@@ -179,7 +179,8 @@ def test_a_tenant_user_submits_watches_and_cancels_jobs(
     assert page.evaluate("window.__notReloaded") is True
     events = page.locator("#job-events").inner_text()
     assert "Pending" in events and "Running" in events and "Succeeded" in events
-    assert "GPU-hours" in page.locator("#job-cost").inner_text()
+    assert "unit-hours" in page.locator("#job-cost").inner_text()
+    assert page.get_by_role("button", name="Cancel job").count() == 0  # finished: gone, live
     shoot(page, shots, "user-job")
 
     # YAML: several documents, one bad: the API's errors by the text area, none created
