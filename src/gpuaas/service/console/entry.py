@@ -121,4 +121,6 @@ async def docs(request: Request) -> HTMLResponse:
         swagger_js_url=f"{STATIC}/vendor/swagger-ui-bundle.js",
         swagger_css_url=f"{STATIC}/vendor/swagger-ui.css",
         swagger_favicon_url=f"{STATIC}/vendor/swagger-favicon-32x32.png",
+        # ~100 routes: the tags first, each opened on demand, draws in a fraction of the time
+        swagger_ui_parameters={"docExpansion": "none"},
     )
