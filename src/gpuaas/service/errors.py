@@ -13,8 +13,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import OperationalError, StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
 
@@ -111,6 +113,20 @@ def _field_error(error: Any) -> dict[str, str]:
     return {"field": _location(loc), "message": message}
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path, for a 405's ``Allow``.
+
+    Starlette answers 405 with the methods of the first route whose path matched, but a path
+    with a GET route and a POST route is two routes: its ``Allow`` named only one of them.
+    """
+    methods: set[str] = set()
+    for context in iter_route_contexts(request.app.router.routes):
+        route = getattr(context, "starlette_route", None) or context.original_route
+        if route.matches(request.scope)[0] is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -158,8 +174,11 @@ def install(app: FastAPI) -> None:
         return await _bug(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return problem(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _bug(_: Request, exc: Exception) -> JSONResponse:

@@ -22,8 +22,13 @@ def _printable(text: str) -> str:
     return text
 
 
-#: Free text a person reads (display names, token names, descriptions).
-Text = Annotated[str, AfterValidator(_printable)]
+#: Free text a person reads (display names, token names, descriptions); the schema says which
+#: characters (the pattern is documentation: ``_printable`` is what checks)
+Text = Annotated[
+    str,
+    AfterValidator(_printable),
+    Field(json_schema_extra={"pattern": "^[^\\x00-\\x08\\x0b-\\x1f]*$"}),
+]
 
 
 def _tenant_name(name: str) -> str:

@@ -19,7 +19,7 @@ from gpuaas.store.tables import AuditRow
 router = APIRouter(prefix="/v1", tags=["audit"])
 
 LimitQ = Query(100, description="page size, 1-1000")
-AfterQ = Query(None, description="the `next` cursor of the previous page")
+AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
 FormatQ = Query(pattern="^(json|jsonl)$", description="json pages, or jsonl lines")
 JSONL = {
     "description": "JSON pages, or with format=jsonl one entry per line",

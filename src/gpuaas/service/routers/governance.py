@@ -38,7 +38,7 @@ from gpuaas.service.queue_io import export_queues, import_queues
 router = APIRouter(prefix="/v1", tags=["governance"])
 
 LimitQ = Query(100, description="page size, 1-1000")
-AfterQ = Query(None, description="the `next` cursor of the previous page")
+AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
 
 

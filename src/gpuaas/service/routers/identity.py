@@ -35,7 +35,7 @@ from gpuaas.service.models.identity import (
 router = APIRouter(prefix="/v1", tags=["identity"])
 
 LimitQ = Query(100, description="page size, 1-1000")
-AfterQ = Query(None, description="the `next` cursor of the previous page")
+AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
 
 
 # --- who am I ------------------------------------------------------------------------------

@@ -38,7 +38,9 @@ Period = Annotated[str | None, Query(description="a billing period, YYYY-MM (UTC
 Start = Annotated[str | None, Query(description="window start: POSIX seconds or ISO-8601")]
 End = Annotated[str | None, Query(description="window end (exclusive)")]
 Limit = Annotated[int, Query(description="page size (1..10000)")]
-After = Annotated[str | None, Query(description="cursor: the `next` of the previous page")]
+After = Annotated[
+    str | None, Query(min_length=1, description="cursor: the `next` of the previous page")
+]
 By = Annotated[
     str, Query(description=f"comma-separated columns to total by ({', '.join(usage.GROUPS)})")
 ]
