@@ -36,11 +36,11 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from serve_process import free_port
 from test_rbac_matrix import ADMIN_TOKEN, OWN, World
 
 from gpuaas.service.app import create_app
 from gpuaas.service.settings import Settings
-from serve_process import free_port
 
 pytest.importorskip("schemathesis")
 
@@ -161,12 +161,16 @@ def _fuzz(url: str, token: str, guard: dict[str, Any], report: Path) -> subproce
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_schemathesis_passes_every_check(served: tuple[str, World], role: str, tmp_path: Path) -> None:
+def test_schemathesis_passes_every_check(
+    served: tuple[str, World], role: str, tmp_path: Path
+) -> None:
     url, world = served
     token, guard = _credential(url, world, role)
     started = time.monotonic()
     result = _fuzz(url, token, guard, tmp_path)
     took = time.monotonic() - started
-    assert result.returncode == 0, f"{role} ({took:.0f}s):\n{result.stdout[-20000:]}\n{result.stderr[-3000:]}"
+    output = f"{role} ({took:.0f}s):\n{result.stdout[-20000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, output
     # the fuzzer's credential survived its run
-    assert httpx.get(f"{url}/v1/whoami", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    me = httpx.get(f"{url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+    assert me.status_code == 200, me.text

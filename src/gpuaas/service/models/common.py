@@ -13,6 +13,9 @@ from gpuaas.service.errors import invalid
 T = TypeVar("T")
 
 MAX_LIMIT = 1000
+#: A DNS-1123 label (at most 63; the length is a separate keyword), as the OpenAPI document says
+#: it: the validators check it themselves, with their own messages.
+DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 class Strict(BaseModel):

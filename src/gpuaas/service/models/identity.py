@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from gpuaas.service.governance import name_problem
-from gpuaas.service.models.common import Strict
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, Strict
 
 #: Longest token lifetime a caller may ask for: ten years, in seconds.
 MAX_TOKEN_LIFETIME = 10 * 365 * 24 * 3600
@@ -39,7 +39,11 @@ def _tenant_name(name: str) -> str:
     return name
 
 
-TenantName = Annotated[str, AfterValidator(_tenant_name)]
+TenantName = Annotated[
+    str,
+    AfterValidator(_tenant_name),
+    Field(json_schema_extra={"pattern": DNS_LABEL_PATTERN, "minLength": 1, "maxLength": 63}),
+]
 
 _USER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9._@]*[a-z0-9])?$")
 
@@ -61,7 +65,11 @@ def _user_name(name: str) -> str:
     return name
 
 
-UserName = Annotated[str, AfterValidator(_user_name)]
+UserName = Annotated[
+    str,
+    AfterValidator(_user_name),
+    Field(json_schema_extra={"pattern": _USER_NAME.pattern, "minLength": 1, "maxLength": 100}),
+]
 
 #: ``{flavor: {resource: quantity}}``, e.g. ``{"h100": {"nvidia.com/gpu": "64"}}``.
 Capacity = dict[str, dict[str, str | int]]

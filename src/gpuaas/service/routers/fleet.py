@@ -125,7 +125,9 @@ def list_nodes(
     cordoned: bool | None = Query(None),
     pool: str | None = Query(None, description=f"the {POOL_LABEL} label"),
     limit: int = Query(100, description="page size, 1-1000"),
-    after: str | None = Query(None, min_length=1, description="the `next` cursor of the previous page"),
+    after: str | None = Query(
+        None, min_length=1, description="the `next` cursor of the previous page"
+    ),
 ) -> Page[NodeOut]:
     """Nodes by name, filtered; cordoned and draining nodes carry the unschedulable taint."""
     require_platform(p, write=False)
