@@ -60,7 +60,7 @@ class IdlePoolIn(Strict):
     marketplace: str = Field(default="", max_length=253)
     settleSeconds: float = Field(default=300.0, ge=0, le=7 * 86400)
     graceSeconds: float = Field(default=MIN_POOL_GRACE, ge=MIN_POOL_GRACE, le=86400)
-    maxNodes: int = Field(default=0, ge=0, le=100_000)
+    maxNodes: int = Field(default=0, ge=0, le=100_000, strict=True)
 
     def spec(self) -> IdlePoolSpec:
         out = IdlePoolSpec(self.marketplace, self.settleSeconds, self.graceSeconds, self.maxNodes)

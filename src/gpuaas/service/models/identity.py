@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_camel
 
 from gpuaas.service.governance import name_problem
@@ -113,7 +113,7 @@ class TenantIn(CamelIn):
     lending: Capacity = Field(default_factory=dict)
     max_job: Limits = Field(default_factory=dict)
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    storage_quota: str | int | None = None
+    storage_quota: str | StrictInt | None = None
 
 
 class TenantPatch(CamelIn):
@@ -127,7 +127,7 @@ class TenantPatch(CamelIn):
     lending: Capacity | None = None
     max_job: Limits | None = None
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    storage_quota: str | int | None = None
+    storage_quota: str | StrictInt | None = None
 
 
 class TenantOut(CamelOut):
@@ -148,14 +148,18 @@ class TenantOut(CamelOut):
 class UserIn(CamelIn):
     name: UserName
     display_name: Text = Field(default="", max_length=200)
-    platform_role: str | None = None
+    platform_role: str | None = Field(
+        default=None, json_schema_extra={"enum": ["provider-admin", "viewer", None]}
+    )
 
 
 class UserPatch(CamelIn):
     """``platformRole: null`` removes the platform role; leave it out to keep it."""
 
     display_name: Text | None = Field(default=None, max_length=200)
-    platform_role: str | None = None
+    platform_role: str | None = Field(
+        default=None, json_schema_extra={"enum": ["provider-admin", "viewer", None]}
+    )
     disabled: bool | None = None
 
 

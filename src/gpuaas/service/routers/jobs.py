@@ -71,6 +71,8 @@ After = Annotated[
 #: the body, so a request without a token is a 401 whatever its body (authentication itself
 #: stays in the submission's own session).
 Token = Annotated[str, Depends(bearer_token)]
+#: ``?state=``: one of the states (the schema lists them; ``_filtered`` checks)
+StateQ = Annotated[str | None, Query(json_schema_extra={"enum": [s.value for s in JobState]})]
 MAX_ID = 2**63 - 1  # ids are BIGINT
 
 
@@ -231,7 +233,7 @@ def list_jobs(
     tenant: str,
     session: SessionDep,
     p: PrincipalDep,
-    state: str | None = None,
+    state: StateQ = None,
     queue: str | None = None,
     kind: str | None = None,
     user: str | None = None,
@@ -453,7 +455,7 @@ def all_jobs(
     session: SessionDep,
     p: PrincipalDep,
     tenant: str | None = None,
-    state: str | None = None,
+    state: StateQ = None,
     limit: Limit = 100,
     after: After = None,
 ) -> Page[JobView]:

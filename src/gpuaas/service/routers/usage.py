@@ -34,7 +34,13 @@ from gpuaas.service.prices import _when
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
-Period = Annotated[str | None, Query(description="a billing period, YYYY-MM (UTC)")]
+Period = Annotated[
+    str | None,
+    Query(
+        description="a billing period, YYYY-MM (UTC)",
+        json_schema_extra={"pattern": "^[0-9]{4}-(0[1-9]|1[0-2])$"},
+    ),
+]
 Start = Annotated[str | None, Query(description="window start: POSIX seconds or ISO-8601")]
 End = Annotated[str | None, Query(description="window end (exclusive)")]
 Limit = Annotated[int, Query(description="page size (1..10000)")]
