@@ -13,6 +13,8 @@ from gpuaas.service.errors import invalid
 T = TypeVar("T")
 
 MAX_LIMIT = 1000
+#: ``?limit=``'s bounds, as the schema says them (the routes check them with their own message)
+PAGE_BOUNDS = {"minimum": 1, "maximum": MAX_LIMIT}
 #: A DNS-1123 label (at most 63; the length is a separate keyword), as the OpenAPI document says
 #: it: the validators check it themselves, with their own messages.
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -30,14 +30,14 @@ from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import ApiError, invalid
 from gpuaas.service.governance_kinds import At
 from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
-from gpuaas.service.models.common import Page
+from gpuaas.service.models.common import PAGE_BOUNDS, Page
 from gpuaas.service.models.governance import ImportResult
 from gpuaas.service.openapi import YAML
 from gpuaas.service.queue_io import export_queues, import_queues
 
 router = APIRouter(prefix="/v1", tags=["governance"])
 
-LimitQ = Query(100, description="page size, 1-1000")
+LimitQ = Query(100, description="page size, 1-1000", json_schema_extra=PAGE_BOUNDS)
 AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
 

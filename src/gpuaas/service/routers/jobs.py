@@ -45,7 +45,7 @@ from gpuaas.service.jobs import (
     workload_view,
 )
 from gpuaas.service.logs import MAX_LINES, LogFollow, LogQuery, LogRead, LogStream, pod_count
-from gpuaas.service.models.common import Page, paginate
+from gpuaas.service.models.common import PAGE_BOUNDS, Page, paginate
 from gpuaas.service.models.jobs import (
     JobBatch,
     JobBatchItem,
@@ -63,7 +63,10 @@ from gpuaas.store.tables import Job, JobEvent, Tenant, User
 router = APIRouter(tags=["jobs"])
 log = logging.getLogger("gpuaas.service")
 
-Limit = Annotated[int, Query(description="Page size (1..1000).")]
+Limit = Annotated[
+    int,
+    Query(description="Page size (1..1000).", json_schema_extra=PAGE_BOUNDS),
+]
 After = Annotated[
     str | None, Query(min_length=1, description="Cursor: the `next` of the previous page.")
 ]
@@ -72,6 +75,7 @@ After = Annotated[
 #: stays in the submission's own session).
 Token = Annotated[str, Depends(bearer_token)]
 #: ``?state=``: one of the states (the schema lists them; ``_filtered`` checks)
+KindQ = Annotated[str | None, Query(json_schema_extra={"enum": [k.value for k in JobKind]})]
 StateQ = Annotated[str | None, Query(json_schema_extra={"enum": [s.value for s in JobState]})]
 MAX_ID = 2**63 - 1  # ids are BIGINT
 
@@ -235,7 +239,7 @@ def list_jobs(
     p: PrincipalDep,
     state: StateQ = None,
     queue: str | None = None,
-    kind: str | None = None,
+    kind: KindQ = None,
     user: str | None = None,
     limit: Limit = 100,
     after: After = None,

@@ -43,7 +43,10 @@ Period = Annotated[
 ]
 Start = Annotated[str | None, Query(description="window start: POSIX seconds or ISO-8601")]
 End = Annotated[str | None, Query(description="window end (exclusive)")]
-Limit = Annotated[int, Query(description="page size (1..10000)")]
+Limit = Annotated[
+    int,
+    Query(description="page size (1..10000)", json_schema_extra={"minimum": 1, "maximum": 10000}),
+]
 After = Annotated[
     str | None, Query(min_length=1, description="cursor: the `next` of the previous page")
 ]
