@@ -99,6 +99,7 @@ def _location(loc: tuple[Any, ...]) -> str:
 _UNPAIRED = "a string holds an unpaired UTF-16 surrogate (not valid Unicode text)"
 _DEEP = "the document is nested too deeply"
 _NUL = "a string holds a NUL (0x00) character"
+_UNPARSED = "the body could not be parsed (an integer of 4,300 digits or more, or the like)"
 
 
 def _field_error(error: Any) -> dict[str, str]:
@@ -176,6 +177,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = getattr(exc, "headers", None)
+        if exc.status_code == 400:  # FastAPI's "error parsing the body" (a 4,301-digit integer)
+            return problem(422, f"body: {_UNPARSED}", [{"field": "body", "message": _UNPARSED}])
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": allowed_methods(request)}
         return problem(exc.status_code, str(exc.detail), headers=headers)

@@ -3,21 +3,13 @@ what the provider lets a tenant carve (``/v1/tenants/{tenant}/cluster-allowance`
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, Field
 
 from gpuaas.model.autoscale import MIN_POOL_GRACE, AutoscaleSpec, IdlePoolSpec
 from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
 from gpuaas.service.models.common import ReasonView, Strict
-
-
-def _not_bool(value: object) -> object:
-    """JSON's ``false`` is no count (pydantic would read it as 0)."""
-    if isinstance(value, bool):
-        raise ValueError("expected an integer, got a boolean")
-    return value
-
 
 Name = str
 
@@ -68,7 +60,7 @@ class IdlePoolIn(Strict):
     marketplace: str = Field(default="", max_length=253)
     settleSeconds: float = Field(default=300.0, ge=0, le=7 * 86400)
     graceSeconds: float = Field(default=MIN_POOL_GRACE, ge=MIN_POOL_GRACE, le=86400)
-    maxNodes: Annotated[int, BeforeValidator(_not_bool)] = Field(default=0, ge=0, le=100_000)
+    maxNodes: int = Field(default=0, ge=0, le=100_000)
 
     def spec(self) -> IdlePoolSpec:
         out = IdlePoolSpec(self.marketplace, self.settleSeconds, self.graceSeconds, self.maxNodes)
