@@ -13,8 +13,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import OperationalError, StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from gpuaas.model.errors import GpuaasError, InvalidValue
 
@@ -97,6 +99,7 @@ def _location(loc: tuple[Any, ...]) -> str:
 _UNPAIRED = "a string holds an unpaired UTF-16 surrogate (not valid Unicode text)"
 _DEEP = "the document is nested too deeply"
 _NUL = "a string holds a NUL (0x00) character"
+_UNPARSED = "the body could not be parsed (an integer of 4,300 digits or more, or the like)"
 
 
 def _field_error(error: Any) -> dict[str, str]:
@@ -109,6 +112,20 @@ def _field_error(error: Any) -> dict[str, str]:
         where = f" at character {at}" if at is not None else ""
         return {"field": "body", "message": f"{message}{where}"}
     return {"field": _location(loc), "message": message}
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path, for a 405's ``Allow``.
+
+    Starlette answers 405 with the methods of the first route whose path matched, but a path
+    with a GET route and a POST route is two routes: its ``Allow`` named only one of them.
+    """
+    methods: set[str] = set()
+    for context in iter_route_contexts(request.app.router.routes):
+        route = getattr(context, "starlette_route", None) or context.original_route
+        if route.matches(request.scope)[0] is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 def install(app: FastAPI) -> None:
@@ -158,8 +175,13 @@ def install(app: FastAPI) -> None:
         return await _bug(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 400:  # FastAPI's "error parsing the body" (a 4,301-digit integer)
+            return problem(422, f"body: {_UNPARSED}", [{"field": "body", "message": _UNPARSED}])
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return problem(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _bug(_: Request, exc: Exception) -> JSONResponse:

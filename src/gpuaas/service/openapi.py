@@ -11,8 +11,8 @@ route (new routes are covered as they are written):
   (a rate limit or failed-authentication back-off, with ``Retry-After``);
 - a route with path parameters: 404 (the named object does not exist or the caller may not
   see it);
-- a route with a body: 400 (the body is not JSON/YAML at all), 413 (larger than the limit) and
-  422 (a field is wrong; ``errors`` names each);
+- a route with a body: 413 (larger than the limit) and 422 (a field is wrong, or the body is not
+  JSON/YAML at all; ``errors`` names each): a body is never a 400;
 - a route with query parameters: 422;
 - a write (POST, PUT, PATCH, DELETE): 409 (it conflicts with what is stored);
 - routes that answer YAML or text say so (:data:`YAML` and :data:`TEXT` in their decorators).
@@ -63,7 +63,6 @@ _PROBLEM_SCHEMA: dict[str, Any] = {
 }
 
 _WHY = {
-    "400": "the body is not JSON (or YAML where accepted) at all",
     "401": "no bearer token, or an invalid, expired or revoked one",
     "403": "the token's role does not allow this",
     "404": "the object does not exist, or the caller may not see it",
@@ -98,7 +97,7 @@ def _statuses(path: str, method: str, op: dict[str, Any]) -> list[str]:
     if any(p.get("in") == "path" for p in params):
         statuses.append("404")
     if "requestBody" in op:
-        statuses += ["400", "413", "422"]
+        statuses += ["413", "422"]
     if any(p.get("in") == "query" for p in params):
         statuses.append("422")
     if method in _WRITES and path.startswith("/v1/"):

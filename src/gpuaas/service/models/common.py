@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from decimal import Decimal
+from types import UnionType
+from typing import Annotated, Any, Generic, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from sqlalchemy import Select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
@@ -13,6 +15,11 @@ from gpuaas.service.errors import invalid
 T = TypeVar("T")
 
 MAX_LIMIT = 1000
+#: ``?limit=``'s bounds, as the schema says them (the routes check them with their own message)
+PAGE_BOUNDS = {"minimum": 1, "maximum": MAX_LIMIT}
+#: A DNS-1123 label (at most 63; the length is a separate keyword), as the OpenAPI document says
+#: it: the validators check it themselves, with their own messages.
+DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 class Strict(BaseModel):
@@ -21,11 +28,40 @@ class Strict(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """JSON's ``true``/``false`` is no number: pydantic would read it as 1/0 where a field
+        takes a number (and the schema says number or integer)."""
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _numbers_only(field.annotation):
+            raise ValueError("expected a number, got a boolean")
+        return value
+
     @field_validator("*", mode="after")
     @classmethod
     def _valid_text(cls, value: Any) -> Any:
         _check_text(value)
         return value
+
+
+def _numbers_only(annotation: Any) -> bool:
+    """Whether ``annotation`` takes a number and never a boolean: a union of int, float, Decimal,
+    str and None with at least one number (str and None refuse a boolean themselves)."""
+    members: list[Any] = []
+    todo = [annotation]
+    while todo:
+        a = todo.pop()
+        if get_origin(a) is Annotated:
+            todo.append(get_args(a)[0])
+        elif get_origin(a) in (Union, UnionType):
+            todo.extend(get_args(a))
+        else:
+            members.append(a)
+    numbers = {int, float, Decimal}
+    return any(m in numbers for m in members) and all(
+        m in numbers or m in (str, type(None)) for m in members
+    )
 
 
 def unicode_text(value: str) -> str:

@@ -10,21 +10,32 @@ from typing import Any
 
 from pydantic import Field
 
+from gpuaas.service.models.common import DNS_LABEL_PATTERN
 from gpuaas.service.models.identity import CamelIn, CamelOut, Text
+
+#: What the schema says of an object's name (``governance.check_name`` checks it): a DNS-1123
+#: subdomain
+_NAME = {
+    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    "minLength": 1,
+    "maxLength": 253,
+}
 
 
 class ObjectIn(CamelIn):
     """A flavor, cohort or hardware profile: its name and Kueue spec (on PUT the name may be
     left out; it comes from the path)."""
 
-    name: str | None = None
+    name: str | None = Field(default=None, json_schema_extra=_NAME)
     spec: dict[str, Any] = Field(default_factory=dict)
 
 
 class ClusterQueueIn(ObjectIn):
     """``tenant``: the owning tenant (provider routes only); its capacity bounds the quota."""
 
-    tenant: str | None = None
+    tenant: str | None = Field(
+        default=None, json_schema_extra={"pattern": DNS_LABEL_PATTERN, "maxLength": 63}
+    )
 
 
 class ObjectOut(CamelOut):
@@ -37,7 +48,7 @@ class ObjectOut(CamelOut):
 
 
 class LocalQueueIn(CamelIn):
-    name: str | None = None
+    name: str | None = Field(default=None, json_schema_extra=_NAME)
     cluster_queue: str
     user_limit: int | None = Field(
         default=None, ge=1, description="most workloads of one user holding quota at once"
@@ -57,7 +68,7 @@ class LocalQueueOut(CamelOut):
 
 
 class PriorityClassIn(CamelIn):
-    name: str | None = None
+    name: str | None = Field(default=None, json_schema_extra=_NAME)
     value: int = Field(ge=-(2**31), le=2**31 - 1)
     description: Text = Field(default="", max_length=2000)
 

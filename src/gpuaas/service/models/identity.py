@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_camel
 
 from gpuaas.service.governance import name_problem
-from gpuaas.service.models.common import Strict
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, Strict
 
 #: Longest token lifetime a caller may ask for: ten years, in seconds.
 MAX_TOKEN_LIFETIME = 10 * 365 * 24 * 3600
@@ -22,8 +22,13 @@ def _printable(text: str) -> str:
     return text
 
 
-#: Free text a person reads (display names, token names, descriptions).
-Text = Annotated[str, AfterValidator(_printable)]
+#: Free text a person reads (display names, token names, descriptions); the schema says which
+#: characters (the pattern is documentation: ``_printable`` is what checks)
+Text = Annotated[
+    str,
+    AfterValidator(_printable),
+    Field(json_schema_extra={"pattern": "^[^\\x00-\\x08\\x0b-\\x1f]*$"}),
+]
 
 
 def _tenant_name(name: str) -> str:
@@ -34,7 +39,11 @@ def _tenant_name(name: str) -> str:
     return name
 
 
-TenantName = Annotated[str, AfterValidator(_tenant_name)]
+TenantName = Annotated[
+    str,
+    AfterValidator(_tenant_name),
+    Field(json_schema_extra={"pattern": DNS_LABEL_PATTERN, "minLength": 1, "maxLength": 63}),
+]
 
 _USER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9._@]*[a-z0-9])?$")
 
@@ -56,7 +65,11 @@ def _user_name(name: str) -> str:
     return name
 
 
-UserName = Annotated[str, AfterValidator(_user_name)]
+UserName = Annotated[
+    str,
+    AfterValidator(_user_name),
+    Field(json_schema_extra={"pattern": _USER_NAME.pattern, "minLength": 1, "maxLength": 100}),
+]
 
 #: ``{flavor: {resource: quantity}}``, e.g. ``{"h100": {"nvidia.com/gpu": "64"}}``.
 Capacity = dict[str, dict[str, str | int]]
@@ -100,7 +113,7 @@ class TenantIn(CamelIn):
     lending: Capacity = Field(default_factory=dict)
     max_job: Limits = Field(default_factory=dict)
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    storage_quota: str | int | None = None
+    storage_quota: str | StrictInt | None = None
 
 
 class TenantPatch(CamelIn):
@@ -114,7 +127,7 @@ class TenantPatch(CamelIn):
     lending: Capacity | None = None
     max_job: Limits | None = None
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    storage_quota: str | int | None = None
+    storage_quota: str | StrictInt | None = None
 
 
 class TenantOut(CamelOut):
@@ -135,14 +148,18 @@ class TenantOut(CamelOut):
 class UserIn(CamelIn):
     name: UserName
     display_name: Text = Field(default="", max_length=200)
-    platform_role: str | None = None
+    platform_role: str | None = Field(
+        default=None, json_schema_extra={"enum": ["provider-admin", "viewer", None]}
+    )
 
 
 class UserPatch(CamelIn):
     """``platformRole: null`` removes the platform role; leave it out to keep it."""
 
     display_name: Text | None = Field(default=None, max_length=200)
-    platform_role: str | None = None
+    platform_role: str | None = Field(
+        default=None, json_schema_extra={"enum": ["provider-admin", "viewer", None]}
+    )
     disabled: bool | None = None
 
 

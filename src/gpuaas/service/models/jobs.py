@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BaseModel,
+    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -22,7 +23,7 @@ from pydantic import (
 
 from gpuaas.model.autoscale import ReplicaScaling
 from gpuaas.model.topology import Level
-from gpuaas.service.models.common import ReasonView, Strict, unicode_text
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, ReasonView, Strict, unicode_text
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -46,8 +47,10 @@ def _no_nul(value: str) -> str:
     return unicode_text(value)  # here too, so that a list item's error names its index
 
 
-#: Text without NUL characters or unpaired surrogates.
-Text = Annotated[str, AfterValidator(_no_nul)]
+#: Text without NUL characters or unpaired surrogates (the schema's pattern says the first).
+Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": "^[^\\x00]*$"})]
+#: The schema of a DNS-1123 label (``_dns_label`` checks it)
+_LABEL_SCHEMA = {"pattern": DNS_LABEL_PATTERN, "minLength": 1, "maxLength": 63}
 
 
 class JobKind(StrEnum):
@@ -155,7 +158,19 @@ class PodSetSpec(Strict):
     """``count`` identical pods: per-pod ``resources``, or a ``hardwareProfile`` (whose defaults
     ``resources`` may then override)."""
 
-    name: str = "main"
+    model_config = ConfigDict(
+        json_schema_extra={  # _asks_for_something, said in the schema
+            "anyOf": [
+                {"required": ["resources"], "properties": {"resources": {"minProperties": 1}}},
+                {
+                    "required": ["hardwareProfile"],
+                    "properties": {"hardwareProfile": {"type": "string"}},
+                },
+            ]
+        }
+    )
+
+    name: str = Field(default="main", json_schema_extra=_LABEL_SCHEMA)
     count: int = Field(default=1, ge=1, le=MAX_PODS, strict=True)
     resources: dict[Text, Quantity] | None = None
     hardwareProfile: Text | None = Field(default=None, min_length=1, max_length=253)
@@ -233,7 +248,16 @@ class UtilizationProfile(Strict):
 class JobSpec(Strict):
     """What a user submits; see the contract's example."""
 
-    name: str
+    model_config = ConfigDict(
+        json_schema_extra={  # _one_way_to_run, said in the schema
+            "oneOf": [
+                {"required": [way], "properties": {way: {"not": {"type": "null"}}}}
+                for way in ("container", "command", "script")
+            ]
+        }
+    )
+
+    name: str = Field(json_schema_extra=_LABEL_SCHEMA)
     kind: JobKind = JobKind.BATCH
     queue: Text | None = Field(default=None, min_length=1, max_length=63)
     priorityClass: Text | None = Field(default=None, min_length=1, max_length=253)

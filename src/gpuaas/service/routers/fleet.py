@@ -19,7 +19,7 @@ from gpuaas.service import fleet
 from gpuaas.service.auth import require_platform
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import invalid
-from gpuaas.service.models.common import MAX_LIMIT, Page
+from gpuaas.service.models.common import MAX_LIMIT, PAGE_BOUNDS, Page
 from gpuaas.service.models.fleet import (
     GpuOut,
     MigInstanceOut,
@@ -124,8 +124,10 @@ def list_nodes(
     model: str | None = Query(None, description="GPU model (catalogue name or as registered)"),
     cordoned: bool | None = Query(None),
     pool: str | None = Query(None, description=f"the {POOL_LABEL} label"),
-    limit: int = Query(100, description="page size, 1-1000"),
-    after: str | None = Query(None, description="the `next` cursor of the previous page"),
+    limit: int = Query(100, description="page size, 1-1000", json_schema_extra=PAGE_BOUNDS),
+    after: str | None = Query(
+        None, min_length=1, description="the `next` cursor of the previous page"
+    ),
 ) -> Page[NodeOut]:
     """Nodes by name, filtered; cordoned and draining nodes carry the unschedulable taint."""
     require_platform(p, write=False)

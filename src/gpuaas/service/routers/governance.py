@@ -30,15 +30,15 @@ from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import ApiError, invalid
 from gpuaas.service.governance_kinds import At
 from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
-from gpuaas.service.models.common import Page
+from gpuaas.service.models.common import MAX_LIMIT, PAGE_BOUNDS, Page
 from gpuaas.service.models.governance import ImportResult
 from gpuaas.service.openapi import YAML
 from gpuaas.service.queue_io import export_queues, import_queues
 
 router = APIRouter(prefix="/v1", tags=["governance"])
 
-LimitQ = Query(100, description="page size, 1-1000")
-AfterQ = Query(None, description="the `next` cursor of the previous page")
+LimitQ = Query(100, description="page size, 1-1000", json_schema_extra=PAGE_BOUNDS)
+AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
 
 
@@ -101,6 +101,8 @@ def _add_route(kind: ApiKind, scope: Scope, verb: Verb, service: Any) -> None:
         at = where(args)
         if verb == "list":
             found = {f.api: args[f.api] for f in filters if args[f.api] is not None}
+            if not 1 <= args["limit"] <= MAX_LIMIT:  # here, for every kind's list alike
+                raise invalid("limit", f"must be between 1 and {MAX_LIMIT}, got {args['limit']}")
             return service.list(at, args["limit"], args["after"], **found)
         if verb == "get":
             return service.get(at, args["name"])

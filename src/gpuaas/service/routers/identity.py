@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Response
 
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.identity import members, tenants, tokens, users
-from gpuaas.service.models.common import Page
+from gpuaas.service.models.common import PAGE_BOUNDS, Page
 from gpuaas.service.models.identity import (
     InvitationOut,
     MemberIn,
@@ -34,8 +34,8 @@ from gpuaas.service.models.identity import (
 
 router = APIRouter(prefix="/v1", tags=["identity"])
 
-LimitQ = Query(100, description="page size, 1-1000")
-AfterQ = Query(None, description="the `next` cursor of the previous page")
+LimitQ = Query(100, description="page size, 1-1000", json_schema_extra=PAGE_BOUNDS)
+AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
 
 
 # --- who am I ------------------------------------------------------------------------------

@@ -63,7 +63,16 @@ def close_invoice(tenant: str, period: str, session: SessionDep, p: PrincipalDep
     return invoicing.invoice_out(session, invoice)
 
 
-@router.get("/tenants/{tenant}/invoices/{period}/focus")
+_FOCUS = {
+    "description": "the FOCUS rows: CSV, or Parquet with ?format=parquet",
+    "content": {
+        "text/csv": {"schema": {"type": "string"}},
+        "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+    },
+}
+
+
+@router.get("/tenants/{tenant}/invoices/{period}/focus", responses={200: _FOCUS})
 def export_focus(
     tenant: str,
     period: str,

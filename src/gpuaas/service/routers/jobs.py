@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import yaml
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import Select, false, select
 from sqlalchemy.orm import Session
@@ -45,7 +45,7 @@ from gpuaas.service.jobs import (
     workload_view,
 )
 from gpuaas.service.logs import MAX_LINES, LogFollow, LogQuery, LogRead, LogStream, pod_count
-from gpuaas.service.models.common import Page, paginate
+from gpuaas.service.models.common import PAGE_BOUNDS, Page, paginate
 from gpuaas.service.models.jobs import (
     JobBatch,
     JobBatchItem,
@@ -63,8 +63,20 @@ from gpuaas.store.tables import Job, JobEvent, Tenant, User
 router = APIRouter(tags=["jobs"])
 log = logging.getLogger("gpuaas.service")
 
-Limit = Annotated[int, Query(description="Page size (1..1000).")]
-After = Annotated[str | None, Query(description="Cursor: the `next` of the previous page.")]
+Limit = Annotated[
+    int,
+    Query(description="Page size (1..1000).", json_schema_extra=PAGE_BOUNDS),
+]
+After = Annotated[
+    str | None, Query(min_length=1, description="Cursor: the `next` of the previous page.")
+]
+#: The bearer token, taken as a dependency: FastAPI resolves dependencies before it validates
+#: the body, so a request without a token is a 401 whatever its body (authentication itself
+#: stays in the submission's own session).
+Token = Annotated[str, Depends(bearer_token)]
+#: ``?state=``: one of the states (the schema lists them; ``_filtered`` checks)
+KindQ = Annotated[str | None, Query(json_schema_extra={"enum": [k.value for k in JobKind]})]
+StateQ = Annotated[str | None, Query(json_schema_extra={"enum": [s.value for s in JobState]})]
 MAX_ID = 2**63 - 1  # ids are BIGINT
 
 
@@ -141,7 +153,7 @@ def _filtered(
     response_model=JobView,
     responses={200: {"model": JobView, "description": "the job this idempotencyKey made"}},
 )
-async def submit(tenant: str, spec: JobSpec, request: Request) -> Response:
+async def submit(tenant: str, spec: JobSpec, request: Request, token: Token) -> Response:
     """Queue a job; the same idempotencyKey again returns the first job (200).
 
     The API's hot path: authentication is one query in the submission's own session, and on
@@ -150,7 +162,6 @@ async def submit(tenant: str, spec: JobSpec, request: Request) -> Response:
     in the thread pool. The view is serialized once, here (a returned model would be validated
     again).
     """
-    token = bearer_token(request)
     db: Database = request.app.state.db
     tenants: TenantCache = request.app.state.tenant_ids
     if db.is_sqlite:
@@ -184,6 +195,7 @@ def submit_batch(
     tenant: str,
     batch: JobBatch,
     request: Request,
+    token: Token,
     dry_run: bool = Query(False, alias="dryRun", description="check only, create nothing"),
 ) -> Response:
     """Several jobs, all or none: every document is checked (as ``POST .../jobs`` checks one)
@@ -191,7 +203,6 @@ def submit_batch(
     error with its ``document`` (from 0) and ``name``; ``dryRun`` checks without creating.
     A document whose idempotencyKey already made a job returns that job (``created: false``).
     """
-    token = bearer_token(request)
     db: Database = request.app.state.db
     tenants: TenantCache = request.app.state.tenant_ids
     with db.sessions() as session:
@@ -226,9 +237,9 @@ def list_jobs(
     tenant: str,
     session: SessionDep,
     p: PrincipalDep,
-    state: str | None = None,
+    state: StateQ = None,
     queue: str | None = None,
-    kind: str | None = None,
+    kind: KindQ = None,
     user: str | None = None,
     limit: Limit = 100,
     after: After = None,
@@ -246,7 +257,8 @@ def list_jobs(
     )
 
 
-@router.get("/v1/tenants/{tenant}/jobs/{job_id}", response_model=JobView)
+# ``{job_id:int}``: ``GET .../jobs/batch`` is then no job's id but a path that takes POST only (405)
+@router.get("/v1/tenants/{tenant}/jobs/{job_id:int}", response_model=JobView)
 def get_job(tenant: str, job_id: int, session: SessionDep, p: PrincipalDep) -> JobView:
     row = tenant_for(session, p, tenant, Need.READ)
     job = _job(session, p, row, job_id)
@@ -447,7 +459,7 @@ def all_jobs(
     session: SessionDep,
     p: PrincipalDep,
     tenant: str | None = None,
-    state: str | None = None,
+    state: StateQ = None,
     limit: Limit = 100,
     after: After = None,
 ) -> Page[JobView]:

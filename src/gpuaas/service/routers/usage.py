@@ -34,11 +34,22 @@ from gpuaas.service.prices import _when
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
-Period = Annotated[str | None, Query(description="a billing period, YYYY-MM (UTC)")]
+Period = Annotated[
+    str | None,
+    Query(
+        description="a billing period, YYYY-MM (UTC)",
+        json_schema_extra={"pattern": "^[0-9]{4}-(0[1-9]|1[0-2])$"},
+    ),
+]
 Start = Annotated[str | None, Query(description="window start: POSIX seconds or ISO-8601")]
 End = Annotated[str | None, Query(description="window end (exclusive)")]
-Limit = Annotated[int, Query(description="page size (1..10000)")]
-After = Annotated[str | None, Query(description="cursor: the `next` of the previous page")]
+Limit = Annotated[
+    int,
+    Query(description="page size (1..10000)", json_schema_extra={"minimum": 1, "maximum": 10000}),
+]
+After = Annotated[
+    str | None, Query(min_length=1, description="cursor: the `next` of the previous page")
+]
 By = Annotated[
     str, Query(description=f"comma-separated columns to total by ({', '.join(usage.GROUPS)})")
 ]
