@@ -23,7 +23,9 @@ from gpuaas.model.node import Node
 from gpuaas.model.telemetry import UtilSummary
 
 NOW = 100_000.0
-TPL = Node("tpl", 64_000, 2**39, [GPU(i, f"g{i}", "H100", 81920, Partition.whole()) for i in range(8)])
+TPL = Node(
+    "tpl", 64_000, 2**39, [GPU(i, f"g{i}", "H100", 81920, Partition.whole()) for i in range(8)]
+)
 
 
 def idle(name: str, since: float = 0.0) -> NodeFacts:
@@ -83,7 +85,9 @@ def test_no_scale_in_goes_below_the_recent_peak(
     )
     nodes = [busy(f"b{i}") for i in range(busy_nodes)] + [idle(f"i{i}") for i in range(idle_nodes)]
     kept = peak if window else 0  # the caller passes 0 without a window
-    released = sum(d.count for d in plan([cluster(nodes, kept, spec)], NOW) if d.action is Action.SCALE_IN)
+    released = sum(
+        d.count for d in plan([cluster(nodes, kept, spec)], NOW) if d.action is Action.SCALE_IN
+    )
     assert len(nodes) - released >= min(len(nodes), kept)
     assert released <= max(0, len(nodes) - max(kept, busy_nodes))
     # with nothing to keep, an idle pool goes (within the budget)

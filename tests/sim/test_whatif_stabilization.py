@@ -23,11 +23,13 @@ def job(name: str, at: float, gpus: int, run: float) -> SimJob:
 
 def run(spec: AutoscaleSpec, jobs: list[SimJob]):  # type: ignore[no-untyped-def]
     nodes = synthetic_fleet(
-        FleetSpec(nodes=4, model_shares=((H100, 1.0),), mig_node_share=0.0,
-                  time_sliced_node_share=0.0)  # fmt: skip
+        FleetSpec(
+            nodes=4, model_shares=((H100, 1.0),), mig_node_share=0.0, time_sliced_node_share=0.0
+        )
     )
-    cfg = WhatIfConfig(clusters=(ClusterSetup("t0", 0, 6, spec),), pool=None, audit=True,
-                       until=4 * 3600.0)  # fmt: skip
+    cfg = WhatIfConfig(
+        clusters=(ClusterSetup("t0", 0, 6, spec),), pool=None, audit=True, until=4 * 3600.0
+    )
     return run_whatif(nodes, jobs, cfg)
 
 
