@@ -256,6 +256,22 @@ def test_a_node_given_back_is_not_re_added_within_the_cooldown(world: World) -> 
     assert others[0] in world.cluster()["nodes"] and gone not in world.cluster()["nodes"]
 
 
+def test_the_stabilization_window_keeps_the_recent_peak(world: World) -> None:
+    """With ``stabilizationSeconds`` a pool is not scaled in below the most nodes it needed
+    within the window; the loop that has not seen a whole window keeps the pool's size."""
+    readings = Readings()
+    scaler = Autoscaler(world.db, world.settings, readings)
+    world.create(count=2, lo=1, hi=2, stabilizationSeconds=600, **FAST)
+    assert world.cluster()["autoscale"]["stabilizationSeconds"] == 600
+    nodes = world.cluster()["nodes"]
+    readings.level = dict.fromkeys(nodes, 0.0)
+    t0 = time.time()
+    assert scaler.step(t0) == []  # a window not yet seen whole: the size (2) is the peak
+    assert scaler.step(t0 + 599) == []
+    (d,) = scaler.step(t0 + 601)  # a whole window of 0 needed: down to the min
+    assert d.reason.code.value == "ScaledInUnneeded" and len(d.nodes) == 1
+
+
 def test_bad_autoscale_input_is_refused_naming_the_field(world: World) -> None:
     token = world.tokens["tenant-admin"]
 
@@ -273,6 +289,7 @@ def test_bad_autoscale_input_is_refused_naming_the_field(world: World) -> None:
     refused({}, {"cooldownSeconds": -1}, "cooldownSeconds")
     refused({}, {"unneededSeconds": -5}, "unneededSeconds")
     refused({}, {"disruptionBudget": 0}, "disruptionBudget")
+    refused({}, {"stabilizationSeconds": -1}, "stabilizationSeconds")
     with world.db.sessions() as s:
         assert s.scalar(select(ClusterRow.id)) is None  # nothing stored
 

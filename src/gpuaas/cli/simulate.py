@@ -484,6 +484,11 @@ def whatif_cmd(
     cooldown: str = typer.Option(
         "5m", "--cooldown", help="no scale-in this soon after a scale-out"
     ),
+    stabilization: str = typer.Option(
+        "0s",
+        "--stabilization",
+        help="never scale in below the most nodes needed within this window (0s: off)",
+    ),
     grace: str = typer.Option("30s", "--grace", help="pool jobs' grace period on reclaim (>= 30s)"),
     settle: str = typer.Option("5m", "--settle", help="idle time before a node enters the pool"),
     join: str = typer.Option("10s", "--join", help="a node's time from handover to allocatable"),
@@ -531,6 +536,7 @@ def whatif_cmd(
             scale_in_below_percent=scale_in_below,
             unneeded_seconds=parse_seconds(unneeded, "--unneeded"),
             cooldown_seconds=parse_seconds(cooldown, "--cooldown"),
+            stabilization_seconds=parse_seconds(stabilization, "--stabilization"),
         )
         levels = [s for s in _split(spot, (*SPOT_LEVELS, "none"), "--spot") if s != "none"]
         pool = (

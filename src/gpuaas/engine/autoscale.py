@@ -43,6 +43,14 @@ Semantics, per pool of each autoscaled cluster, at most one decision per pool pe
   out or has pending demand. GPU allocation is what counts: a node holding only CPU pods has
   ``allocated == 0``; its pods are drained (requeued) with it and only raise its drain cost,
   so CPU pods never pin a GPU node.
+- **Scale-in stabilization** (Kubernetes HPA's ``scaleDown.stabilizationWindowSeconds``, for
+  nodes): with ``stabilization_seconds`` set, a pool is never scaled in below
+  ``PoolView.recent_peak``, the most nodes it *needed* (held and not idle: allocated, busy,
+  or still provisioning) at any time within that window, kept by the caller in a
+  :class:`PeakWindow`. A node freed by a passing lull is kept until the lull has lasted the
+  whole window: a flap (a node released and asked back minutes later) needs demand above the
+  window's own peak within minutes of a release, which a window longer than the load's
+  bursts makes rare (docs/benchmarks.md measures it). 0 turns it off (the peak is then 0).
 - **Deterministic**: clusters by key, pools by name; the same views give the same decisions.
 """
 
@@ -118,6 +126,7 @@ class PoolView:
     template: Node
     nodes: tuple[NodeFacts, ...]
     leaving: int = 0
+    recent_peak: int = 0  # most nodes needed within the stabilization window (0: none kept)
 
     @property
     def size(self) -> int:
@@ -166,6 +175,52 @@ class Decision:
     reason: Reason
 
 
+def nodes_needed(nodes: Sequence[NodeFacts]) -> int:
+    """How many of ``nodes`` a pool needs now: every node but the ready ones unneeded (what
+    the caller's scale-in rule marks with ``unneeded_since``); what :class:`PeakWindow` keeps."""
+    return sum(1 for n in nodes if not n.ready or n.unneeded_since is None)
+
+
+class PeakWindow:
+    """The most of a count seen within the last ``seconds`` (the stabilization window), one
+    per pool, kept by the caller across :func:`plan` calls: :meth:`see` each cycle with the
+    pool's :func:`nodes_needed`, and pass :meth:`peak` as ``PoolView.recent_peak``. Until a
+    whole window has been seen (a new leader, a new pool), the peak is at least what
+    ``start_at`` says, so a caller that has lost its history keeps the pool's size for one
+    window rather than scaling in on a lull it never saw. A deque of falling values: amortised
+    O(1) per sample. Pure: the caller gives the time."""
+
+    __slots__ = ("_kept", "_since", "_start_at", "seconds")
+
+    def __init__(self, seconds: float, now: float, start_at: int = 0) -> None:
+        self.seconds = seconds
+        self._since = now
+        self._start_at = start_at
+        self._kept: list[tuple[float, int]] = []  # (time, value), values strictly falling
+
+    def see(self, now: float, value: int) -> int:
+        """Record ``value`` at ``now``; returns the peak over the window ending now."""
+        kept = self._kept
+        while kept and kept[-1][1] <= value:
+            kept.pop()
+        kept.append((now, value))
+        horizon = now - self.seconds
+        drop = 0
+        while drop < len(kept) - 1 and kept[drop][0] < horizon:
+            drop += 1
+        if drop:
+            del kept[:drop]
+        return self.peak(now)
+
+    def peak(self, now: float) -> int:
+        """The peak within the window ending at ``now`` (0 for an empty window)."""
+        horizon = now - self.seconds
+        best = max((v for t, v in self._kept if t >= horizon), default=0)
+        if now - self._since < self.seconds:
+            best = max(best, self._start_at)
+        return best
+
+
 def waits_for_capacity(why: Reason) -> bool:
     """Whether ``why`` (its code or any cause) says the workload waits for room on nodes: a
     capacity code; a placement failure whose per-filter counts (``rejected``) name one (the
@@ -189,7 +244,7 @@ def waits_for_capacity(why: Reason) -> bool:
 def plan(clusters: Sequence[ClusterView], now: float) -> list[Decision]:
     """Decisions for every cluster, at most one per pool per cycle (see the module
     docstring)."""
-    templates = _Templates()
+    templates = _TEMPLATES
     out: list[Decision] = []
     for cluster in sorted(clusters, key=lambda c: c.key):
         out.extend(_plan_cluster(cluster, now, templates))
@@ -341,7 +396,7 @@ def _idle(facts: NodeFacts, spec: AutoscaleSpec, now: float) -> bool:
 
 def _scale_in(spec: AutoscaleSpec, pool: PoolView, now: float, budget: int) -> tuple[str, ...]:
     """The nodes of ``pool`` to release now, cheapest to drain first (see the docstring)."""
-    spare = len(pool.nodes) - pool.min_count
+    spare = len(pool.nodes) - max(pool.min_count, pool.recent_peak)
     if spare <= 0:
         return ()
     candidates = sorted(
@@ -377,7 +432,7 @@ _Takes = tuple[tuple[int, object, int], ...]
 
 
 class _Templates:
-    """Template nodes for one :func:`plan` call, read through the engine's one fit rule
+    """Template nodes, read through the engine's one fit rule
     (:data:`gpuaas.engine.fit.RULES`): whether a pod fits an empty template (static filters
     and every rule, :func:`~gpuaas.engine.framework.feasible_nodes` on a one-node snapshot),
     and how many template nodes a list of pods needs, packed first-fit.
@@ -389,25 +444,55 @@ class _Templates:
     GPUs), so a pool whose pods include shares is packed on a snapshot of template nodes,
     reserving each pod's devices as placement would."""
 
+    #: Templates remembered at most; past it every cache starts afresh (a fleet has a few
+    #: pool shapes, so this is only a bound on memory).
+    LIMIT = 4096
+
     def __init__(self) -> None:
-        self._snaps: dict[int, tuple[Node, Snapshot]] = {}
+        self._known: dict[str, list[tuple[Node, int, Snapshot]]] = {}  # by name
+        self._tokens = 0
         self._fits: dict[tuple[int, PodRequest], bool] = {}
         self._free: dict[tuple[int, int, object], int] = {}
         self._needs: dict[PodRequest, _Takes] = {}
 
+    def _entry(self, template: Node) -> tuple[Node, int, Snapshot]:
+        """The template's token and one-node snapshot, kept across :func:`plan` calls: the
+        same node object (the simulator's template) or an equal one (the service builds its
+        templates afresh every step) is a hit; a changed one gets a new token, so nothing
+        cached for the old one is read for it."""
+        same = self._known.get(template.name)
+        if same is not None:
+            for found in same:
+                if found[0] is template:
+                    return found
+            for found in same:
+                if found[0] == template:
+                    return found
+        if len(self._known) >= self.LIMIT or len(self._fits) + len(self._free) >= self.LIMIT * 64:
+            self._known.clear()
+            self._fits.clear()
+            self._free.clear()
+            same = None
+        if len(self._needs) >= self.LIMIT * 16:
+            self._needs.clear()
+        self._tokens += 1
+        found = (template, self._tokens, Snapshot.from_nodes([template]))
+        if same is None:
+            same = self._known[template.name] = []
+        elif len(same) >= 8:  # a name whose node keeps changing: keep its newest few
+            del same[0]
+        same.append(found)
+        return found
+
     def _one(self, template: Node) -> Snapshot:
-        found = self._snaps.get(id(template))
-        if found is None or found[0] is not template:
-            found = (template, Snapshot.from_nodes([template]))
-            self._snaps[id(template)] = found
-        return found[1]
+        return self._entry(template)[2]
 
     def fits(self, template: Node, workload: Workload) -> bool:
         """Every pod of ``workload`` fits an empty ``template``."""
         return all(self._pod_fits(template, ps.pod) for ps in workload.pod_sets if ps.count)
 
     def _pod_fits(self, template: Node, pod: PodRequest) -> bool:
-        key = (id(template), pod)
+        key = (self._entry(template)[1], pod)
         found = self._fits.get(key)
         if found is None:
             found = self._fits[key] = len(_feasible(self._one(template), pod)) > 0
@@ -443,7 +528,7 @@ class _Templates:
 
     def _capacity(self, template: Node, rule: int, key: object) -> int:
         """The rule's free amount on an empty template node."""
-        k = (id(template), rule, key)
+        k = (self._entry(template)[1], rule, key)
         found = self._free.get(k)
         if found is None:
             free = RULES[rule].free(self._one(template), slice(0, 1), key)
@@ -495,6 +580,10 @@ class _Templates:
                 snap.reserve(node, default_assignment(state, snap, node))
                 used = max(used, node + 1)
         return used - upcoming
+
+
+#: Kept across :func:`plan` calls (building the one-node snapshot was a third of a cycle).
+_TEMPLATES = _Templates()
 
 
 def _largest_first(pod_set: PodSet) -> tuple[int, int, int]:

@@ -5,7 +5,9 @@
   ``target_percent``; a node unneeded (both unallocated and measured below
   ``scale_in_below_percent``) for ``unneeded_seconds`` is released, at most
   ``disruption_budget`` nodes at a time, and never within ``cooldown_seconds`` of the last
-  scale-out (hysteresis: scale-out above target, scale-in below a lower threshold).
+  scale-out (hysteresis: scale-out above target, scale-in below a lower threshold); with
+  ``stabilization_seconds`` a pool is never scaled in below the most nodes it needed within
+  that window (HPA's scale-down stabilization, for nodes; 0: off).
 - :class:`IdlePoolSpec`: the provider's idle-capacity pool: a cluster registered with an
   external marketplace that takes whole nodes idle for ``settle_seconds`` and gives them back
   when tenants need them, after a checkpoint signal and ``grace_seconds`` (at least 30).
@@ -39,6 +41,7 @@ class AutoscaleSpec:
     unneeded_seconds: float = 600.0
     cooldown_seconds: float = 300.0
     disruption_budget: int = 1
+    stabilization_seconds: float = 0.0
 
     def check(self, where: str = "autoscale") -> None:
         _percent(self.target_percent, f"{where}.targetUtilization")
@@ -54,6 +57,11 @@ class AutoscaleSpec:
             raise InvalidValue(f"{where}.cooldownSeconds", "must not be negative")
         if self.disruption_budget < 1:
             raise InvalidValue(f"{where}.disruptionBudget", "must be at least 1")
+        if not 0 <= self.stabilization_seconds <= 86400:
+            raise InvalidValue(
+                f"{where}.stabilizationSeconds",
+                f"must be between 0 and 86400 s, got {self.stabilization_seconds:g}",
+            )
 
 
 @dataclass(frozen=True, slots=True)

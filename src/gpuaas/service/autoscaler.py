@@ -18,6 +18,9 @@ tests call :meth:`Autoscaler.step`), one step:
    - *unneeded since*: when it was first seen, by this loop, ready with both allocation and
      utilisation below the scale-in threshold, kept in memory (a new leader starts the
      timers afresh, which only delays a scale-in);
+   With ``stabilizationSeconds``, each pool's *recent peak* (the most nodes it needed within
+   the window, :class:`~gpuaas.engine.autoscale.PeakWindow`) is kept in memory too; a new
+   leader starts it at the pool's size, which only delays a scale-in by one window.
    - *drain cost*: per job with a pod there, ``(1 + hours run) * (1 + max(priority, 0) /
      1000)``: empty nodes cost 0, young and low-priority work is cheaper to requeue.
    The template node of a pool is one of its nodes (else a node of the fleet its pool
@@ -59,8 +62,10 @@ from gpuaas.engine.autoscale import (
     ClusterView,
     Decision,
     NodeFacts,
+    PeakWindow,
     Pending,
     PoolView,
+    nodes_needed,
     plan,
 )
 from gpuaas.engine.reasons import Code, Reason, reason
@@ -141,6 +146,8 @@ class Autoscaler:
         self.reclaim = reclaim
         #: node -> since when it has been unneeded (see the module docstring)
         self.unneeded: dict[str, float] = {}
+        #: (cluster key, pool) -> its stabilization window (see the module docstring)
+        self.peaks: dict[tuple[str, str], PeakWindow] = {}
         self._loop = LeaderLoop("gpuaas-autoscaler", lambda: self.interval,
                                 lambda: self.is_leader(), self.step, log)  # fmt: skip
 
@@ -177,6 +184,7 @@ class Autoscaler:
         ]
         if not rows:
             self.unneeded.clear()
+            self.peaks.clear()
             return [], {}
         tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
         active = list(session.scalars(select(Job).where(Job.state.in_([s.value for s in ACTIVE]))))
@@ -195,6 +203,9 @@ class Autoscaler:
             ids[key] = row.id
         for name in set(self.unneeded) - seen:
             del self.unneeded[name]
+        pools = {(v.key, p.name) for v in views for p in v.pools}
+        for gone in set(self.peaks) - pools:
+            del self.peaks[gone]
         return views, ids
 
     def _view(
@@ -236,6 +247,7 @@ class Autoscaler:
                     template,
                     tuple(facts),
                     leaving=sum(1 for m in mine if m.releasing),
+                    recent_peak=self._peak(key, name, spec, facts, now),
                 )
             )
         last_out, last_in = _last_scales(session, row.id)
@@ -248,6 +260,22 @@ class Autoscaler:
             last_in,
             draining=sum(1 for m in members if m.releasing),
         )
+
+    def _peak(
+        self, key: str, pool: str, spec: AutoscaleSpec, facts: list[NodeFacts], now: float
+    ) -> int:
+        """The pool's stabilization peak (0 without a window). A window this loop has not
+        seen whole (a new leader, a new pool, a changed length) starts at the nodes the pool
+        holds: it is kept at its size for one window rather than scaled in on a lull
+        before the takeover that this leader never saw."""
+        seconds = spec.stabilization_seconds
+        if seconds <= 0:
+            self.peaks.pop((key, pool), None)
+            return 0
+        window = self.peaks.get((key, pool))
+        if window is None or window.seconds != seconds:
+            window = self.peaks[(key, pool)] = PeakWindow(seconds, now, start_at=len(facts))
+        return window.see(now, nodes_needed(facts))
 
     def _facts(
         self,

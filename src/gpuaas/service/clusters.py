@@ -350,6 +350,7 @@ def autoscale_status(session: Session, row: ClusterRow, last: int = 5) -> Autosc
         unneededSeconds=spec.unneeded_seconds,
         cooldownSeconds=spec.cooldown_seconds,
         disruptionBudget=spec.disruption_budget,
+        stabilizationSeconds=spec.stabilization_seconds,
         lastScaleOut=last_event_at(session, row.id, SCALE_OUT_CODES),
         lastScaleIn=last_event_at(session, row.id, SCALE_IN_CODES),
         decisions=[

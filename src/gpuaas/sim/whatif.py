@@ -66,7 +66,15 @@ import numpy as np
 
 from gpuaas.engine import autoscale, idle_pool
 from gpuaas.engine.admission.fleet_changes import AddNode, CordonNode, RemoveNode
-from gpuaas.engine.autoscale import Action, ClusterView, NodeFacts, Pending, PoolView
+from gpuaas.engine.autoscale import (
+    Action,
+    ClusterView,
+    NodeFacts,
+    PeakWindow,
+    Pending,
+    PoolView,
+    nodes_needed,
+)
 from gpuaas.engine.idle_pool import FreeNode, PoolNode
 from gpuaas.engine.policies import make_policy
 from gpuaas.engine.scheduling import Request
@@ -223,6 +231,7 @@ class _Cluster:
     removed_at: dict[int, float] = field(default_factory=dict)
     released: list[float] = field(default_factory=list)  # scale-in times not yet matched
     alloc_milli: int = 0
+    peak: PeakWindow | None = None  # the stabilization window, when the spec has one
 
 
 @dataclass(slots=True)
@@ -264,6 +273,7 @@ class WhatIfResult:
     wall_seconds: float
     plan_seconds: float
     ticks: int
+    idle_split: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         g = {k: v / 3600.0 for k, v in self.gpu_s.items()}
@@ -292,7 +302,11 @@ class WhatIfResult:
                 "idle_free_nodes": g["idle_free"],
                 "idle_in_pool": g["idle_in_pool"],
             },
+            "idle_in_clusters_sampled": {k: v / 3600.0 for k, v in self.idle_split.items()},
             "monetised_share": g["pool_used"] / idle if idle > 0 else 0.0,
+            # what a pool of whole nodes could sell at most: the idle outside the clusters
+            # (pool work never shares a node with tenant work)
+            "outside_clusters_share": 1.0 - g["idle_in_clusters"] / idle if idle > 0 else 0.0,
             "reclaim_latency_s": {
                 "count": 0 if lat is None else len(lat),
                 "p50": 0.0 if lat is None else float(np.percentile(lat, 50)),
@@ -414,6 +428,8 @@ class WhatIf:
         )
         self.plan_seconds = 0.0
         self.ticks = 0
+        # the idle GPU-seconds inside clusters by where they are, sampled at every tick
+        self.idle_split = dict.fromkeys(("empty_nodes", "partly_used_nodes", "joining"), 0.0)
         self.dirty: set[int] = set()  # clusters to cycle (-1: the pool)
 
     def _scheduler(self, rng: np.random.Generator) -> FleetScheduler:
@@ -720,9 +736,11 @@ class WhatIf:
             full_free[nodes[r].slot] for r, ok in zip(members, ready, strict=True) if ok
         )
         out = []
+        split = self.idle_split
         for r, ok in zip(members, ready, strict=True):
             node = nodes[r]
             if not ok:
+                split["joining"] += node.gpus * span
                 out.append(NodeFacts(node.node.name, NODE_POOL, 0.0, None, None, 0.0, False))
                 continue
             node.util_int += node.util_rate * (t - node.util_t)
@@ -731,6 +749,7 @@ class WhatIf:
             node.util_mark = node.util_int
             free = full_free[node.slot]
             used = node.gpus - free
+            split["empty_nodes" if used == 0 else "partly_used_nodes"] += free * span
             allocated = used / node.gpus
             if requests:  # the requested share stands in for utilisation
                 util = UtilSummary(allocated, allocated, 1, span, t)
@@ -762,13 +781,24 @@ class WhatIf:
         views = []
         for k, c in enumerate(self.clusters):
             s = c.setup
+            facts = self._facts(c)
+            peak = 0
+            if s.spec.stabilization_seconds > 0:
+                if c.peak is None:
+                    c.peak = PeakWindow(s.spec.stabilization_seconds, self.now)
+                peak = c.peak.see(self.now, nodes_needed(facts))
             views.append(
                 ClusterView(
                     key=c.key,
                     spec=s.spec,
                     pools=(
                         PoolView(
-                            NODE_POOL, s.min_nodes, s.max_nodes, self.template, self._facts(c)
+                            NODE_POOL,
+                            s.min_nodes,
+                            s.max_nodes,
+                            self.template,
+                            facts,
+                            recent_peak=peak,
                         ),
                     ),
                     pending=self._pending(k),
@@ -976,6 +1006,7 @@ class WhatIf:
             wall_seconds=time.perf_counter() - wall,
             plan_seconds=self.plan_seconds,
             ticks=self.ticks,
+            idle_split=dict(self.idle_split),
         )
 
     def _handle(self, kind: int, payload: Any) -> None:

@@ -45,11 +45,13 @@ class AutoscaleIn(Strict):
     unneededSeconds: float = Field(default=600.0, ge=0, le=30 * 86400)
     cooldownSeconds: float = Field(default=300.0, ge=0, le=86400)
     disruptionBudget: int = Field(default=1, ge=1, le=10_000)
+    stabilizationSeconds: float = Field(default=0.0, ge=0, le=86400)
 
     def spec(self) -> AutoscaleSpec:
         """The model's spec, held to its rules (scaleInBelow under the target)."""
         out = AutoscaleSpec(self.targetUtilization, self.scaleInBelow, self.unneededSeconds,
-                            self.cooldownSeconds, self.disruptionBudget)  # fmt: skip
+                            self.cooldownSeconds, self.disruptionBudget,
+                            self.stabilizationSeconds)  # fmt: skip
         out.check()
         return out
 
@@ -138,6 +140,7 @@ class AutoscaleStatus(BaseModel):
     unneededSeconds: float
     cooldownSeconds: float
     disruptionBudget: int
+    stabilizationSeconds: float = 0.0
     lastScaleOut: float | None = None
     lastScaleIn: float | None = None
     decisions: list[AutoscaleDecisionOut] = []
