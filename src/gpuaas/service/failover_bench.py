@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, select, text, update
 
 from gpuaas.model.job_state import ACTIVE, JobState
 from gpuaas.service.fleet import register_nodes
@@ -169,10 +169,9 @@ def insert_rows(db: Database, rows: list[dict[str, Any]]) -> None:
             s.execute(insert(Job), rows[i : i + CHUNK])
 
 
-def seed(db: Database, world: World, settings: Settings, pending: int, freed: int,
-         seed: int = 1) -> None:  # fmt: skip
-    """A full fleet (admitted by a first leader, which then stops), ``pending`` jobs behind it,
-    and ``freed`` running jobs ended while no process led."""
+def seed(db: Database, world: World, settings: Settings, pending: int, seed: int = 1) -> None:
+    """A full fleet (admitted by a first leader, which then stops) and ``pending`` jobs behind
+    it (the first leader's own leftovers among them)."""
     rng = random.Random(seed)
     first = _rows(db, world, world.nodes * GPUS_PER_NODE, T0, rng)  # more than fits
     insert_rows(db, first)
@@ -186,12 +185,25 @@ def seed(db: Database, world: World, settings: Settings, pending: int, freed: in
         s.execute(update(Job).where(Job.state == JobState.PENDING.value).values(
             created_at=T0 + 10 + Job.id * 1e-3, updated_at=T0 + 10))  # fmt: skip
     insert_rows(db, _rows(db, world, pending - _count(db, JobState.PENDING), T0 + 1_000, rng))
+
+
+def free(db: Database, count: int, seed: int = 1) -> None:
+    """``count`` running jobs end while no process leads (the new leader admits onto them)."""
+    rng = random.Random(seed)
     with db.session() as s:
         active = list(s.scalars(select(Job.id).where(Job.state.in_([a.value for a in ACTIVE]))
                                 .order_by(Job.id)))  # fmt: skip
-        ended = rng.sample(active, min(freed, len(active)))
+        ended = rng.sample(active, min(count, len(active)))
         s.execute(update(Job).where(Job.id.in_(ended)).values(
             state=JobState.SUCCEEDED.value, finished_at=T0 + 20, updated_at=T0 + 20))  # fmt: skip
+
+
+def empty(db: Database) -> None:
+    """Drop every table of a PostgreSQL database the benchmark was given empty (checked by the
+    command first), so the next run starts from nothing."""
+    with db.engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
 
 
 def _count(db: Database, state: JobState) -> int:
@@ -222,17 +234,17 @@ class Timing:
         }
 
 
-def _admitted(db: Database) -> int:
+def _admitted_since(db: Database, start: float) -> int:
+    """Jobs admitted at ``start`` or later (the reconciler stamps its step's time)."""
     with db.sessions() as s:
         return s.scalar(select(func.count()).select_from(Job).where(
-            Job.state == JobState.ADMITTED.value)) or 0  # fmt: skip
+            Job.admitted_at >= start)) or 0  # fmt: skip
 
 
-def lead(db: Database, reconciler: Reconciler, pending: int, interval: float,
-         limit: float = 120.0) -> Timing:  # fmt: skip
+def lead(db: Database, reconciler: Reconciler, interval: float, limit: float = 120.0) -> Timing:
     """Step ``reconciler`` every ``interval`` s (as the reconciler's loop does) from now until
     it has admitted and holds every pending job of the database; the clock starts now."""
-    before = _admitted(db)
+    start = time.time()
     wall, cpu = time.perf_counter(), time.process_time()
     first: tuple[float, float, int] | None = None
     full: tuple[float, float, int] | None = None
@@ -244,7 +256,7 @@ def lead(db: Database, reconciler: Reconciler, pending: int, interval: float,
         steps += 1
         at = (time.perf_counter() - wall, time.process_time() - cpu)
         if first is None:
-            admitted = _admitted(db) - before
+            admitted = _admitted_since(db, start)
             if admitted > 0:
                 first = (*at, admitted)
         if full is None and getattr(reconciler, "loaded", True):
@@ -253,15 +265,17 @@ def lead(db: Database, reconciler: Reconciler, pending: int, interval: float,
     return Timing(first[0], first[1], full[0], full[1], full[2], first[2])
 
 
-def restart(db: Database, settings: Settings, pending: int) -> Timing:
+def restart(db: Database, settings: Settings, freed: int) -> Timing:
+    """The leader died; ``freed`` jobs ended meanwhile; a new process starts and leads."""
+    free(db, freed)
     reconciler = Reconciler(db, settings)
     try:
-        return lead(db, reconciler, pending, settings.reconcile_interval)
+        return lead(db, reconciler, settings.reconcile_interval)
     finally:
         reconciler.stop()
 
 
-def takeover(db: Database, settings: Settings, pending: int) -> Timing:
+def takeover(db: Database, settings: Settings, freed: int) -> Timing:
     """A standby is refused the lock while a leader leads; the leader stops (its lock is free);
     the clock starts then, and the standby steps until it leads, admits and has loaded all."""
     leader = Reconciler(db, settings)
@@ -270,7 +284,8 @@ def takeover(db: Database, settings: Settings, pending: int) -> Timing:
         assert leader.step(time.time())
         assert not standby.step(time.time())
         leader.stop()
-        return lead(db, standby, pending, settings.reconcile_interval)
+        free(db, freed)  # (not timed: a database write the dead leader's jobs would make)
+        return lead(db, standby, settings.reconcile_interval)
     finally:
         leader.stop()
         standby.stop()
