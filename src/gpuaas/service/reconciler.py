@@ -8,7 +8,9 @@ runs one :meth:`Reconciler.step`:
 
 1. sync the database into the engine: on the first step, and whenever ``governance.version``
    moved, rebuild the engine, re-admitting every admitted or running job on exactly the devices
-   it holds (jobs on draining nodes, or whose devices are gone, are requeued); when only
+   it holds (jobs on draining nodes, or whose devices are gone, are requeued), then loading the
+   pending backlog in queue order over this and the next steps, admitting as it goes
+   (:mod:`gpuaas.service.backlog`: a new leader admits at once, whatever the backlog); when only
    ``fleet.version`` moved, apply the fleet's diff (added, removed, cordoned, drained,
    repartitioned nodes) to the running engine in place: only the jobs that lost their devices
    are requeued, every other job keeps its reservation; then pick up new pending jobs and
