@@ -241,7 +241,7 @@ def _admitted_since(db: Database, start: float) -> int:
             Job.admitted_at >= start)) or 0  # fmt: skip
 
 
-def lead(db: Database, reconciler: Reconciler, interval: float, limit: float = 120.0) -> Timing:
+def lead(db: Database, reconciler: Reconciler, interval: float, limit: float = 900.0) -> Timing:
     """Step ``reconciler`` every ``interval`` s (as the reconciler's loop does) from now until
     it has admitted and holds every pending job of the database; the clock starts now."""
     start = time.time()

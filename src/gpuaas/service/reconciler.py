@@ -728,11 +728,13 @@ class Reconciler:
         return self.engine is not None and self._backlog is None
 
     def _load_backlog(self, session: Session, now: float, writes: list[Write]) -> None:
-        """Queue the backlog's next pending jobs for about BACKLOG_BUDGET seconds; once it is
-        all loaded, sweep at once (what was submitted or cancelled meanwhile)."""
+        """Queue the backlog's next pending jobs for ``settings.backlog_budget`` seconds of CPU
+        (a quarter of that in the rebuild's own step: its first admission comes sooner); once
+        it is all loaded, sweep at once (what was submitted or cancelled meanwhile)."""
         assert self.engine is not None and self._backlog is not None
         engine, backlog = self.engine, self._backlog
-        for job in backlog.rows(session, self.settings.backlog_budget):
+        budget = self.settings.backlog_budget / (4 if backlog.loaded == 0 else 1)
+        for job in backlog.rows(session, budget):
             if job.id not in self.jobs:
                 self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]
         if backlog.done:
