@@ -39,7 +39,7 @@ def bench_failover(
         False, "--full-rebuild", help="load the whole backlog before the first admission"
     ),
     db_url: str = typer.Option(
-        "", "--db", help="an EMPTY database URL, used for each run in turn (default: SQLite)"
+        "", "--db", help="an EMPTY PostgreSQL URL, emptied again after each run (default: SQLite)"
     ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -48,6 +48,10 @@ def bench_failover(
     from gpuaas.service.settings import Settings
     from gpuaas.store.db import Database
 
+    if db_url and not db_url.startswith("postgresql"):
+        typer.echo("error: --db: give an empty PostgreSQL database (SQLite runs use a "
+                   "temporary file of their own)", err=True)  # fmt: skip
+        raise typer.Exit(2)
     if db_url:
         from gpuaas.cli.bench_api import BenchError, require_empty_database
 
