@@ -8,7 +8,9 @@ runs one :meth:`Reconciler.step`:
 
 1. sync the database into the engine: on the first step, and whenever ``governance.version``
    moved, rebuild the engine, re-admitting every admitted or running job on exactly the devices
-   it holds (jobs on draining nodes, or whose devices are gone, are requeued); when only
+   it holds (jobs on draining nodes, or whose devices are gone, are requeued), then loading the
+   pending backlog in queue order over this and the next steps, admitting as it goes
+   (:mod:`gpuaas.service.backlog`: a new leader admits at once, whatever the backlog); when only
    ``fleet.version`` moved, apply the fleet's diff (added, removed, cordoned, drained,
    repartitioned nodes) to the running engine in place: only the jobs that lost their devices
    are requeued, every other job keeps its reservation; then pick up new pending jobs and
@@ -73,6 +75,7 @@ from gpuaas.service import usage
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
+from gpuaas.service.backlog import Backlog
 from gpuaas.service.budget_watch import BudgetWatch
 from gpuaas.service.cluster_worker import ClusterWorker
 from gpuaas.service.datasets import ReportedByBackend, WarmSync
@@ -347,6 +350,7 @@ class Reconciler:
         self._reasons_at = -math.inf
         self._tenants: dict[int, str] = {}
         self._seen_id = 0  # the highest job id taken into the engine
+        self._backlog: Backlog | None = None  # pending jobs a new engine has still to load
         self._swept_at = -math.inf
         self._leadership = Leadership(db)
         self._datasets = WarmSync(db, settings.dataset_cache_bytes, self._caches_of)
@@ -609,14 +613,12 @@ class Reconciler:
             self.jobs[job.id] = tracked
             if tracked.placement:
                 self._replicas.name(job.id, tracked.attempt, tracked.placement, self._alive)
+        # the pending backlog streams in over this and the next steps (service/backlog.py)
+        self._backlog = Backlog(session, self.jobs)
         self._seen_id = session.scalar(select(func.max(Job.id))) or 0
-        self._swept_at = now
-        pending = session.execute(
-            select(_JOBS).where(_JOBS.c.state == JobState.PENDING.value).order_by(_JOBS.c.id)
-        )
-        for job in pending:
-            self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]
         self.engine = engine
+        self._load_backlog(session, now, writes)
+        self._swept_at = now  # every pending job is in the plan: no sweep due yet
         self._versions = versions
         self._resume_backend(writes, now)
         return writes
@@ -675,7 +677,11 @@ class Reconciler:
         assert self.engine is not None
         engine = self.engine
         writes: list[Write] = []
-        if now - self._swept_at >= SWEEP_EVERY:
+        if self._backlog is not None:
+            self._load_backlog(session, now, writes)
+        if self._backlog is not None:  # still loading: the sweep comes once all is loaded
+            new = []
+        elif now - self._swept_at >= SWEEP_EVERY:
             new = self._sweep(session, engine, now)
         else:  # only what was submitted since the last step: ids grow
             new = list(
@@ -714,6 +720,29 @@ class Reconciler:
             writes.extend(self._apply_fleet(session, now))
             self._versions = versions
         return writes
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the engine holds every pending job of the database it has seen (a new
+        leader loads its backlog over its first steps: :mod:`gpuaas.service.backlog`)."""
+        return self.engine is not None and self._backlog is None
+
+    def _load_backlog(self, session: Session, now: float, writes: list[Write]) -> None:
+        """Queue the backlog's next pending jobs for ``settings.backlog_budget`` seconds of CPU
+        (a quarter of that in the rebuild's own step: its first admission comes sooner); once
+        it is all loaded, sweep at once (what was submitted or cancelled meanwhile)."""
+        assert self.engine is not None and self._backlog is not None
+        engine, backlog = self.engine, self._backlog
+        budget = self.settings.backlog_budget / (4 if backlog.loaded == 0 else 1)
+        for job in backlog.rows(session, budget):
+            if job.id not in self.jobs:
+                self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]
+        if backlog.done:
+            self._backlog = None
+            self._swept_at = -math.inf
+            engine.loaded_until = None
+        else:
+            engine.loaded_until = backlog.boundary
 
     def _sweep(self, session: Session, engine: AdmissionEngine, now: float) -> list[int]:
         """Every pending job id against the engine's: drop the ones that left Pending (cancelled

@@ -86,6 +86,8 @@ class Settings:
     port: int = 8080
     speed: float = 1.0
     reconcile_interval: float = 0.5
+    #: CPU seconds a new leader's step spends loading its pending backlog (service/backlog.py)
+    backlog_budget: float = 1.0
     #: each node's dataset cache capacity in bytes (docs/datasets.md)
     dataset_cache_bytes: int = field(
         default_factory=lambda: int(os.environ.get("GPUAAS_DATASET_CACHE_BYTES") or 1 << 40)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -212,6 +213,10 @@ class AdmissionEngine:
         self._preempt_cache: dict[tuple[object, ...], tuple[int, Mode, int]] = {}
         self._known: set[str] = set()
         self._flavor_sets: dict[tuple[object, ...], dict[str, dict[str, str]]] = {}
+        #: while a new leader still loads its backlog (gpuaas.service.backlog): the queue key
+        #: (:func:`_queue_order`) of the last pending workload loaded; every workload not yet
+        #: loaded sorts after it. None: every pending workload is here.
+        self.loaded_until: tuple[int, float, str] | None = None
 
         #: node index -> admitted workloads with a pod there (what a fleet change displaces)
         self._on_node: dict[int, set[str]] = {}
@@ -398,6 +403,8 @@ class AdmissionEngine:
         for passes in range(1, self.config.max_passes + 1):
             if not self._pass():
                 return passes
+            if self.loaded_until is not None:
+                return passes  # see _pass: the next pass waits for the rest of the backlog
             # Preemption rules that are each fair can still chase each other in a loop (Kueue
             # throttles such loops with requeue back-off; we have no clock to wait on). The pass
             # is deterministic in the admitted set, so a repeated set means a loop: stop there.
@@ -419,6 +426,16 @@ class AdmissionEngine:
         return (first, -wl.priority, wl.created, wl.name)
 
     def _pass(self) -> bool:
+        """One pass over the queues' heads (see the module docstring).
+
+        While the backlog is still loading (:attr:`loaded_until`), the pass decides only what a
+        pass over the whole backlog would decide first: a workload not yet loaded sorts after
+        the last one loaded in its queue, and its key here is at least (no borrowing, that
+        queue key), so the pass stops where such a key would come out of the heap: everything
+        decided before it comes first in the whole pass as well. The run then ends with this
+        pass: a second pass would look again at workloads the whole first pass had not finished
+        with yet.
+        """
         changed = False
         queues: dict[str, list[AdmissionWorkload]] = {}
         heap: list[
@@ -470,8 +487,16 @@ class AdmissionEngine:
                 ):
                     position[cq] = known[1]
                 push_next(cq)
+        if self.loaded_until is not None:
+            lowest = -math.inf if self.config.fair_sharing else 0.0
+            p, created, name = self.loaded_until
+            # sorts after the last loaded workload's own key and before any later one's
+            heap.append(((lowest, p, created, name + "\x00"), -1, "", None, None))  # type: ignore[arg-type]
+            heapq.heapify(heap)
         while heap:
             key, version, cq, wl, a = heapq.heappop(heap)
+            if wl is None:
+                break  # the rest of the backlog could come first from here on
             # an assignment depends on the cohort tree only (nodes are checked at admission);
             # a FIT found without simulating preemption is the same as with it
             if version != self._tree(cq) or (not a.simulated and a.mode != Mode.FIT):
