@@ -1,3 +1,4 @@
+# ruff: noqa: E501 (requests read best one to a line)
 """A tenant names its own ClusterQueues, Cohorts and HardwareProfiles without learning anything
 about other tenants' names (service/governance_kinds.py): a name another tenant holds is no 409;
 the object is stored as ``<tenant>.<name>`` and the tenant reads, lists and refers to it by the
@@ -118,7 +119,7 @@ def test_a_name_another_tenant_holds_is_created_and_read_as_the_tenants_own(api:
 def test_a_tenant_gives_its_objects_labels_and_the_provider_keeps_to_tenants_prefixes(
     api: Api,
 ) -> None:
-    globex, acme = world(api)
+    _, acme = world(api)
     r = acme.post("/v1/tenants/acme/cohorts", json={"name": "globex.team", "spec": {}})
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "name", r.text
     # the provider may not put another tenant's object where acme's own go
