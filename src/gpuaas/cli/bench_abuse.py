@@ -247,9 +247,11 @@ def run_scenario(
                     if job["name"] != victim_job(-1)["name"]:
                         latencies.append(float(job["admittedAt"]) - float(job["createdAt"]))
             abusive_admitted: list[float] = []
+            steps = 0
             if abusive:
                 jobs = wait_admitted(server.url, abuser_token, ABUSER, abusive_jobs)
                 abusive_admitted = [float(j["admittedAt"]) - float(j["createdAt"]) for j in jobs]
+                steps = len({j["admittedAt"] for j in jobs})
             elapsed = time.perf_counter() - began
             size_after = database_bytes(workdir)
         finally:
@@ -266,6 +268,8 @@ def run_scenario(
         "victim_max_ms": round(lat[-1] * 1000, 1) if lat else 0.0,
         "abusive_submit_ms": [round(x * 1000, 1) for x in abusive_latencies],
         "abusive_admitted_s": [round(x, 2) for x in sorted(abusive_admitted)],
+        # in how many reconcile steps the abusive jobs were admitted (the budget spreads them)
+        "abusive_admission_steps": steps,
         "db_growth_mb": round((size_after - size_before) / 1e6, 1),
         "elapsed_s": round(elapsed, 1),
         "server_cpu_s": round(cpu, 1),
