@@ -99,6 +99,10 @@ FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "rate": st.decimals(0, 10**6, places=2).map(str),
     "cap": st.decimals(0, 10**6, places=2).map(str),
 }
+# the admission cycle's per-namespace placement budget (engine/admission/cycle.py)
+FIELD_VALUES.update(
+    {"namespace": names, "pods": st.integers(0, 10**6), "pods_budget": st.integers(1, 10**6)}
+)
 # an inference job's replicas (engine/replica_scaling.py)
 FIELD_VALUES.update(
     {

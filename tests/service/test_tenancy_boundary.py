@@ -304,6 +304,21 @@ def test_a_job_larger_than_the_tenants_maximum_is_refused(world: World) -> None:
     assert user.post("/v1/tenants/acme/jobs", json=job).status_code == 201
 
 
+def test_a_job_with_more_pods_than_the_tenants_maximum_is_refused(world: World) -> None:
+    """``maxJob.pods`` bounds a job's pods in all (its pod sets together), per tenant."""
+    # the queue could hold 2 GPUs (grant + borrowing); the tenant's maximum job is 1 pod
+    r = world.api.patch("/v1/tenants/acme", json={"maxJob": {"pods": 1}})
+    assert r.status_code == 200 and r.json()["maxJob"] == {"pods": "1"}, r.text
+    user = world.as_("tenant-user")
+    sets = [{"name": f"s{i}", "count": 1, "resources": {GPU: 1}} for i in range(2)]
+    job = {"name": "wide", "queue": "main", "command": ["x"], "podSets": sets}
+    r = user.post("/v1/tenants/acme/jobs", json=job)
+    assert r.status_code == 422 and errors_of(r) == ["podSets"], r.text
+    assert "asks for 2 " in r.text and "maximum job size of 1 " in r.text
+    job["podSets"] = sets[:1]
+    assert user.post("/v1/tenants/acme/jobs", json=job).status_code == 201
+
+
 # --- every write route, every role ----------------------------------------------------------
 
 Attempt = tuple[str, str, Any]  # method, path, body

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "bench_placement",
         "bench_admission",
         "bench_api",
+        "bench_abuse",
         "bench_backend",
         "bench_locality",
         "bench_autoscale",

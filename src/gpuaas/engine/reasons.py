@@ -42,6 +42,7 @@ class Code(StrEnum):
     WAITING_FOR_QUOTA = "WaitingForQuota"
     STRICT_FIFO_BLOCKED = "StrictFIFOBlocked"
     USER_LIMIT = "UserLimit"
+    CYCLE_BUDGET_SPENT = "CycleBudgetSpent"
     # waiting under a fleet queue policy (the simulator's fifo and backfill)
     FIFO_BLOCKED = "FIFOBlocked"
     WOULD_DELAY_HEAD = "WouldDelayHead"
@@ -410,6 +411,10 @@ _RENDER: dict[Code, Callable[[Mapping[str, Any]], str]] = {
         f"user {f['user']} already has {f['limit']} admitted workloads in LocalQueue "
         f"{f['queue']} (limit {f['limit']})"
     ),
+    Code.CYCLE_BUDGET_SPENT: lambda f: (
+        f"deferred to the next admission cycle: namespace {f['namespace']} has had "
+        f"{f['pods']:,} pods tried in this one (budget {f['pods_budget']:,} per cycle)"
+    ),
     Code.FIFO_BLOCKED: lambda f: "waiting behind the head of the queue (FIFO)",
     Code.WOULD_DELAY_HEAD: lambda f: "would delay the reserved head of the queue (backfill)",
     Code.RESOURCE_NOT_COVERED: lambda f: (
@@ -622,6 +627,7 @@ FIELDS: dict[Code, tuple[str, ...]] = {
     Code.WAITING_FOR_QUOTA: (),
     Code.STRICT_FIFO_BLOCKED: ("head", "cluster_queue"),
     Code.USER_LIMIT: ("user", "queue", "limit"),
+    Code.CYCLE_BUDGET_SPENT: ("namespace", "pods", "pods_budget"),
     Code.FIFO_BLOCKED: (),
     Code.WOULD_DELAY_HEAD: (),
     Code.RESOURCE_NOT_COVERED: ("resource", "cluster_queue"),

@@ -89,6 +89,77 @@ def of_kind(kind: str, namespace: str = "") -> Any:
     )
 
 
+# --- a tenant's names for cluster-wide kinds ------------------------------------------------
+# ClusterQueues, Cohorts and HardwareProfiles have one name in the whole cluster (the engine
+# and the Kueue export use it as the object's id), yet a tenant names its own without knowing
+# others' names, and must learn nothing of them: a name another tenant holds may not answer
+# 409. So a tenant's object is stored under the name it gives when that name is free, and
+# under ``<tenant>.<name>`` when another tenant holds it; on the tenant's routes both read,
+# list and are referred to (a LocalQueue's ``clusterQueue``, a queue's ``cohortName``, a
+# cohort's ``parentName``, a job's ``hardwareProfile``) by the name the tenant gave. A name
+# the tenant gives through its routes is a DNS-1123 label (no ``.``), so ``<tenant>.`` names
+# are the tenant's alone; the provider may give such a name only to an object of that
+# tenant. Only the tenant's own objects and the provider's can still answer 409 (the
+# provider's objects are not secret). Where a stored ``<tenant>.<name>`` shows (a job's
+# ClusterQueue, a reason, the provider's lists, the Kueue export) it names the tenant's own.
+
+
+def own_name(tenant: Tenant, name: str) -> str:
+    """The name a tenant's object called ``name`` is stored under when another holds ``name``."""
+    return f"{tenant.name}.{name}"
+
+
+def shown_name(tenant: Tenant, stored: str) -> str:
+    """The name the tenant gave an object stored as ``stored``."""
+    return stored.removeprefix(f"{tenant.name}.")
+
+
+def find_own(session: Session, kind: str, tenant: Tenant, name: str) -> GovernanceObject | None:
+    """The tenant's own object that it calls ``name`` (stored as ``<tenant>.<name>`` or as
+    ``name``), or None."""
+    for stored in (own_name(tenant, name), name):
+        row = gv.find_object(session, kind, stored)
+        if row is not None and row.tenant_id == tenant.id:
+            return row
+    return None
+
+
+def stored_reference(session: Session, kind: str, tenant: Tenant, name: Any) -> Any:
+    """What a tenant's reference ``name`` to an object of ``kind`` points at: its own object's
+    stored name if it has one of that name, else ``name`` as given."""
+    if not isinstance(name, str) or not name:
+        return name
+    row = find_own(session, kind, tenant, name)
+    return row.name if row is not None else name
+
+
+def name_to_store(session: Session, kind: str, tenant: Tenant, name: str) -> str:
+    """The name a tenant's new object called ``name`` is stored under (see above); 409 only
+    when the tenant already has one or the provider holds the name."""
+    gv.check_name("name", name, label=True)
+    if find_own(session, kind, tenant, name) is not None:
+        raise conflict(f"{kind} {name} already exists in tenant {tenant.name}", "name")
+    held = gv.find_object(session, kind, name)
+    if held is None:
+        return name
+    if held.tenant_id is None:
+        raise conflict(f"{kind} {name} already exists (the provider's)", "name")
+    return own_name(tenant, name)  # another tenant's: the caller learns nothing of it
+
+
+def check_provider_name(session: Session, name: str, owner: int | None) -> None:
+    """A provider's object may take a ``<tenant>.`` name only for that tenant (those names
+    are where a tenant's own objects go)."""
+    first, dot, _ = name.partition(".")
+    if not dot:
+        return
+    holder = session.scalar(select(Tenant.id).where(Tenant.name == first))
+    if holder is not None and holder != owner:
+        raise invalid(
+            "name", f"names beginning {first + '.'!r} are tenant {first}'s; give it to {first}"
+        )
+
+
 def _page(
     session: Session, stmt: Any, limit: int, after: str | None
 ) -> tuple[list[GovernanceObject], str | None]:
@@ -150,8 +221,8 @@ class SpecKind:
         """The tenant's object ``name``; another tenant's is answered exactly like a missing
         one."""
         assert at.tenant is not None
-        row = gv.find_object(at.session, self.kind, name)
-        if row is None or row.tenant_id != at.tenant.id:
+        row = find_own(at.session, self.kind, at.tenant, name)
+        if row is None:
             raise not_found(f"{self.kind} {name} of tenant {at.tenant.name}")
         return row
 
@@ -173,6 +244,24 @@ class SpecKind:
     def view(self, at: At, out: ObjectOut) -> ObjectOut:
         return out
 
+    def tenant_spec(self, at: At, spec: dict[str, Any]) -> dict[str, Any]:
+        """A spec a tenant wrote, its references to its own cohorts as stored."""
+        assert at.tenant is not None
+        for key in ("cohortName", "parentName"):
+            if key in spec:
+                spec = {**spec, key: stored_reference(at.session, gv.COHORT, at.tenant, spec[key])}
+        return spec
+
+    def shown(self, at: At, out: ObjectOut) -> ObjectOut:
+        """``out`` as the tenant of ``at`` calls it and what it refers to (see above)."""
+        if at.tenant is None:
+            return out
+        out.name = shown_name(at.tenant, out.name)
+        for key in ("cohortName", "parentName"):
+            if isinstance(out.spec.get(key), str):
+                out.spec = {**out.spec, key: shown_name(at.tenant, out.spec[key])}
+        return self.view(at, out)
+
     # the verbs
     def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
         if at.tenant is None:
@@ -182,7 +271,7 @@ class SpecKind:
             stmt = of_kind(self.kind).where(GovernanceObject.tenant_id == at.tenant.id)
             names = {at.tenant.id: at.tenant.name}
         rows, cursor = _page(at.session, stmt, limit, after)
-        return Page(items=[self.view(at, object_out(r, names)) for r in rows], next=cursor)
+        return Page(items=[self.shown(at, object_out(r, names)) for r in rows], next=cursor)
 
     def get(self, at: At, name: str) -> Any:
         if at.tenant is None:
@@ -191,7 +280,7 @@ class SpecKind:
                 raise not_found(f"{self.kind} {name}")
             return object_out(row, tenant_names(at.session))
         row = self.owned(at, name, write=False)
-        return self.view(at, object_out(row, tenant_names(at.session)))
+        return self.shown(at, object_out(row, tenant_names(at.session)))
 
     def create(self, at: At, body: ObjectIn) -> Any:
         if at.tenant is None:
@@ -199,14 +288,15 @@ class SpecKind:
             names = tenant_names(at.session)
             spec = self.spec_of(at, body.spec, None if owner is None else names[owner])
             name = object_name(body.name, None)
+            check_provider_name(at.session, name, owner)
             row = create_object(
                 at.session, self.kind, name, {"spec": spec}, owner, by_provider=True
             )
             return object_out(row, names)
-        spec = self.spec_of(at, body.spec, at.tenant.name)
-        name = object_name(body.name, None)
+        spec = self.tenant_spec(at, self.spec_of(at, body.spec, at.tenant.name))
+        name = name_to_store(at.session, self.kind, at.tenant, object_name(body.name, None))
         row = create_object(at.session, self.kind, name, {"spec": spec}, at.tenant.id)
-        return object_out(row, {at.tenant.id: at.tenant.name})
+        return self.shown(at, object_out(row, {at.tenant.id: at.tenant.name}))
 
     def update(self, at: At, name: str, body: ObjectIn) -> Any:
         object_name(body.name, name)
@@ -217,11 +307,11 @@ class SpecKind:
             spec = self.spec_of(at, body.spec, None if owner is None else names[owner])
             row = replace_object(at.session, row, {"spec": spec}, owner, by_provider=True)
             return object_out(row, names)
-        spec = self.spec_of(at, body.spec, at.tenant.name)
+        spec = self.tenant_spec(at, self.spec_of(at, body.spec, at.tenant.name))
         row = replace_object(
             at.session, self.owned(at, name, write=True), {"spec": spec}, at.tenant.id
         )
-        return object_out(row, {at.tenant.id: at.tenant.name})
+        return self.shown(at, object_out(row, {at.tenant.id: at.tenant.name}))
 
     def delete(self, at: At, name: str) -> None:
         if at.tenant is None:
@@ -322,11 +412,12 @@ class HardwareProfiles(SpecKind):
     def owned(self, at: At, name: str, *, write: bool) -> GovernanceObject:
         """To write: the tenant's own profile; to read: also one it may use."""
         assert at.tenant is not None
-        row = gv.find_object(at.session, self.kind, name)
-        if write:
-            if row is None or row.tenant_id != at.tenant.id:
+        own = find_own(at.session, self.kind, at.tenant, name)
+        if write or own is not None:
+            if own is None:
                 raise not_found(f"HardwareProfile {name} of tenant {at.tenant.name}")
-            return row
+            return own
+        row = gv.find_object(at.session, self.kind, name)
         if row is None or (
             row.tenant_id != at.tenant.id
             and name not in {hp.name for hp in gv.usable_profiles(at.session, at.tenant)}
@@ -358,7 +449,7 @@ class HardwareProfiles(SpecKind):
             for r in at.session.scalars(of_kind(self.kind).where(GovernanceObject.name.in_(page)))
         }
         tenants = tenant_names(at.session)
-        items = [self.view(at, object_out(rows[n], tenants)) for n in page]
+        items = [self.shown(at, object_out(rows[n], tenants)) for n in page]
         return Page(items=items, next=page[-1] if len(names) > limit else None)
 
 
@@ -376,10 +467,11 @@ class LocalQueues:
     @staticmethod
     def _out(row: GovernanceObject, tenant: Tenant) -> LocalQueueOut:
         limit = (row.options or {}).get("userLimit")
+        queue = str((row.document.get("spec") or {}).get("clusterQueue", ""))
         return LocalQueueOut(
             name=row.name,
             tenant=tenant.name,
-            cluster_queue=str((row.document.get("spec") or {}).get("clusterQueue", "")),
+            cluster_queue=shown_name(tenant, queue),
             user_limit=None if limit is None else int(limit),
             created_at=row.created_at,
             updated_at=row.updated_at,
@@ -403,15 +495,17 @@ class LocalQueues:
                 .order_by(GovernanceObject.name)
             )
         )
-        if body.cluster_queue not in usable:
-            shown = ", ".join(usable[:20]) + (" ..." if len(usable) > 20 else "") or "none"
+        queue = stored_reference(session, gv.CLUSTER_QUEUE, tenant, body.cluster_queue)
+        if queue not in usable:
+            names = [shown_name(tenant, n) for n in usable]
+            shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "") or "none"
             raise invalid(
                 "clusterQueue",
                 f"no ClusterQueue {body.cluster_queue!r} available to tenant {tenant.name} "
                 f"(available: {shown})",
             )
         options = {} if body.user_limit is None else {"userLimit": body.user_limit}
-        return {"spec": {"clusterQueue": body.cluster_queue}}, options
+        return {"spec": {"clusterQueue": queue}}, options
 
     def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
         assert at.tenant is not None

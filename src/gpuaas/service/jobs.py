@@ -178,8 +178,10 @@ def _resolve_pod_sets(
 
 def _usable_profile(gov: Governance, name: str, tenant: str, field: str) -> HardwareProfile:
     """The profile ``name`` if ``tenant`` may use it; the error lists only what the tenant may
-    use (never other tenants' profiles or who else may use this one)."""
-    profile = gov.hardware_profiles.get(name)
+    use (never other tenants' profiles or who else may use this one). The tenant's own
+    profile of that name comes first (stored as ``<tenant>.<name>`` when another tenant holds
+    the name, :mod:`gpuaas.service.governance_kinds`)."""
+    profile = gov.hardware_profiles.get(f"{tenant}.{name}") or gov.hardware_profiles.get(name)
     usable = sorted(
         p.name
         for p in gov.hardware_profiles.values()

@@ -42,7 +42,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -569,6 +569,7 @@ class Reconciler:
     def _rebuild(self, session: Session, versions: tuple[str, str], now: float) -> list[Write]:
         """A fresh engine from the database; returns writes for jobs it could not keep."""
         gov, config = load_governance(session)
+        config = replace(config, pods_per_cycle=self.settings.admission_pods_per_cycle)
         nodes = load_nodes(session)
         draining = set(session.scalars(select(NodeRow.name).where(NodeRow.draining.is_(True))))
         engine = AdmissionEngine(gov, config, nodes)

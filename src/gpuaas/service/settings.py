@@ -105,6 +105,13 @@ class Settings:
     auth_free_failures: int = field(
         default_factory=lambda: _env_int("GPUAAS_AUTH_FREE_FAILURES", 10)
     )
+    #: pods a tenant's jobs may have tried per admission cycle before its other jobs wait for
+    #: the next cycle (``CycleBudgetSpent``; its first job of a cycle is always tried): one
+    #: tenant's huge gangs cannot hold up the others' (``GPUAAS_ADMISSION_PODS_PER_CYCLE``,
+    #: 0 turns it off)
+    admission_pods_per_cycle: int = field(
+        default_factory=lambda: _env_int("GPUAAS_ADMISSION_PODS_PER_CYCLE", 4000)
+    )
     #: write usage records at job transitions (docs/billing.md); ``GPUAAS_METERING=0`` or
     #: ``gpuaas serve --no-metering`` turn it off (to measure what it costs)
     metering: bool = field(

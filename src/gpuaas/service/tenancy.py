@@ -506,6 +506,8 @@ def check_priority_ceiling(
 
 # --- maximum job size -----------------------------------------------------------------------
 
+#: the pseudo-resource of ``maxJob`` that counts a job's pods
+PODS = "pods"
 _lock = threading.Lock()
 _job_limits: dict[tuple[str, str], dict[int, dict[str, int]]] = {}
 
@@ -533,7 +535,9 @@ def check_job_size(
     session: Session, version: str, tenant_id: int, pod_sets: Iterable[Mapping[str, Any]]
 ) -> None:
     """A job may not ask, summed over its pods, for more of a resource than the tenant's
-    ``maxJob`` allows; InvalidValue names ``podSets`` and both numbers."""
+    ``maxJob`` allows; InvalidValue names ``podSets`` and both numbers. ``maxJob.pods`` (as
+    Kubernetes' ResourceQuota counts ``pods``) bounds the job's pods in all, below the API's
+    own 10,000: admitting a job costs work and a stored placement in proportion to its pods."""
     limits = job_limits(session, version).get(tenant_id)
     if not limits:
         return
@@ -541,6 +545,8 @@ def check_job_size(
     for ps in pod_sets:
         for resource, amount in ps["requests"].items():
             totals[resource] = totals.get(resource, 0) + amount * int(ps["count"])
+    if PODS in limits:
+        totals[PODS] = sum(int(ps["count"]) for ps in pod_sets)
     for resource, limit in limits.items():
         asked = totals.get(resource, 0)
         if asked > limit:

@@ -8,6 +8,16 @@ ClusterQueue per cycle, a pass admits as many workloads of a queue as fit: after
 is decided its next workload joins the candidates at once. StrictFIFO stops a queue at the first
 workload that cannot be admitted; BestEffortFIFO moves past it. Passes repeat until one changes
 nothing. The engine is pure: time is an input and nothing here does I/O.
+
+A run's placement work is bounded per namespace (the LocalQueue's namespace: a tenant in the
+service) by ``AdmissionConfig.pods_per_cycle``, so one tenant's huge gangs cannot make every
+other tenant wait on the run (the engine reads no clock, so work is counted, not time). Each
+workload tried (placed, or found not to fit) charges its pods to its namespace; once the
+namespace has spent the budget its other workloads are not tried in this run and wait with
+``CycleBudgetSpent``, to be tried first in the next one (they are not marked inadmissible). The
+first workload a namespace tries in a run is always tried, whatever its size, so a job larger
+than the budget still gets its turn, one per run. StrictFIFO queues keep their order: the rest
+of such a queue waits behind a deferred head.
 """
 
 from __future__ import annotations
@@ -217,6 +227,11 @@ class AdmissionEngine:
         #: (:func:`_queue_order`) of the last pending workload loaded; every workload not yet
         #: loaded sorts after it. None: every pending workload is here.
         self.loaded_until: tuple[int, float, str] | None = None
+        #: pods tried per namespace in the current run (``AdmissionConfig.pods_per_cycle``), and
+        #: whether the run deferred a workload for it (the next cycle has work even if nothing
+        #: else changes)
+        self._spent: dict[str, int] = {}
+        self.deferred = False
 
         #: node index -> admitted workloads with a pod there (what a fleet change displaces)
         self._on_node: dict[int, set[str]] = {}
@@ -399,6 +414,8 @@ class AdmissionEngine:
             self._preempt_cache.clear()
         self.now = now
         self.preemptor.now = now
+        self._spent.clear()
+        self.deferred = False
         seen: set[frozenset[str]] = set()
         for passes in range(1, self.config.max_passes + 1):
             if not self._pass():
@@ -449,6 +466,12 @@ class AdmissionEngine:
                 wl = items[position[cq]]
                 if self._inadmissible.get(wl.name) == (self._state(cq), self._clock()):
                     # nothing in its cohort tree changed since it last failed: it still fails
+                    if strict[cq]:
+                        block(cq, wl)
+                        return
+                    position[cq] += 1
+                    continue
+                if self._defer(wl):
                     if strict[cq]:
                         block(cq, wl)
                         return
@@ -505,6 +528,13 @@ class AdmissionEngine:
                 if new_key > key and heap and new_key > heap[0][0]:
                     heapq.heappush(heap, (new_key, self._tree(cq), cq, wl, a))
                     continue
+            if self._defer(wl, charge=True):  # its namespace may have spent it since
+                if strict[cq]:
+                    block(cq, wl)
+                    continue
+                position[cq] += 1
+                push_next(cq)
+                continue
             if self._try_admit(wl, cq, a):
                 changed = True
             else:
@@ -535,6 +565,26 @@ class AdmissionEngine:
     def _bump(self, cq: str) -> None:
         self._versions[self._root_of[cq]] += 1
         self._version += 1
+
+    def _defer(self, wl: AdmissionWorkload, charge: bool = False) -> bool:
+        """Whether ``wl`` waits for the next run because its namespace has spent this run's
+        placement budget (recording why); if not and ``charge`` (it is about to be tried), its
+        pods are charged to the namespace."""
+        budget = self.config.pods_per_cycle
+        if not budget:
+            return False
+        namespace = wl.queue.partition("/")[0]
+        spent = self._spent.get(namespace, 0)
+        if spent >= budget:
+            self.why[wl.name] = Reason(
+                Code.CYCLE_BUDGET_SPENT,
+                {"namespace": namespace, "pods": spent, "pods_budget": budget},
+            )
+            self.deferred = True
+            return True
+        if charge:
+            self._spent[namespace] = spent + sum(ps.count for ps in wl.pod_sets)
+        return False
 
     def _user_limit_reason(self, wl: AdmissionWorkload) -> Reason | None:
         limit = self.config.user_limits.get(wl.queue)

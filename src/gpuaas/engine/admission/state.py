@@ -84,6 +84,9 @@ class AdmissionConfig:
     a queue can be taken below its nominal quota in the contested flavor because it borrows
     another; it then reclaims back within its nominal quota, and the two chase each other
     (``tests/engine/admission/test_preemption_loop.py``). Off by default: Kueue's rule.
+    ``pods_per_cycle``: the placement work one namespace (a tenant, in the service) may cost a
+    :meth:`~gpuaas.engine.admission.cycle.AdmissionEngine.run`, in pods tried (0: no bound;
+    see :mod:`gpuaas.engine.admission.cycle`).
     """
 
     fair_sharing: bool = False
@@ -96,6 +99,7 @@ class AdmissionConfig:
     transformations: dict[str, ResourceTransformation] = field(default_factory=dict, hash=False)
     max_passes: int = 10_000
     reclaim_only_contested_borrowers: bool = False
+    pods_per_cycle: int = 0
 
 
 @dataclass(frozen=True, slots=True)

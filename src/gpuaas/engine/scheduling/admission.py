@@ -196,6 +196,8 @@ class AdmissionScheduler:
         last = next(reversed(admitted.values())).sequence if admitted else 0
         engine.evictions.clear()
         engine.run(now)
+        if engine.deferred:  # a namespace spent its placement budget: the rest waits for the next
+            self.dirty = True
         evicted: list[Evicted] = []
         for ev in engine.evictions:
             held = ev.sequence <= last  # admitted before this cycle, not within it

@@ -1,0 +1,134 @@
+# ruff: noqa: E501 (requests read best one to a line)
+"""A tenant names its own ClusterQueues, Cohorts and HardwareProfiles without learning anything
+about other tenants' names (service/governance_kinds.py): a name another tenant holds is no 409;
+the object is stored as ``<tenant>.<name>`` and the tenant reads, lists and refers to it by the
+name it gave, while the engine's ids and the Kueue export stay valid and distinct."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from conftest import Api
+from gpuaas.supply.kueue import load_objects
+
+GPU = "nvidia.com/gpu"
+
+
+def cq_spec(gpus: int, cohort: str) -> dict[str, Any]:
+    return {
+        "cohortName": cohort,
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU],
+                "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
+            }
+        ],
+    }
+
+
+def profile_spec() -> dict[str, Any]:
+    return {
+        "displayName": "Small",
+        "localQueue": "main",
+        "resources": [{"name": GPU, "min": 1, "default": 1, "max": 1}],
+    }
+
+
+def admin_of(api: Api, tenant: str) -> Api:
+    assert api.put(f"/v1/tenants/{tenant}/members/{tenant}-admin", json={"role": "tenant-admin"}).status_code in (200, 201)  # fmt: skip
+    made = api.post(f"/v1/tenants/{tenant}/members/{tenant}-admin/tokens", json={"name": "t"})
+    return api.as_(made.json()["token"])
+
+
+def build_tenant(admin: Api, tenant: str, gpus: int) -> list[Any]:
+    """Its cohort ``team``, ClusterQueue ``gpus`` in it, LocalQueue ``main`` and profile
+    ``small``: the same names in every tenant. Returns the answers."""
+    base = f"/v1/tenants/{tenant}"
+    return [
+        admin.post(f"{base}/cohorts", json={"name": "team", "spec": {}}),
+        admin.post(f"{base}/cluster-queues", json={"name": "gpus", "spec": cq_spec(gpus, "team")}),
+        admin.post(f"{base}/local-queues", json={"name": "main", "clusterQueue": "gpus"}),
+        admin.post(f"{base}/hardware-profiles", json={"name": "small", "spec": profile_spec()}),
+    ]
+
+
+def world(api: Api) -> tuple[Api, Api]:
+    assert api.post("/v1/flavors", json={"name": "h100", "spec": {}}).status_code == 201
+    for tenant in ("acme", "globex"):
+        body = {"name": tenant, "capacity": {"h100": {GPU: 8}}}
+        assert api.post("/v1/tenants", json=body).status_code == 201
+    return admin_of(api, "globex"), admin_of(api, "acme")
+
+
+def test_a_name_another_tenant_holds_is_created_and_read_as_the_tenants_own(api: Api) -> None:
+    globex, acme = world(api)
+    for answer in build_tenant(globex, "globex", 8):
+        assert answer.status_code == 201, answer.text
+    for answer in build_tenant(acme, "acme", 2):  # the same names: no 409, nothing said of globex
+        assert answer.status_code == 201, answer.text
+        assert "globex" not in answer.text
+    made = build_tenant(acme, "acme", 2)[1]
+    assert made.status_code == 409 and "acme" in made.text and "globex" not in made.text
+
+    queue = acme.get("/v1/tenants/acme/cluster-queues/gpus").json()
+    assert queue["name"] == "gpus" and queue["spec"]["cohortName"] == "team"
+    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 2
+    other = globex.get("/v1/tenants/globex/cluster-queues/gpus").json()
+    assert other["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 8
+    listed = acme.get("/v1/tenants/acme/cluster-queues").json()["items"]
+    assert [q["name"] for q in listed] == ["gpus"]
+    assert acme.get("/v1/tenants/acme/cohorts/team").json()["name"] == "team"
+    assert acme.get("/v1/tenants/acme/local-queues/main").json()["clusterQueue"] == "gpus"
+    assert acme.get("/v1/tenants/acme/hardware-profiles/small").json()["name"] == "small"
+    assert "small" in [p["name"] for p in acme.get("/v1/tenants/acme/hardware-profiles").json()["items"]]  # fmt: skip
+
+    # the provider sees both under their stored names, each with its owner
+    owners = {(q["name"], q["tenant"]) for q in api.get("/v1/cluster-queues").json()["items"]}
+    assert {("gpus", "globex"), ("acme.gpus", "acme")} <= owners
+    assert api.get("/v1/cohorts/acme.team").json()["tenant"] == "acme"
+
+    # the export is a valid Kueue configuration holding both, the LocalQueue pointing at its own
+    exported = list(yaml.safe_load_all(api.get("/v1/kueue/export").text))
+    load_objects(exported)
+    lq = next(
+        d for d in exported
+        if d["kind"] == "LocalQueue" and d["metadata"] == {"name": "main", "namespace": "acme"}
+    )  # fmt: skip
+    assert lq["spec"]["clusterQueue"] == "acme.gpus"
+    cq = next(d for d in exported if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == "acme.gpus")  # fmt: skip
+    assert cq["spec"]["cohortName"] == "acme.team"
+
+    # a job asking for the profile gets the tenant's own
+    acme_user = api.put("/v1/tenants/acme/members/ann", json={"role": "tenant-user"})
+    assert acme_user.status_code in (200, 201)
+    token = api.post("/v1/tenants/acme/members/ann/tokens", json={"name": "t"}).json()["token"]
+    job = {"name": "j", "command": ["x"],
+           "podSets": [{"name": "m", "count": 1, "hardwareProfile": "small"}]}  # fmt: skip
+    r = api.as_(token).post("/v1/tenants/acme/jobs", json=job)
+    assert r.status_code == 201, r.text
+    assert r.json()["queue"] == "main"
+
+    # deleting its own leaves the other tenant's
+    assert acme.delete("/v1/tenants/acme/hardware-profiles/small").status_code == 204
+    assert globex.get("/v1/tenants/globex/hardware-profiles/small").status_code == 200
+    assert acme.get("/v1/tenants/acme/hardware-profiles/small").status_code == 404
+
+
+def test_a_tenant_gives_its_objects_labels_and_the_provider_keeps_to_tenants_prefixes(
+    api: Api,
+) -> None:
+    _, acme = world(api)
+    r = acme.post("/v1/tenants/acme/cohorts", json={"name": "globex.team", "spec": {}})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "name", r.text
+    # the provider may not put another tenant's object where acme's own go
+    body = {"name": "acme.gpus", "spec": cq_spec(1, "globex"), "tenant": "globex"}
+    r = api.post("/v1/cluster-queues", json=body)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "name", r.text
+    body["tenant"] = "acme"
+    body["spec"] = cq_spec(1, "acme")
+    assert api.post("/v1/cluster-queues", json=body).status_code == 201
+    # now acme's own "gpus" (stored as acme.gpus, made by the provider) is a conflict of its own
+    r = acme.post("/v1/tenants/acme/cluster-queues", json={"name": "gpus", "spec": cq_spec(1, "acme")})  # fmt: skip
+    assert r.status_code == 409 and "globex" not in r.text
