@@ -183,9 +183,9 @@ class SubmissionWriter:
 
     def _answer_stored(self, batch: Sequence[_Pending]) -> None:
         repeats = [item for item in batch if item.job_id is None]
-        for item in batch:
-            if item.job_id is not None:
-                _answer(item, (Job(id=item.job_id, **item.values), True))
+        _answer_many(
+            [(item, (Job(id=item.job_id, **item.values), True)) for item in batch if item.job_id]
+        )
         if not repeats:
             return
         with self.db.sessions() as session:
@@ -212,3 +212,19 @@ def _answer(
 
     with contextlib.suppress(RuntimeError):  # the request's loop is closed: nobody to answer
         item.loop.call_soon_threadsafe(settle)
+
+
+def _answer_many(answers: Sequence[tuple[_Pending, tuple[Job, bool]]]) -> None:
+    """Settle a batch's futures with one wake-up per event loop, not one per request."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Pending, tuple[Job, bool]]]] = {}
+    for item, result in answers:
+        by_loop.setdefault(item.loop, []).append((item, result))
+    for loop, settled in by_loop.items():
+
+        def settle(settled: list[tuple[_Pending, tuple[Job, bool]]] = settled) -> None:
+            for item, result in settled:
+                if not item.future.done():
+                    item.future.set_result(result)
+
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to answer
+            loop.call_soon_threadsafe(settle)
