@@ -42,6 +42,7 @@ class Server:
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
+        self.stop()  # the caller never gets this server to stop: do not leave it running
         raise AssertionError("the server did not come up")
 
     def client(self) -> httpx.Client:

@@ -64,6 +64,10 @@ class Outcome:
     replayed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     elapsed: float = 0.0
+    #: CPU seconds the server process (API) and its children (the reconciler) spent while the
+    #: clients submitted; None where /proc cannot say (not Linux)
+    server_cpu: float | None = None
+    children_cpu: float | None = None
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -181,6 +185,10 @@ class Server:
             time.sleep(0.1)
         raise BenchError(f"the server did not answer in {STARTUP_TIMEOUT:.0f}s:\n{self.log_tail()}")
 
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             text = self.log.read_text(encoding="utf-8", errors="replace")
@@ -197,6 +205,33 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of one process, from ``/proc`` (None if it cannot be read).
+
+    The machine running the benchmark is often shared: wall-clock rates move with the load, the
+    CPU a submission costs the server much less, so the benchmark reports both."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return [int(c) for t in tasks for c in (t / "children").read_text().split()]
+    except OSError:
+        return []
+
+
+def tree_cpu(pid: int) -> tuple[float | None, float | None]:
+    """CPU seconds of the process and, summed, of its live children."""
+    own = cpu_seconds(pid)
+    children = [cpu_seconds(child) for child in children_of(pid)]
+    return own, (sum(c for c in children if c is not None) if own is not None else None)
 
 
 # -- setup through the API --------------------------------------------------------------------
@@ -276,6 +311,7 @@ def job_spec(run: str, index: int, duration: float) -> dict[str, Any]:
 async def submit_all(
     url: str,
     token: str,
+    server_pid: int | None,
     clients: int,
     jobs: int,
     duration: float,
@@ -317,9 +353,14 @@ async def submit_all(
                 if index % 50 == 0:
                     progress.update(task, completed=min(index, jobs))
 
+        cpu_before = tree_cpu(server_pid) if server_pid is not None else (None, None)
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
         outcome.elapsed = time.perf_counter() - began
+        cpu_after = tree_cpu(server_pid) if server_pid is not None else (None, None)
+        if cpu_before[0] is not None and cpu_after[0] is not None:
+            outcome.server_cpu = cpu_after[0] - cpu_before[0]
+            outcome.children_cpu = (cpu_after[1] or 0.0) - (cpu_before[1] or 0.0)
     progress.update(task, completed=jobs)
     return outcome
 
@@ -366,6 +407,16 @@ def summarise(
         "p99_ms": round(percentile(lat, 99) * 1000, 2),
         "max_ms": round(lat[-1] * 1000, 2) if lat else 0.0,
         "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else 0.0,
+        # the API process's CPU per submission (the reconciler's process apart): on a shared
+        # machine a steadier figure than the rate
+        "server_cpu_ms_per_submission": (
+            round(outcome.server_cpu / len(lat) * 1000, 3)
+            if outcome.server_cpu is not None and lat
+            else None
+        ),
+        "reconciler_cpu_s": (
+            round(outcome.children_cpu, 2) if outcome.children_cpu is not None else None
+        ),
         "errors": sum(outcome.errors.values()),
         "error_kinds": dict(outcome.errors.most_common(5)),
         "jobs": jobs,
@@ -397,13 +448,16 @@ def show_result(result: dict[str, Any]) -> None:
         f"({result['fleet']})"
     )
     table = Table(title=title)
-    for header in ("submissions/s", "p50 ms", "p99 ms", "max ms", "errors", "acked", "listed"):
+    headers = ("submissions/s", "p50 ms", "p99 ms", "max ms", "server CPU ms/sub", "errors",
+               "acked", "listed")  # fmt: skip
+    for header in headers:
         table.add_column(header, justify="right")
     table.add_row(
         f"{result['submissions_per_s']:.1f}",
         f"{result['p50_ms']:.1f}",
         f"{result['p99_ms']:.1f}",
         f"{result['max_ms']:.1f}",
+        "-" if (cpu := result["server_cpu_ms_per_submission"]) is None else f"{cpu:.2f}",
         str(result["errors"]),
         str(result["acknowledged"]),
         str(result["listed"]),
@@ -474,7 +528,7 @@ def bench_api(
                 )
                 with progress:
                     outcome = asyncio.run(
-                        submit_all(server.url, token, clients, jobs, duration, progress)
+                        submit_all(server.url, token, server.pid, clients, jobs, duration, progress)
                     )
                 listed = list_every_job(server.url, token)
             finally:

@@ -18,6 +18,7 @@ from gpuaas import __version__
 from gpuaas.service import console, errors, openapi
 from gpuaas.service.audit import AuditLog, AuditMiddleware
 from gpuaas.service.auth import TenantCache, bootstrap_admin, mark_bootstrapped
+from gpuaas.service.group_commit import SubmissionWriter
 from gpuaas.service.limits import BodyLimit
 from gpuaas.service.rate_limits import RateLimits, RateLimitSettings
 from gpuaas.service.routers import ROUTERS
@@ -94,6 +95,8 @@ def start(
     db.upgrade()
     app.state.db = db
     app.state.audit.start(db)
+    app.state.submissions = SubmissionWriter(db)  # group commit (service/group_commit.py)
+    app.state.submissions.start()
     from gpuaas.service import usage
 
     usage.configure(db.url, enabled=settings.metering)
@@ -148,6 +151,9 @@ def stop(app: FastAPI) -> None:
     reconciler = getattr(app.state, "reconciler", None)
     if reconciler is not None:
         reconciler.stop()
+    submissions = getattr(app.state, "submissions", None)
+    if submissions is not None:
+        submissions.stop()
     audit = getattr(app.state, "audit", None)
     if audit is not None:
         audit.stop()

@@ -36,7 +36,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import httpx
@@ -77,7 +77,15 @@ class AuditEntry:
     before_digest: str | None = None
 
     def line(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+        return json.dumps(self.row(), separators=(",", ":"), sort_keys=True)
+
+    def row(self) -> dict[str, Any]:
+        """The fields as a flat dict (``dataclasses.asdict`` deep-copies: it cost the writer
+        more than the insert)."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(AuditEntry))
 
 
 def outcome_of(status: int) -> str:
@@ -193,16 +201,16 @@ class AuditLog:
             stored = []
             for entry, token_hash in pending:
                 who = holders.get(token_hash or "", {})
-                done = AuditEntry(
-                    **{**asdict(entry), **who, "before_digest": last.get(entry.object)}
-                )
+                done = replace(entry, **who, before_digest=last.get(entry.object))
                 stored.append(done)
                 if entry.outcome == "ok":
                     last[entry.object] = entry.after_digest
-            session.execute(insert(AuditRow), [asdict(e) for e in stored])
+            session.execute(insert(AuditRow), [e.row() for e in stored])
         return stored
 
     def _ship(self, entries: Iterable[AuditEntry]) -> None:
+        if self._syslog is None and not self.http_sink:
+            return  # no sink: nothing to render
         lines = [e.line() for e in entries]
         if self._syslog is not None:
             for line in lines:

@@ -1,0 +1,130 @@
+"""Group commit of submissions (service/group_commit.py), on SQLite and PostgreSQL: many
+requests' jobs share one transaction, every acknowledged job is stored with its first event,
+a repeated idempotency key answers the first job, and one bad row fails its own request only."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from job_world import build_world, job_spec
+from sqlalchemy import func, select
+
+from gpuaas.service.errors import ApiError
+from gpuaas.service.group_commit import SubmissionWriter
+from gpuaas.service.jobs import prepare_job
+from gpuaas.service.models.jobs import JobSpec
+from gpuaas.store.db import Database
+from gpuaas.store.tables import Job, JobEvent, Tenant
+
+
+@pytest.fixture
+def world(db: Database) -> dict[str, int]:
+    return build_world(db, quota_gpus=8, nodes=2)
+
+
+@pytest.fixture
+def writer(db: Database) -> Iterator[SubmissionWriter]:
+    w = SubmissionWriter(db)
+    w.start()
+    yield w
+    w.stop()
+
+
+def prepared(db: Database, world: dict[str, int], name: str, **extra: Any) -> dict[str, Any]:
+    with db.sessions() as s:
+        tenant = s.get(Tenant, world["tenant"])
+        assert tenant is not None
+        spec = JobSpec.model_validate(job_spec(name, **extra))
+        return prepare_job(s, tenant, world["alice"], spec, time.time())
+
+
+async def submit_all(writer: SubmissionWriter, rows: list[dict[str, Any]]) -> list[Any]:
+    return await asyncio.gather(*(writer.submit(v, "acme") for v in rows), return_exceptions=True)
+
+
+def test_concurrent_submissions_share_transactions_and_all_are_stored(
+    db: Database, world: dict[str, int], writer: SubmissionWriter
+) -> None:
+    rows = [prepared(db, world, f"j{i}", idempotencyKey=f"k{i}") for i in range(200)]
+    results = asyncio.run(submit_all(writer, rows))
+    assert all(created for _, created in results)
+    ids = {job.id for job, _ in results}
+    assert len(ids) == 200
+    assert writer.batches < 200  # the requests of the moment went in fewer transactions
+    with db.sessions() as s:
+        stored = set(s.scalars(select(Job.id)))
+        assert stored == ids
+        with_event = set(s.scalars(select(JobEvent.job_id).where(JobEvent.to_state == "Pending")))
+        assert with_event == ids  # each with its first event
+    by_name = {job.name: job for job, _ in results}
+    assert by_name["j7"].idempotency_key == "k7"
+
+
+def test_a_repeated_key_in_one_batch_or_later_answers_the_first_job(
+    db: Database, world: dict[str, int], writer: SubmissionWriter
+) -> None:
+    rows = [prepared(db, world, "same", idempotencyKey="once") for _ in range(5)]
+    results = asyncio.run(submit_all(writer, rows))
+    assert sum(created for _, created in results) == 1
+    assert len({job.id for job, _ in results}) == 1
+    again = asyncio.run(submit_all(writer, [prepared(db, world, "same", idempotencyKey="once")]))
+    assert again[0][1] is False and again[0][0].id == results[0][0].id
+    with db.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 1
+
+
+def test_a_row_the_database_refuses_fails_its_own_request_only(
+    db: Database, world: dict[str, int], writer: SubmissionWriter
+) -> None:
+    good = [prepared(db, world, f"ok{i}") for i in range(10)]
+    bad = {**prepared(db, world, "orphan"), "user_id": 10**9}  # no such user: a foreign key
+    results = asyncio.run(submit_all(writer, [*good[:5], bad, *good[5:]]))
+    assert isinstance(results[5], Exception)
+    assert all(not isinstance(r, Exception) and r[1] for i, r in enumerate(results) if i != 5)
+    with db.sessions() as s:
+        names = set(s.scalars(select(Job.name)))
+    assert names == {f"ok{i}" for i in range(10)}
+
+
+def test_idempotency_keys_are_per_user(
+    db: Database, world: dict[str, int], writer: SubmissionWriter
+) -> None:
+    """The conflict clause names the (tenant, user, key) constraint: another user's key is
+    not a repeat."""
+    first = asyncio.run(submit_all(writer, [prepared(db, world, "a", idempotencyKey="k")]))[0]
+    other = {**prepared(db, world, "a", idempotencyKey="k"), "user_id": world["bob"]}
+    second = asyncio.run(submit_all(writer, [other]))[0]
+    assert first[1] and second[1] and first[0].id != second[0].id  # keys are per user
+
+
+def test_stop_writes_what_is_queued(db: Database, world: dict[str, int]) -> None:
+    writer = SubmissionWriter(db)
+    writer.start()
+    rows = [prepared(db, world, f"q{i}") for i in range(20)]
+
+    async def run() -> list[Any]:
+        tasks = [asyncio.ensure_future(writer.submit(v, "acme")) for v in rows]
+        await asyncio.sleep(0)
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(run())
+    writer.stop()
+    assert len({job.id for job, _ in results}) == 20
+    with db.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 20
+
+
+def test_errors_reach_the_request(db: Database, world: dict[str, int]) -> None:
+    """A batch that cannot be written at all answers every waiting request with the error
+    (here a statement the database cannot run), never leaves one waiting."""
+    writer = SubmissionWriter(db)
+    writer.start()
+    row = prepared(db, world, "x")
+    writer._insert = writer._insert.values(no_such_column=1)  # type: ignore[call-arg]
+    results = asyncio.run(submit_all(writer, [row, row]))
+    writer.stop()
+    assert all(isinstance(r, Exception) and not isinstance(r, ApiError) for r in results)
