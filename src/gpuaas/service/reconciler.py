@@ -354,12 +354,13 @@ class Reconciler:
                                 self._fluid_nodes)  # fmt: skip
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        usage.configure(db.url, enabled=settings.metering)  # metering (service/usage.py)
         self._metered_at = -math.inf
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
         #: GPU utilisation windows (docs/telemetry.md), fed every telemetry_interval
         self.utilisation = utilisation or Utilisation.of(settings)
+        # metering (service/usage.py): records carry the windows' measured utilisation
+        usage.configure(db.url, enabled=settings.metering, reader=self.utilisation)
         self._telemetry_feed = TelemetryFeed(self.utilisation, settings,
                                              self.telemetry.dcgm_scrapes_counted)  # fmt: skip
         #: inference jobs' replicas (docs/workload-autoscaling.md), read from the windows

@@ -339,9 +339,7 @@ def _values(
         effective = cost(piece.quantity, int(entry.contracted_per_hour.scaleb(9)))
     utilization = None
     if reader is not None and piece.held.device not in ("cpu", "memory"):
-        summary = reader.device(piece.held.node, piece.held.device)
-        if summary is not None and summary.known:
-            utilization = summary.mean
+        utilization = measured(reader, piece)
     return {
         "key": piece.key, "tenant": row.tenant, "user": row.user, "queue": row.queue,
         "cluster": row.cluster, "job_id": row.job_id, "attempt": row.attempt,
@@ -352,6 +350,21 @@ def _values(
         "currency": entry.currency if entry is not None else NO_CURRENCY,
         "list_cost": list_cost, "effective_cost": effective, "utilization": utilization,
     }  # fmt: skip
+
+
+def measured(reader: UtilisationReader, piece: Piece) -> float | None:
+    """The device's measured mean utilisation for ``piece``: the telemetry window's mean
+    when its samples (``[until - span, until]``) fall within the piece, so a record is never
+    labelled with what its device did after it ended (an hourly record the step writes
+    :data:`LAG` later carries none: the window holds only the last minutes). None: no
+    telemetry, a stale (unknown) window, or one from another time."""
+    summary = reader.device(piece.held.node, piece.held.device)
+    if summary is None or not summary.known:
+        return None
+    start, end = piece.start_us / US, piece.end_us / US
+    if summary.until - summary.span > end or summary.until < start:
+        return None
+    return summary.mean
 
 
 def _insert_or_ignore(session: Session, values: list[dict[str, Any]]) -> None:

@@ -1,0 +1,70 @@
+"""Usage records carry the measured utilisation in the running service: the server's start
+and the reconciler give metering the very telemetry windows the API reads, so a job a
+user cancels and a job that finishes on its own are both recorded with their devices'
+measured mean (each device's, in the one device naming), read back through
+``GET /v1/tenants/{tenant}/usage``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from test_clusters_api import World, job
+
+from conftest import ADMIN_TOKEN, Api, make_settings
+from gpuaas.service.app import create_app
+from gpuaas.service.reconciler import Reconciler
+
+WINDOW = 4.0
+
+
+@pytest.fixture
+def world(sqlite_url: str, tmp_path: Path) -> Iterator[World]:
+    settings = make_settings(sqlite_url, tmp_path, telemetry_interval=0, telemetry_window=WINDOW)
+    app = create_app(settings)
+    with TestClient(app) as client:  # the server's start configures metering
+        w = World(Api(client, ADMIN_TOKEN), tmp_path)
+        w.reconciler = Reconciler(w.db, w.settings, app.state.telemetry,
+                                  utilisation=app.state.utilisation)  # fmt: skip
+        w.build()
+        yield w
+        w.reconciler.stop()
+
+
+def feed_while_running(w: World, *ids: int) -> None:
+    """Step until the jobs run, then a window's worth of samples taken while they run."""
+    w.settle(lambda: all(w.job(i).state == "Running" for i in ids))
+    until = time.time() + WINDOW + 0.2
+    while time.time() < until:
+        w.reconciler.step(time.time())
+        time.sleep(0.02)
+
+
+def gpu_records(w: World, job_id: int) -> list[dict[str, object]]:
+    page = w.ok("GET", f"/v1/tenants/acme/usage?job={job_id}", w.admin())
+    return [r for r in page["items"] if r["device"] not in ("cpu", "memory")]
+
+
+def test_a_cancelled_and_a_finished_job_are_recorded_with_their_measured_utilisation(
+    world: World,
+) -> None:
+    w = world
+    cancelled = w.submit("acme", job("busy", gpus=2, utilization={"gpu": 70}))
+    finished = w.submit("acme", job("short", gpus=1, duration=WINDOW + 2, utilization={"gpu": 30}))
+    feed_while_running(w, cancelled, finished)
+
+    w.ok("POST", f"/v1/tenants/acme/jobs/{cancelled}/cancel", w.user())
+    w.settle(lambda: w.job(cancelled).state == "Cancelled")
+    records = gpu_records(w, cancelled)
+    assert len(records) >= 2
+    for record in records:
+        assert record["utilization"] == pytest.approx(0.7, abs=0.05), record
+
+    w.settle(lambda: w.job(finished).state == "Succeeded", seconds=30)
+    records = gpu_records(w, finished)
+    assert records
+    for record in records:
+        assert record["utilization"] == pytest.approx(0.3, abs=0.05), record
