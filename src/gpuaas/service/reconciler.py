@@ -69,7 +69,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
-from gpuaas.service import usage
+from gpuaas.service import usage, usage_volumes
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
@@ -552,6 +552,7 @@ class Reconciler:
         self._metered_at = now
         with serialized_writes(self.db.engine), self.db.session() as session:
             usage.step(session, now)
+            usage_volumes.step(session, now)  # storage GB-hours (service/usage_volumes.py)
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine
