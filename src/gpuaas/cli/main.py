@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "bench_locality",
         "bench_autoscale",
         "bench_billing",
-        "bench_usage",
+        "bench_metering",
     ),
     "serve": ("serve",),
     "db": ("serve",),
