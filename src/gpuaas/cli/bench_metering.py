@@ -13,7 +13,12 @@ over the submission window, per submission and per job transition the server mad
 other processes changes least: it counts the server's own work, not its waiting for a core.
 
 The figures: the ratio of the median throughputs (on / off; the target is >= 0.95) and of
-the median CPU times per submission (on / off; <= 1.05 is the same target in CPU).
+the median CPU times per submission (on / off; <= 1.05 is the same target in CPU). Between
+runs the load moves, so ``--profile`` adds a measurement within one run: a metering-on run
+with py-spy sampling the server's processes (``--subprocesses``, 100 Hz, idle threads not
+sampled): the share of samples with a metering frame on the stack is metering's share of the
+server's CPU, whatever the machine's load did (py-spy's own cost lands on that run only,
+which is why it is not one of the A/B runs).
 """
 
 from __future__ import annotations
@@ -22,7 +27,11 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -78,7 +87,34 @@ def transitions(states: dict[int, str]) -> int:
     return out
 
 
-def one_run(metering: bool, jobs: int, clients: int, nodes: int, duration: float) -> dict[str, Any]:
+def py_spy() -> str | None:
+    """The py-spy next to this Python (the project's venv has it), or on the PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def metering_share(raw: str) -> tuple[int, int]:
+    """Of py-spy's raw (collapsed) samples: how many have a metering frame on their stack
+    (``service/usage.py``, ``service/usage_volumes.py``, ``billing/metering.py``,
+    ``billing/skus.py``), and how many there are. Idle threads are not sampled, so the
+    share approximates the share of the processes' CPU."""
+    marks = ("service/usage.py:", "service/usage_volumes.py:", "billing/metering.py:",
+             "billing/skus.py:")  # fmt: skip
+    ours = every = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        every += int(count)
+        if any(mark in stack for mark in marks):
+            ours += int(count)
+    return ours, every
+
+
+def one_run(
+    metering: bool, jobs: int, clients: int, nodes: int, duration: float,
+    profile: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-metering-") as tmp:
         workdir = Path(tmp)
         db_url = f"sqlite:///{workdir / 'bench.db'}"
@@ -90,17 +126,40 @@ def one_run(metering: bool, jobs: int, clients: int, nodes: int, duration: float
             assert server.process is not None
             pid = server.process.pid
             load = os.getloadavg()[0]
+            spy, raw = None, workdir / "profile.txt"
+            if profile:
+                spy = subprocess.Popen(
+                    [py_spy() or "py-spy", "record", "--pid", str(pid), "--subprocesses",
+                     "--nonblocking", "-r", "100", "-f", "raw", "-o", str(raw)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
             cpu0, wall0 = tree_cpu(pid), time.perf_counter()
             with Progress(transient=True, console=Console(stderr=True)) as progress:
                 outcome = asyncio.run(submit_all(server.url, token, clients, jobs, duration,
                                                  progress))  # fmt: skip
             cpu, wall = tree_cpu(pid) - cpu0, time.perf_counter() - wall0
+            sampled = None
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+                try:
+                    spy.wait(60)
+                except subprocess.TimeoutExpired:
+                    spy.kill()
+                    spy.wait()
+                sampled = metering_share(raw.read_text()) if raw.exists() else (0, 0)
             states = list_every_job(server.url, token)
         finally:
             server.stop()
     done = len(outcome.latencies)
     moved = transitions(states)
+    extra: dict[str, Any] = {}
+    if sampled is not None:
+        ours, every = sampled
+        share = round(ours / every, 4) if every else None
+        extra = {"profile_samples": every, "metering_samples": ours,
+                 "metering_share_of_server_cpu": share}  # fmt: skip
     return {
+        **extra,
         "metering": metering,
         "submissions_per_s": round(done / outcome.elapsed, 2) if outcome.elapsed else 0.0,
         "server_cpu_s": round(cpu, 2),
@@ -140,6 +199,14 @@ def bench_metering(
     duration: Annotated[
         float, typer.Option("--duration", min=0.1, help="each job's simulated run time (s)")
     ] = 1.0,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="then one more metering-on run sampled by py-spy: the "
+            "share of the server's CPU spent in metering, within one run",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Interleaved `bench api` runs with usage recording on and off: throughput and the
@@ -157,6 +224,9 @@ def bench_metering(
                 raise typer.Exit(1) from None
     result = {"runs": runs, **summary(runs), "jobs": jobs, "clients": clients,
               "fleet": f"{nodes} nodes x {GPUS_PER_NODE} H100", "duration_s": duration}  # fmt: skip
+    if profile:
+        err.print("profiled run: metering on, py-spy sampling the server")
+        result["profiled"] = one_run(True, jobs, clients, nodes, duration, profile=True)
     if as_json:
         typer.echo(json.dumps(result))
         return
@@ -173,3 +243,6 @@ def bench_metering(
         f"throughput on/off (medians): {result['throughput_ratio_on_off']} (target >= 0.95); "
         f"server CPU per submission on/off: {result['cpu_ratio_on_off']} (<= 1.05)"
     )
+    if profile:
+        share = result["profiled"].get("metering_share_of_server_cpu")
+        typer.echo(f"profiled run: metering's share of the server's sampled CPU: {share}")
