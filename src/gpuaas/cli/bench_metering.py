@@ -15,10 +15,12 @@ other processes changes least: it counts the server's own work, not its waiting 
 The figures: the ratio of the median throughputs (on / off; the target is >= 0.95) and of
 the median CPU times per submission (on / off; <= 1.05 is the same target in CPU). Between
 runs the load moves, so ``--profile`` adds a measurement within one run: a metering-on run
-with py-spy sampling the server's processes (``--subprocesses``, 100 Hz, idle threads not
-sampled): the share of samples with a metering frame on the stack is metering's share of the
-server's CPU, whatever the machine's load did (py-spy's own cost lands on that run only,
-which is why it is not one of the A/B runs).
+with py-spy sampling the server's processes (``--subprocesses``, 100 Hz, ``--gil``: only
+the thread holding the GIL, i.e. running Python, not one waiting for a lock, the disk or a
+core): the share of samples with a metering frame on the stack is metering's share of the
+server's Python CPU whatever the machine's load did (SQLite's own work inside a metering
+call releases the GIL and is not counted; py-spy's own cost lands on that run only, which
+is why it is not one of the A/B runs).
 """
 
 from __future__ import annotations
@@ -96,8 +98,7 @@ def py_spy() -> str | None:
 def metering_share(raw: str) -> tuple[int, int]:
     """Of py-spy's raw (collapsed) samples: how many have a metering frame on their stack
     (``service/usage.py``, ``service/usage_volumes.py``, ``billing/metering.py``,
-    ``billing/skus.py``), and how many there are. Idle threads are not sampled, so the
-    share approximates the share of the processes' CPU."""
+    ``billing/skus.py``), and how many there are (samples of the GIL's holder only)."""
     marks = ("service/usage.py:", "service/usage_volumes.py:", "billing/metering.py:",
              "billing/skus.py:")  # fmt: skip
     ours = every = 0
@@ -130,7 +131,7 @@ def one_run(
             if profile:
                 spy = subprocess.Popen(
                     [py_spy() or "py-spy", "record", "--pid", str(pid), "--subprocesses",
-                     "--nonblocking", "-r", "100", "-f", "raw", "-o", str(raw)],
+                     "--gil", "--nonblocking", "-r", "100", "-f", "raw", "-o", str(raw)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
             cpu0, wall0 = tree_cpu(pid), time.perf_counter()
@@ -192,7 +193,9 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 @bench_app.command("metering")
 def bench_metering(
-    rounds: Annotated[int, typer.Option("--rounds", min=1, max=20, help="on/off pairs")] = 3,
+    rounds: Annotated[
+        int, typer.Option("--rounds", min=0, max=20, help="on/off pairs (0: --profile only)")
+    ] = 3,
     jobs: Annotated[int, typer.Option("--jobs", min=1, help="submissions per run")] = 1000,
     clients: Annotated[int, typer.Option("--clients", min=1, max=1000)] = 16,
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=1000)] = 4,
@@ -222,13 +225,16 @@ def bench_metering(
             except BenchError as exc:
                 err.print(f"error: {exc}", markup=False)
                 raise typer.Exit(1) from None
-    result = {"runs": runs, **summary(runs), "jobs": jobs, "clients": clients,
+    result = {"runs": runs, **(summary(runs) if runs else {}), "jobs": jobs, "clients": clients,
               "fleet": f"{nodes} nodes x {GPUS_PER_NODE} H100", "duration_s": duration}  # fmt: skip
     if profile:
         err.print("profiled run: metering on, py-spy sampling the server")
         result["profiled"] = one_run(True, jobs, clients, nodes, duration, profile=True)
     if as_json:
         typer.echo(json.dumps(result))
+        return
+    if not runs:
+        typer.echo(json.dumps(result.get("profiled")))
         return
     table = Table(title=f"bench api with and without metering: {jobs} submissions per run")
     for column in ("run", "metering", "submissions/s", "server CPU", "CPU ms/submission",
