@@ -98,7 +98,8 @@ def py_spy() -> str | None:
 def metering_share(raw: str) -> tuple[int, int]:
     """Of py-spy's raw (collapsed) samples: how many have a metering frame on their stack
     (``service/usage.py``, ``service/usage_volumes.py``, ``billing/metering.py``,
-    ``billing/skus.py``), and how many there are (samples of the GIL's holder only)."""
+    ``billing/skus.py``; not while a process imports them), and how many there are
+    (samples of the GIL's holder only)."""
     marks = ("service/usage.py:", "service/usage_volumes.py:", "billing/metering.py:",
              "billing/skus.py:")  # fmt: skip
     ours = every = 0
@@ -107,14 +108,15 @@ def metering_share(raw: str) -> tuple[int, int]:
         if not count.isdigit():
             continue
         every += int(count)
-        if any(mark in stack for mark in marks):
+        frames = [f for f in stack.split(";") if any(mark in f for mark in marks)]
+        if frames and not frames[0].startswith("<module>"):  # importing them is no recording
             ours += int(count)
     return ours, every
 
 
 def one_run(
     metering: bool, jobs: int, clients: int, nodes: int, duration: float,
-    profile: bool = False,
+    profile: bool = False, keep: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-metering-") as tmp:
         workdir = Path(tmp)
@@ -148,6 +150,8 @@ def one_run(
                     spy.kill()
                     spy.wait()
                 sampled = metering_share(raw.read_text()) if raw.exists() else (0, 0)
+                if keep is not None and raw.exists():
+                    shutil.copyfile(raw, keep)
             states = list_every_job(server.url, token)
         finally:
             server.stop()
@@ -210,6 +214,9 @@ def bench_metering(
             "share of the server's CPU spent in metering, within one run",
         ),
     ] = False,
+    profile_out: Annotated[
+        Path | None, typer.Option("--profile-out", help="keep py-spy's raw samples here")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Interleaved `bench api` runs with usage recording on and off: throughput and the
@@ -229,7 +236,8 @@ def bench_metering(
               "fleet": f"{nodes} nodes x {GPUS_PER_NODE} H100", "duration_s": duration}  # fmt: skip
     if profile:
         err.print("profiled run: metering on, py-spy sampling the server")
-        result["profiled"] = one_run(True, jobs, clients, nodes, duration, profile=True)
+        result["profiled"] = one_run(True, jobs, clients, nodes, duration, profile=True,
+                                     keep=profile_out)  # fmt: skip
     if as_json:
         typer.echo(json.dumps(result))
         return
