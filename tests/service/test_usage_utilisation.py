@@ -6,41 +6,13 @@ measured mean (each device's, in the one device naming), read back through
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from fastapi.testclient import TestClient
 from test_clusters_api import World, job
-
-from conftest import ADMIN_TOKEN, Api, make_settings
-from gpuaas.service.app import create_app
-from gpuaas.service.reconciler import Reconciler
-
-WINDOW = 4.0
-
-
-@pytest.fixture
-def world(sqlite_url: str, tmp_path: Path) -> Iterator[World]:
-    settings = make_settings(sqlite_url, tmp_path, telemetry_interval=0, telemetry_window=WINDOW)
-    app = create_app(settings)
-    with TestClient(app) as client:  # the server's start configures metering
-        w = World(Api(client, ADMIN_TOKEN), tmp_path)
-        w.reconciler = Reconciler(w.db, w.settings, app.state.telemetry,
-                                  utilisation=app.state.utilisation)  # fmt: skip
-        w.build()
-        yield w
-        w.reconciler.stop()
-
-
-def feed_while_running(w: World, *ids: int) -> None:
-    """Step until the jobs run, then a window's worth of samples taken while they run."""
-    w.settle(lambda: all(w.job(i).state == "Running" for i in ids))
-    until = time.time() + WINDOW + 0.2
-    while time.time() < until:
-        w.reconciler.step(time.time())
-        time.sleep(0.02)
+from test_utilisation_api import (
+    WINDOW,
+    running,
+    world,  # noqa: F401  (the app and its fed reconciler, a fixture)
+)
 
 
 def gpu_records(w: World, job_id: int) -> list[dict[str, object]]:
@@ -49,12 +21,12 @@ def gpu_records(w: World, job_id: int) -> list[dict[str, object]]:
 
 
 def test_a_cancelled_and_a_finished_job_are_recorded_with_their_measured_utilisation(
-    world: World,
+    world: World,  # noqa: F811
 ) -> None:
     w = world
     cancelled = w.submit("acme", job("busy", gpus=2, utilization={"gpu": 70}))
     finished = w.submit("acme", job("short", gpus=1, duration=WINDOW + 2, utilization={"gpu": 30}))
-    feed_while_running(w, cancelled, finished)
+    running(w, cancelled, finished)
 
     w.ok("POST", f"/v1/tenants/acme/jobs/{cancelled}/cancel", w.user())
     w.settle(lambda: w.job(cancelled).state == "Cancelled")
