@@ -36,3 +36,13 @@ def test_invoices_add_up_to_the_records(tmp_path: Path) -> None:
         db.dispose()
     assert bench.records == count >= 120
     assert bench.total == Decimal(int(cost)).scaleb(-9)
+
+
+def test_bench_usage_json_and_table() -> None:
+    result = CliRunner().invoke(app, ["bench", "usage", "--tenants", "2", "--jobs", "30",
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["records"] == 60 and out["met"] is True
+    table = CliRunner().invoke(app, ["bench", "usage", "--tenants", "1", "--jobs", "10"])
+    assert table.exit_code == 0 and "target <= 10 s: met" in table.stdout

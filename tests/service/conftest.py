@@ -91,3 +91,12 @@ def db(db_url: str) -> Iterator[Database]:
     database = Database(db_url)
     yield database
     database.dispose()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Any]]:
+    """Servers a test starts (``serve_process.Server``), stopped at its end whatever happened."""
+    started: list[Any] = []
+    yield started
+    for server in started:
+        server.stop()

@@ -5,17 +5,14 @@ its state, no GPU was ever given twice, and the jobs in flight run to the end.""
 from __future__ import annotations
 
 import itertools
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from job_world import devices_given_twice, events, jobs
-from serve_process import Server
+from serve_process import Server, all_final, kill_mid_stream, post_all
 
-from gpuaas.model.job_state import FINAL, TRANSITIONS, JobState
+from gpuaas.model.job_state import TRANSITIONS, JobState
 from gpuaas.store.db import Database
 
 ADMIN = "gpa_restart-admin-token-0123456789"
@@ -56,23 +53,12 @@ def fleet(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
-
-
-def _setup(client: httpx.Client) -> None:
-    for method, url, body in [
-        ("POST", "/v1/tenants", {"name": "acme"}),
-        ("POST", "/v1/flavors", {"name": "gpu", "spec": {}}),
-        ("POST", "/v1/cluster-queues", {"name": "cq", "spec": CLUSTER_QUEUE}),
-        ("POST", "/v1/tenants/acme/local-queues", {"name": "default", "clusterQueue": "cq"}),
-    ]:
-        r = client.request(method, url, json=body)
-        assert r.status_code == 201, (url, r.text)
+SETUP = [
+    ("/v1/tenants", {"name": "acme"}),
+    ("/v1/flavors", {"name": "gpu", "spec": {}}),
+    ("/v1/cluster-queues", {"name": "cq", "spec": CLUSTER_QUEUE}),
+    ("/v1/tenants/acme/local-queues", {"name": "default", "clusterQueue": "cq"}),
+]
 
 
 def _spec(i: int) -> dict[str, object]:
@@ -90,19 +76,16 @@ def _spec(i: int) -> dict[str, object]:
     }
 
 
-def _stream(url: str, acked: dict[int, int], stop: threading.Event) -> None:
-    """Submit until stopped or the server dies; ``acked``: index -> job id."""
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as client:
-        i = 0
-        while not stop.is_set():
-            try:
-                r = client.post("/v1/tenants/acme/jobs", json=_spec(i), timeout=5)
-            except httpx.TransportError:
-                return  # the server was killed mid-request: this one was never acknowledged
-            assert r.status_code in (200, 201), r.text
-            acked[i] = r.json()["id"]
-            i += 1
-            stop.wait(0.03)  # a steady stream the small fleet can work off within the test
+def _admitted_any(db_url: str) -> Callable[[], bool]:
+    def ready() -> bool:
+        watcher = Database(db_url)
+        try:
+            with watcher.sessions() as s:
+                return any(j.state != "Pending" for j in jobs(s).values())
+        finally:
+            watcher.dispose()
+
+    return ready
 
 
 def _check(db: Database) -> dict[int, str]:
@@ -129,28 +112,12 @@ def test_kill_9_mid_stream_loses_nothing_acknowledged(
     log = tmp_path / "server.log"
     first = Server(["--db", db_url, "--fleet", str(fleet), "--speed", "50"], log, ADMIN)
     servers.append(first)
-    with httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
-        _setup(c)
+    with first.client() as c:
+        post_all(c, SETUP)
     acked: dict[int, int] = {}
-    stop = threading.Event()
-    streamer = threading.Thread(target=_stream, args=(first.url, acked, stop))
-    streamer.start()
-    # jobs queue, get admitted, run and finish while the stream goes on; the reconciler's
-    # process may take seconds to start on a busy machine, so wait for its first admission
-    watcher = Database(db_url)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with watcher.sessions() as s:
-                if any(j.state != "Pending" for j in jobs(s).values()):
-                    break
-            time.sleep(0.1)
-    finally:
-        watcher.dispose()
-    time.sleep(0.5)
-    first.kill()
-    streamer.join(10)
-    stop.set()
+    # jobs queue, get admitted, run and finish while the stream goes on: kill once the
+    # reconciler's process admitted its first
+    kill_mid_stream(first, _spec, acked, _admitted_any(db_url))
     assert len(acked) > 20, "too few submissions before the kill to test anything"
     db = Database(db_url)
     try:
@@ -164,19 +131,13 @@ def test_kill_9_mid_stream_loses_nothing_acknowledged(
         second = Server(["--db", db_url, "--fleet", str(fleet), "--speed", "50"], log, ADMIN)
         servers.append(second)
         # a client that never saw its answer retries with the same key: still one job each
-        with httpx.Client(base_url=second.url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+        with second.client() as c:
             for i in range(len(acked) + 3):
                 r = c.post("/v1/tenants/acme/jobs", json=_spec(i), timeout=10)
                 assert r.status_code in (200, 201), r.text
                 if i in acked:
                     assert (r.status_code, r.json()["id"]) == (200, acked[i])
-        deadline = time.monotonic() + 120  # a deadline, not a measurement: a loaded machine is slow
-        while time.monotonic() < deadline:
-            with db.sessions() as s:
-                states = {i: j.state for i, j in jobs(s).items()}
-            if all(state in FINAL for state in states.values()):
-                break
-            time.sleep(0.25)
+        all_final(db_url, 120)
         # checked once nothing moves: SQLite reads outside a transaction are not one snapshot
         states = _check(db)
         assert all(state == "Succeeded" for state in states.values()), states

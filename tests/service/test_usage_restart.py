@@ -5,20 +5,15 @@ its GPUs, to the microsecond, and no device's time is recorded twice."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from job_world import jobs
-from serve_process import Server
+from serve_process import Server, all_final, kill_mid_stream, post_all
 from sqlalchemy import func, select
 from test_restart import CLUSTER_QUEUE, FLEET  # the same fleet and quota as the jobs' test
 from usage_checks import check_records
 
-from gpuaas.model.job_state import FINAL
 from gpuaas.service import usage
 from gpuaas.store.db import Database
 from gpuaas.store.tables import UsageRow
@@ -27,25 +22,14 @@ ADMIN = "gpa_usage-restart-admin-token-0123"
 PER_ROUND = 80
 
 
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
-
-
-def _setup(client: httpx.Client) -> None:
-    for url, body in [
-        ("/v1/tenants", {"name": "acme"}),
-        ("/v1/flavors", {"name": "gpu", "spec": {}}),
-        ("/v1/cluster-queues", {"name": "cq", "spec": CLUSTER_QUEUE}),
-        ("/v1/tenants/acme/local-queues", {"name": "default", "clusterQueue": "cq"}),
-        ("/v1/prices", {"name": "h100", "sku": "H100-80GB/whole@on-demand",
-                        "listPerHour": "2.49", "validFrom": 0}),
-    ]:  # fmt: skip
-        r = client.post(url, json=body)
-        assert r.status_code == 201, (url, r.text)
+SETUP = [
+    ("/v1/tenants", {"name": "acme"}),
+    ("/v1/flavors", {"name": "gpu", "spec": {}}),
+    ("/v1/cluster-queues", {"name": "cq", "spec": CLUSTER_QUEUE}),
+    ("/v1/tenants/acme/local-queues", {"name": "default", "clusterQueue": "cq"}),
+    ("/v1/prices", {"name": "h100", "sku": "H100-80GB/whole@on-demand", "listPerHour": "2.49",
+                    "validFrom": 0}),
+]  # fmt: skip
 
 
 def _spec(i: int) -> dict[str, object]:
@@ -61,22 +45,6 @@ def _spec(i: int) -> dict[str, object]:
              "resources": {"cpu": "4", "nvidia.com/gpu": 1 + i % 2}}
         ],
     }  # fmt: skip
-
-
-def _stream(url: str, start: int, acked: dict[int, int], stop: threading.Event) -> None:
-    """Submit until stopped, the server dies or PER_ROUND were acknowledged (a slow machine's
-    reconciler must work them off within the test); ``acked``: index -> job id."""
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as client:
-        i = start
-        while not stop.is_set() and i < start + PER_ROUND:
-            try:
-                r = client.post("/v1/tenants/acme/jobs", json=_spec(i), timeout=5)
-            except httpx.TransportError:
-                return
-            assert r.status_code in (200, 201), r.text
-            acked[i] = r.json()["id"]
-            i += 1
-            stop.wait(0.05)
 
 
 def _records(db_url: str) -> int:
@@ -103,35 +71,22 @@ def test_kill_9_during_transitions_loses_no_usage_second_and_bills_none_twice(
         servers.append(server)
         if round_ == 0:
             with server.client() as c:
-                _setup(c)
-        stop = threading.Event()
-        streamer = threading.Thread(target=_stream, args=(server.url, len(acked) + 1000 * round_,
-                                                           acked, stop))  # fmt: skip
-        streamer.start()
-        if round_ == 2:  # the last server: stop submitting and let everything finish
-            time.sleep(1.0)
-            stop.set()
-            streamer.join(10)
-            break
-        # kill once usage is being written (the reconciler process may take seconds to start)
+                post_all(c, SETUP)
+        # kill once usage is being written (the reconciler process may take seconds to
+        # start); the last server: stop submitting after a second and let everything finish
         before = _records(db_url)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and _records(db_url) <= before + 5:
-            time.sleep(0.1)
-        time.sleep(0.3)
-        server.kill()
-        streamer.join(10)
-        stop.set()
+
+        def writing(before: int = before) -> bool:
+            return _records(db_url) > before + 5
+
+        kill_mid_stream(server, _spec, acked, writing,
+                        start=len(acked) + 1000 * round_, limit=PER_ROUND, pause=0.05,
+                        wait=0 if round_ == 2 else 180, after=1.0 if round_ == 2 else 0.3,
+                        kill=round_ < 2)  # fmt: skip
     assert len(acked) > 20, "too few submissions to test anything"
+    states = all_final(db_url, 300)
     db = Database(db_url)
     try:
-        deadline = time.monotonic() + 300  # a deadline, not a measurement
-        while time.monotonic() < deadline:
-            with db.sessions() as s:
-                states = {i: j.state for i, j in jobs(s).items()}
-            if all(state in FINAL for state in states.values()):
-                break
-            time.sleep(0.25)
         with db.sessions() as s:
             stored = jobs(s)
             assert all(j.state == "Succeeded" for j in stored.values()), states

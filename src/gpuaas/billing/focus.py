@@ -168,7 +168,7 @@ def _split(
             ConsumedQuantity=hours,
             ChargePeriodStart=iso(day),
             ChargePeriodEnd=iso(min(day + DAY, invoice.period.end)),
-            ResourceId=f"{node}/{device}",
+            ResourceId=f"{node}/{device}" if node else device,  # a volume: on no node
             ResourceType="GPU" if line.unit == "GPU-Hours" else line.unit.removesuffix("-Hours"),
             Tags=json.dumps(
                 {

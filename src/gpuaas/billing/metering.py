@@ -137,6 +137,18 @@ def cut(job: int, attempt: int, held: Sequence[Held], start_us: int, end_us: int
     return out
 
 
+def cut_volume(
+    tenant: str, volume_id: int, name: str, held: Held, start_us: int, end_us: int
+) -> list[Piece]:
+    """The records of volume ``name`` (``held``) from ``start_us`` to ``end_us``, hour by
+    hour, keyed ``volume/<tenant>/<name>/<id>/<start>`` (a volume is no job: a key space of
+    its own, where the id tells apart a volume deleted and made again under its name)."""
+    key, size = f"volume/{tenant}/{name}/{volume_id}", held.fraction
+    return [
+        Piece(f"{key}/{a}", held, a, b, quantity(b - a, size)) for a, b in pieces(start_us, end_us)
+    ]
+
+
 def in_force(entries: Sequence[PriceEntry], t: float) -> PriceEntry | None:
     """The entry of one SKU in one book that prices time ``t``: the latest ``valid_from``
     at or before ``t`` whose ``valid_until`` (when set) is after ``t``. An entry without

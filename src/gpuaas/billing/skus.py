@@ -7,7 +7,8 @@ instance ``gpu-3-mig-1g10gb-4`` is one unit of ``<model>/mig/<profile>`` (priced
 SKU, never as a GPU); a time-sliced or MPS replica ``gpu-3-ts-1`` of a GPU shared by ``n``
 is ``1/n`` of a unit of ``<model>/timeslice/<n>`` (or ``mps``), so a quarter share held an
 hour is 0.25 GPU-hours at the share SKU's price. A pod's CPU is vCPUs of ``cpu/cpu`` and its
-memory GiB of ``memory/memory``. NICs are not billed.
+memory GiB of ``memory/memory``. NICs are not billed. A volume is GB (10^9 bytes) of
+``storage/storage/<storage class>`` (:func:`volume_held`; ``service/usage_volumes.py``).
 
 The pool says where the capacity came from: the idle-capacity pool cluster sells spot
 (``idle-pool``), a tenant's own cluster of carved whole nodes is ``reserved``, the shared
@@ -27,6 +28,7 @@ from gpuaas.model.placement import DeviceKind, PodPlacement
 from gpuaas.supply.devices import mig_device_name
 
 GIB = 1 << 30
+GB = 10**9
 
 
 def held_by(pod: PodPlacement, node: Node, pool: CapacityPool) -> list[Held]:
@@ -57,6 +59,14 @@ def held_by(pod: PodPlacement, node: Node, pool: CapacityPool) -> list[Held]:
         memory = Sku("memory", Shape.MEMORY, pool)
         out.append(Held(label, "memory", pod.node, memory.id, Fraction(pod.memory_bytes, GIB)))
     return out
+
+
+def volume_held(name: str, size_bytes: int, storage_class: str, pool: CapacityPool) -> Held:
+    """A volume of ``size_bytes`` as a billable item: ``size / 10^9`` units (GB) of
+    ``storage/storage/<class>@<pool>`` (a class is priced on its own: NFS is not a local
+    disk). Its ``device`` is ``volume/<name>``; it is in no pod and on no node."""
+    sku = Sku("storage", Shape.STORAGE, pool, storage_class)
+    return Held("", f"volume/{name}", "", sku.id, Fraction(size_bytes, GB))
 
 
 def _profile_of(gpu: GPU, name: str) -> str:

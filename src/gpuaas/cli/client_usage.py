@@ -7,7 +7,8 @@ idle-capacity pool's GPU-hours by GPU model and MIG profile (provider only).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
@@ -53,8 +54,33 @@ RECORD_COLUMNS = [
 ]
 
 
-def _scope(client: Any, tenant: str | None, every: bool) -> str | None:
-    return None if every else resolve_tenant(client, tenant)
+class Window(NamedTuple):
+    """Whose records and when: what ``list`` and ``summary`` both take."""
+
+    tenant: str | None
+    every: bool
+    of: str | None
+    period: str | None
+    start: str | None
+    end: str | None
+
+    def ask(self, call: Callable[..., dict[str, Any]], **more: Any) -> tuple[str | None, Any]:
+        """``call(client, tenant=..., scope_tenant=..., period=..., start=..., end=...,
+        **more)`` for the tenant this speaks for (None: every tenant, as the provider, or
+        ``--of`` one); its scope and answer."""
+        with connect() as client:
+            scope = None if self.every else resolve_tenant(client, self.tenant)
+            return scope, call(client, tenant=scope, scope_tenant=self.of if self.every else None,
+                               period=self.period, start=self.start, end=self.end,
+                               **more)  # fmt: skip
+
+
+def _show(items: list[Any], columns: list[Any], scope: str | None, as_json: bool,
+          raw: Any = None) -> None:  # fmt: skip
+    if as_json:
+        print_json(items if raw is None else raw)
+        return
+    show_table(items, columns, title=f"usage of {scope or 'every tenant'}")
 
 
 @usage_app.command("list")
@@ -74,17 +100,10 @@ def list_usage(
 ) -> None:
     """Usage records, oldest first: each device's held time, SKU, quantity and cost."""
     filters = {k: v for k, v in {"user": user, "job": job, "sku": sku}.items() if v is not None}
-    if every and of:
-        filters["tenant"] = of
-    with connect() as client:
-        scope = _scope(client, tenant, every)
-        page = client.list_usage(tenant=scope, period=period, start=start, end=end,
-                                 limit=limit, **filters)  # fmt: skip
-    if as_json:
-        print_json(page["items"])
-        return
+    window = Window(tenant, every, of, period, start, end)
+    scope, page = window.ask(lambda c, **kw: c.list_usage(**kw), limit=limit, **filters)
     columns = ([("TENANT", field("tenant"))] if every else []) + [("USER", field("user"))]
-    show_table(page["items"], columns + RECORD_COLUMNS, title=f"usage of {scope or 'every tenant'}")
+    _show(page["items"], columns + RECORD_COLUMNS, scope, as_json)
 
 
 @usage_app.command("summary")
@@ -108,20 +127,15 @@ def summary(
 ) -> None:
     """Cost to date: usage totalled per SKU (or ``--by`` user, queue, cluster, job_id ...)."""
     groups = [g.strip() for g in by.split(",")] if by else None
-    with connect() as client:
-        scope = _scope(client, tenant, every)
-        out = client.usage_summary(tenant=scope, period=period, start=start, end=end, by=groups,
-                                   scope_tenant=of if every else None)  # fmt: skip
-    if as_json:
-        print_json(out)
-        return
+    window = Window(tenant, every, of, period, start, end)
+    scope, out = window.ask(lambda c, **kw: c.usage_summary(**kw), by=groups)
     columns = [(g.upper(), field(f"group.{g}")) for g in out["by"]] + [
         ("RECORDS", field("records")),
         ("UNIT-HOURS", field("unitHours")),
         ("LIST", field("listCost")),
         ("EFFECTIVE", field("effectiveCost")),
     ]
-    show_table(out["totals"], columns, title=f"usage of {scope or 'every tenant'}")
+    _show(out["totals"], columns, scope, as_json, raw=out)
 
 
 @usage_app.command("pool")

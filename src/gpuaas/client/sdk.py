@@ -635,13 +635,16 @@ class Client:
     def list_usage(
         self, *, tenant: str | None = None, period: str | None = None,
         start: float | str | None = None, end: float | str | None = None,
-        limit: int = 1000, after: str | None = None, **filters: Any,
+        limit: int = 1000, after: str | None = None, scope_tenant: str | None = None,
+        **filters: Any,
     ) -> JSON:  # fmt: skip
         """One page of usage records (``{items, next}``): a tenant's with ``tenant`` (as its
-        member), else every tenant's (provider roles; ``filters`` may name ``tenant`` there
-        too). ``filters``: ``user``, ``job``, ``sku``, ``cluster``, ``queue``."""
+        member), else every tenant's (provider roles; ``scope_tenant`` narrows it to one
+        tenant). ``filters``: ``user``, ``job``, ``sku``, ``cluster``, ``queue``."""
         params = {"period": period, "start": start, "end": end, "limit": limit, "after": after}
         params.update(filters)
+        if scope_tenant and not tenant:
+            params["tenant"] = scope_tenant
         path = f"/v1/tenants/{_seg(tenant)}/usage" if tenant else "/v1/usage"
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
 

@@ -99,7 +99,7 @@ def start(
     app.state.submissions.start()
     from gpuaas.service import usage
 
-    usage.configure(db.url, enabled=settings.metering)
+    usage.configure(db.url, enabled=settings.metering, reader=app.state.utilisation)
     now = time.time()
     with db.session() as session:
         app.state.admin_token = bootstrap_admin(session, settings.admin_token, now)

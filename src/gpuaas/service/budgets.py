@@ -22,8 +22,8 @@ from gpuaas.billing.budgets import ScopeKind
 from gpuaas.billing.metering import money
 from gpuaas.billing.periods import Cadence
 from gpuaas.service import governance as gv
-from gpuaas.service.errors import conflict, invalid, not_found
-from gpuaas.service.governance_kinds import At, _check_limit
+from gpuaas.service.errors import invalid
+from gpuaas.service.governance_kinds import At, TenantNamed
 from gpuaas.service.models.budgets import BudgetEventOut, BudgetIn, BudgetOut
 from gpuaas.service.models.common import Page
 from gpuaas.service.prices import _price
@@ -158,12 +158,6 @@ def _values(session: Session, tenant: Tenant, body: BudgetIn) -> dict[str, Any]:
     }
 
 
-def find(session: Session, tenant_id: int, name: str) -> BudgetRow | None:
-    return session.scalar(
-        select(BudgetRow).where(BudgetRow.tenant_id == tenant_id, BudgetRow.name == name)
-    )
-
-
 def budget_out(row: BudgetRow, tenant: str) -> BudgetOut:
     return BudgetOut(
         name=row.name,
@@ -191,7 +185,7 @@ def event_out(e: BudgetEvent) -> BudgetEventOut:
     )  # fmt: skip
 
 
-class Budgets:
+class Budgets(TenantNamed):
     """A tenant's budgets: a scope (the tenant, a LocalQueue, a cluster, a user), an amount
     per monthly or weekly period, soft thresholds that alert once each per period (webhook
     and event log), hard budgets that hold the scope's new admissions once spent (running
@@ -199,18 +193,7 @@ class Budgets:
     current period: spent, forecast, what fired (docs/billing.md)."""
 
     kind = "Budget"
-
-    @staticmethod
-    def _tenant(at: At) -> Tenant:
-        assert at.tenant is not None
-        return at.tenant
-
-    def _row(self, at: At, name: str) -> BudgetRow:
-        tenant = self._tenant(at)
-        row = find(at.session, tenant.id, name)
-        if row is None:
-            raise not_found(f"Budget {name} of tenant {tenant.name}")
-        return row
+    row_type = BudgetRow
 
     def _view(self, at: At, row: BudgetRow) -> BudgetOut:
         from gpuaas.service.budget_watch import status_of
@@ -227,37 +210,20 @@ class Budgets:
         return out
 
     def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
-        tenant = self._tenant(at)
-        _check_limit(limit)
-        stmt = select(BudgetRow).where(BudgetRow.tenant_id == tenant.id)
-        if after is not None:
-            stmt = stmt.where(BudgetRow.name > after)
-        rows = list(at.session.scalars(stmt.order_by(BudgetRow.name).limit(limit + 1)))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Page(items=[self._view(at, r) for r in rows], next=rows[-1].name if more else None)
+        rows, cursor = self._rows(at, limit, after)
+        return Page(items=[self._view(at, r) for r in rows], next=cursor)
 
     def get(self, at: At, name: str) -> BudgetOut:
         return self._view(at, self._row(at, name))
 
     def create(self, at: At, body: BudgetIn) -> BudgetOut:
-        tenant = self._tenant(at)
-        if body.name is None:
-            raise invalid("name", "is required")
-        name = gv.check_name("name", body.name, label=True)
-        values = _values(at.session, tenant, body)
-        if find(at.session, tenant.id, name) is not None:
-            raise conflict(f"Budget {name} already exists in {tenant.name}", "name")
-        now = time.time()
-        row = BudgetRow(tenant_id=tenant.id, name=name, created_at=now, updated_at=now, **values)
-        at.session.add(row)
+        row = self._add(at, body.name, lambda: _values(at.session, self._tenant(at), body))
         bump(at.session)
         at.session.flush()
         return self._view(at, row)
 
     def update(self, at: At, name: str, body: BudgetIn) -> BudgetOut:
-        if body.name is not None and body.name != name:
-            raise invalid("name", f"{body.name!r} differs from the name in the path {name!r}")
+        self._same_name(body.name, name)
         row = self._row(at, name)
         values = _values(at.session, self._tenant(at), body)
         for key, value in values.items():

@@ -42,9 +42,8 @@ from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.dataset import CacheRuntime, Dataset, DatasetScheme
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.quantity import parse_bytes
-from gpuaas.service import governance as gv
-from gpuaas.service.errors import conflict, invalid, not_found
-from gpuaas.service.governance_kinds import At, _check_limit
+from gpuaas.service.errors import invalid
+from gpuaas.service.governance_kinds import At, TenantNamed
 from gpuaas.service.models.common import Page
 from gpuaas.service.models.datasets import CacheOut, DatasetIn, DatasetOut, PreloadIn
 from gpuaas.store.db import Database
@@ -199,58 +198,30 @@ def _values(body: DatasetIn) -> dict[str, Any]:
     }
 
 
-class Datasets:
+class Datasets(TenantNamed):
     """A tenant's datasets: where the data lives (``uri``: s3://, hdfs://, nfs://, file:// or
     an absolute path), its size, and the cache that keeps it warm next to the GPUs (``runtime``,
     ``cacheSize`` per node); the view says on which nodes it is warm (docs/datasets.md).
     Deleting one forgets its caches; jobs that named it keep running."""
 
     kind = "Dataset"
-
-    @staticmethod
-    def _tenant(at: At) -> Tenant:
-        assert at.tenant is not None
-        return at.tenant
-
-    def _row(self, at: At, name: str) -> DatasetRow:
-        tenant = self._tenant(at)
-        row = find(at.session, tenant.id, name)
-        if row is None:
-            raise not_found(f"Dataset {name} of tenant {tenant.name}")
-        return row
+    row_type = DatasetRow
 
     def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
-        tenant = self._tenant(at)
-        _check_limit(limit)
-        stmt = select(DatasetRow).where(DatasetRow.tenant_id == tenant.id)
-        if after is not None:
-            stmt = stmt.where(DatasetRow.name > after)
-        rows = list(at.session.scalars(stmt.order_by(DatasetRow.name).limit(limit + 1)))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        items = [_out(at.session, r, tenant.name) for r in rows]
-        return Page(items=items, next=rows[-1].name if more and rows else None)
+        rows, cursor = self._rows(at, limit, after)
+        tenant = self._tenant(at).name
+        return Page(items=[_out(at.session, r, tenant) for r in rows], next=cursor)
 
     def get(self, at: At, name: str) -> DatasetOut:
         return _out(at.session, self._row(at, name), self._tenant(at).name)
 
     def create(self, at: At, body: DatasetIn) -> DatasetOut:
-        tenant = self._tenant(at)
-        name = gv.check_name("name", body.name, label=True) if body.name is not None else None
-        if name is None:
-            raise invalid("name", "is required")
-        values = _values(body)
-        if find(at.session, tenant.id, name) is not None:
-            raise conflict(f"Dataset {name} already exists in {tenant.name}", "name")
-        now = time.time()
-        row = DatasetRow(tenant_id=tenant.id, name=name, created_at=now, updated_at=now, **values)
-        at.session.add(row)
+        row = self._add(at, body.name, lambda: _values(body))
         at.session.flush()
-        return _out(at.session, row, tenant.name)
+        return _out(at.session, row, self._tenant(at).name)
 
     def update(self, at: At, name: str, body: DatasetIn) -> DatasetOut:
-        if body.name is not None and body.name != name:
-            raise invalid("name", f"{body.name!r} differs from the name in the path {name!r}")
+        self._same_name(body.name, name)
         row = self._row(at, name)
         values = _values(body)
         if values["uri"] != row.uri:  # other data: no node holds it warm any more

@@ -17,7 +17,7 @@ bodies of their own.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +169,66 @@ def _page(
 def _check_limit(limit: int) -> None:
     if limit < 1 or limit > MAX_LIMIT:
         raise invalid("limit", f"must be between 1 and {MAX_LIMIT}, got {limit}")
+
+
+class TenantNamed:
+    """The shape of a kind whose objects are rows of one tenant, named uniquely in it
+    (budgets, datasets): ``row_type`` has ``tenant_id``, ``name``, ``created_at`` and
+    ``updated_at``. Its verbs find the row (404 naming the kind), page the rows by name, check a
+    new name (required, a label, not taken: 409) and a body's name against the path's (422),
+    so each kind writes only what its objects mean."""
+
+    kind: str
+    row_type: Any
+
+    @staticmethod
+    def _tenant(at: At) -> Tenant:
+        assert at.tenant is not None
+        return at.tenant
+
+    def _find(self, session: Session, tenant_id: int, name: str) -> Any:
+        table = self.row_type
+        return session.scalar(select(table).where(table.tenant_id == tenant_id, table.name == name))
+
+    def _row(self, at: At, name: str) -> Any:
+        tenant = self._tenant(at)
+        row = self._find(at.session, tenant.id, name)
+        if row is None:
+            raise not_found(f"{self.kind} {name} of tenant {tenant.name}")
+        return row
+
+    def _rows(self, at: At, limit: int, after: str | None) -> tuple[list[Any], str | None]:
+        """A page of the tenant's rows by name, and the cursor of the next (None: the last)."""
+        _check_limit(limit)
+        table = self.row_type
+        stmt = select(table).where(table.tenant_id == self._tenant(at).id)
+        if after is not None:
+            stmt = stmt.where(table.name > after)
+        rows = list(at.session.scalars(stmt.order_by(table.name).limit(limit + 1)))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, rows[-1].name if more and rows else None
+
+    def _add(self, at: At, given: str | None, values_of: Callable[[], Mapping[str, Any]]) -> Any:
+        """Store a new row named ``given`` with ``values_of()`` (the body's checked values;
+        the name is checked first, the values next, the conflict last)."""
+        tenant = self._tenant(at)
+        if given is None:
+            raise invalid("name", "is required")
+        name = gv.check_name("name", given, label=True)
+        values = values_of()
+        if self._find(at.session, tenant.id, name) is not None:
+            raise conflict(f"{self.kind} {name} already exists in {tenant.name}", "name")
+        now = time.time()
+        row = self.row_type(tenant_id=tenant.id, name=name, created_at=now, updated_at=now,
+                            **values)  # fmt: skip
+        at.session.add(row)
+        return row
+
+    @staticmethod
+    def _same_name(given: str | None, name: str) -> None:
+        if given is not None and given != name:
+            raise invalid("name", f"{given!r} differs from the name in the path {name!r}")
 
 
 def create_object(

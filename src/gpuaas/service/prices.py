@@ -132,7 +132,7 @@ def _values(body: PriceIn) -> dict[str, Any]:
             "sku",
             f"{body.sku!r} is not a SKU: <GPU model>/<whole|mig|timeslice|mps>[/<profile>]"
             "@<on-demand|reserved|idle-pool>, or cpu/cpu@..., memory/memory@..., "
-            "storage/storage@...",
+            "storage/storage[/<storage class>]@...",
         )
     if body.currency not in CURRENCIES:
         raise invalid("currency", f"unknown currency {body.currency!r} (ISO 4217, e.g. USD)")

@@ -71,7 +71,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
-from gpuaas.service import usage
+from gpuaas.service import usage, usage_volumes
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
@@ -358,12 +358,13 @@ class Reconciler:
                                 self._fluid_nodes)  # fmt: skip
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        usage.configure(db.url, enabled=settings.metering)  # metering (service/usage.py)
         self._metered_at = -math.inf
         #: tenant clusters' provisioning, beside admission (a thread of its own, leader only)
         self.clusters = ClusterWorker(db, settings, is_leader=lambda: self.is_leader)
         #: GPU utilisation windows (docs/telemetry.md), fed every telemetry_interval
         self.utilisation = utilisation or Utilisation.of(settings)
+        # metering (service/usage.py): records carry the windows' measured utilisation
+        usage.configure(db.url, enabled=settings.metering, reader=self.utilisation)
         self._telemetry_feed = TelemetryFeed(self.utilisation, settings,
                                              self.telemetry.dcgm_scrapes_counted)  # fmt: skip
         #: inference jobs' replicas (docs/workload-autoscaling.md), read from the windows
@@ -555,6 +556,7 @@ class Reconciler:
         self._metered_at = now
         with serialized_writes(self.db.engine), self.db.session() as session:
             usage.step(session, now)
+            usage_volumes.step(session, now)  # storage GB-hours (service/usage_volumes.py)
 
     def scheduler(self, engine: AdmissionEngine) -> AdmissionScheduler:
         """The one scheduling path over ``engine`` (the admission strategy; a rebuilt engine

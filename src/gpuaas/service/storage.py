@@ -22,6 +22,9 @@ the provider offers). Semantics:
   names the field).
 - **Delete** is refused (409) while an unfinished job mounts the volume; otherwise the volume is
   ``Deleting`` while its provisioner removes what it made, then gone.
+- **Metering.** A volume's GB-hours are recorded from its creation to its delete at its size
+  (:mod:`gpuaas.service.usage_volumes`): a growth and a delete settle the time before them in
+  their own transaction.
 - **Jobs** mount volumes by name (:func:`resolve_job_volumes`, on the submission path only for
   jobs that mount any): an unknown, failed or deleting volume, a volume of another cluster than
   the job's, a read-write mount of a ``ReadOnlyMany`` volume or of a full one are 422s naming
@@ -61,6 +64,7 @@ from gpuaas.model.volume import (
     VolumeState,
     mount_link,
 )
+from gpuaas.service import usage_volumes
 from gpuaas.service.errors import ApiError, conflict, invalid, not_found
 from gpuaas.service.fleet import take_turn_on, text_cursor
 from gpuaas.service.governance import check_name
@@ -317,6 +321,7 @@ def create_volume(
         details={},
         created_at=now,
         updated_at=now,
+        metered_until=now,  # its GB-hours from its creation (service/usage_volumes.py)
     )
     _record(
         row,
@@ -338,7 +343,9 @@ def delete_volume(session: Session, settings: Settings, tenant: Tenant, row: Vol
             f"volume {row.name} is mounted by unfinished job(s) {', '.join(map(str, busy))}; "
             "wait for them or cancel them first"
         )
-    _record(row, VolumeState.DELETING, VolumeReason(VolumeCode.DELETING), time.time())
+    now = time.time()
+    usage_volumes.settle(session, row, tenant.name, now)  # its GB-hours up to its delete
+    _record(row, VolumeState.DELETING, VolumeReason(VolumeCode.DELETING), now)
     session.flush()
     provisioner = storage_classes(settings).get(row.storage_class)
     if provisioner is not None:  # a class no longer offered: nothing of ours to remove
@@ -406,6 +413,7 @@ class Volumes:
             raise conflict(f"volume {name} is being deleted")
         check_quota(at.session, at.tenant, size, without=row.id)
         before = row.size_bytes
+        usage_volumes.settle(at.session, row, at.tenant.name)  # GB-hours at the old size
         row.size, row.size_bytes = _written(body.size), size
         _realise(at.session, at.settings, row, at.tenant.name)
         if row.state != VolumeState.FAILED.value and row.reason_code != VolumeCode.CLAIM_PENDING:
@@ -460,6 +468,7 @@ def provision_cluster_volumes(
                     )
                 if spec.size_bytes > existing.size_bytes:
                     check_quota(session, tenant, spec.size_bytes, without=existing.id)
+                    usage_volumes.settle(session, existing, tenant.name)  # the old size's
                     existing.size_bytes = spec.size_bytes
                     existing.size = format_amount(MEMORY, spec.size_bytes)
                     _realise(session, settings, existing, tenant.name)

@@ -126,6 +126,11 @@ def _config(session: Session) -> _Config:
     return _configs.get(url) or _Config()
 
 
+def enabled(session: Session) -> bool:
+    """Whether metering writes records for ``session``'s database (see :func:`configure`)."""
+    return _config(session).enabled
+
+
 # --- the choke point ----------------------------------------------------------------------
 
 
@@ -163,7 +168,7 @@ def open_(
     attempt, queue, spec, stored, tenant_id, tenant, user = row
     pods = list(placement if placement is not None else stored or [])
     cluster = str((spec or {}).get("cluster") or "")
-    pool = _pool(session, tenant_id, cluster)
+    pool = pool_of(session, tenant_id, cluster)
     held = [list(_flat(h)) for h in held_items(session, pods, pool)]
     if session.scalar(_OPEN_ID, {"job": job_id}) is not None:  # never expected: keep its time
         close(session, job_id, now, None)
@@ -267,7 +272,7 @@ def _load_nodes(session: Session, names: Sequence[str]) -> dict[str, Node]:
     return out
 
 
-def _pool(session: Session, tenant_id: int, cluster: str) -> CapacityPool:
+def pool_of(session: Session, tenant_id: int, cluster: str) -> CapacityPool:
     """The idle-capacity pool cluster sells spot; a tenant's own cluster is reserved capacity;
     the shared fleet is on-demand."""
     if not cluster:
@@ -316,11 +321,19 @@ def _write(
     reader: UtilisationReader | None,
 ) -> int:  # fmt: skip
     held = [_unflat(h) for h in row.held or []]
-    pieces = cut(row.job_id, row.attempt, held, start_us, end_us)
+    return write_pieces(session, row, cut(row.job_id, row.attempt, held, start_us, end_us), reader)
+
+
+def write_pieces(
+    session: Session, row: Any, pieces: Sequence[Piece], reader: UtilisationReader | None
+) -> int:
+    """Price ``pieces`` by the provider's book and insert them (insert-or-ignore); ``row``
+    says whose they are (``tenant``, ``user``, ``queue``, ``cluster``, ``job_id``,
+    ``attempt``). Returns how many were given."""
     if not pieces:
         return 0
     book: dict[str, list[PriceEntry]] = {}
-    for entry in entries(session, PROVIDER_BOOK, [h.sku for h in held]):
+    for entry in entries(session, PROVIDER_BOOK, sorted({p.held.sku for p in pieces})):
         book.setdefault(entry.sku, []).append(entry)
     values = [_values(row, piece, book.get(piece.held.sku, ()), reader) for piece in pieces]
     _insert_or_ignore(session, values)
@@ -339,9 +352,7 @@ def _values(
         effective = cost(piece.quantity, int(entry.contracted_per_hour.scaleb(9)))
     utilization = None
     if reader is not None and piece.held.device not in ("cpu", "memory"):
-        summary = reader.device(piece.held.node, piece.held.device)
-        if summary is not None and summary.known:
-            utilization = summary.mean
+        utilization = measured(reader, piece)
     return {
         "key": piece.key, "tenant": row.tenant, "user": row.user, "queue": row.queue,
         "cluster": row.cluster, "job_id": row.job_id, "attempt": row.attempt,
@@ -352,6 +363,21 @@ def _values(
         "currency": entry.currency if entry is not None else NO_CURRENCY,
         "list_cost": list_cost, "effective_cost": effective, "utilization": utilization,
     }  # fmt: skip
+
+
+def measured(reader: UtilisationReader, piece: Piece) -> float | None:
+    """The device's measured mean utilisation for ``piece``: the telemetry window's mean
+    when its samples (``[until - span, until]``) overlap the piece, so a record is never
+    labelled with what its device did after it ended (an hourly record the step writes
+    :data:`LAG` later carries none: the window holds only the last minutes). None: no
+    telemetry, a stale (unknown) window, or one from another time."""
+    summary = reader.device(piece.held.node, piece.held.device)
+    if summary is None or not summary.known:
+        return None
+    start, end = piece.start_us / US, piece.end_us / US
+    if summary.until - summary.span > end or summary.until < start:
+        return None
+    return summary.mean
 
 
 def _insert_or_ignore(session: Session, values: list[dict[str, Any]]) -> None:

@@ -239,7 +239,7 @@ class VolumeRow(Base):
     """A tenant's volume (:mod:`gpuaas.model.volume`): its desired state (``size`` as written,
     ``size_bytes``, ``storage_class``, ``access_mode``, the ``cluster`` it belongs to, "" for
     none) and what its provisioner made of it (``state``, the reason, ``path`` on the job hosts,
-    ``claim`` the PVC name, ``details``)."""
+    ``claim`` the PVC name, ``details``); ``metered_until``: see the column."""
 
     __tablename__ = "volumes"
     __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_volume_name"),)
@@ -260,6 +260,9 @@ class VolumeRow(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    #: metering (service/usage_volumes.py): the volume's time is recorded up to here; None:
+    #: not yet seen by metering (made before it existed: adopted from the next step)
+    metered_until: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ClusterRow(Base):
