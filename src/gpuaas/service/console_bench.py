@@ -1,0 +1,264 @@
+"""The store ``gpuaas bench console`` times the provider console on: the openb fleet and
+20,000 jobs (docs/benchmarks.md).
+
+The fleet is registered through the service (:func:`gpuaas.service.fleet.register_nodes`, the
+path ``POST /v1/nodes`` takes), with a rack of 16 nodes and an NVLink domain of 8 assigned in
+file order (the trace publishes no topology; the console groups by both). Tenants, their
+grants, three tenant clusters and the idle pool are rows of the tables' own form, and the
+jobs too: 20,000 jobs through the reconciler would time the reconciler, not the console, so
+they are generated directly, as ``bench usage`` does, but consistently: an active job's
+placement is the engine's record form (``[slot, milli]`` pairs) on GPUs nobody else holds,
+and every job that held a GPU in the last two days has its hourly usage records (with a
+utilisation), the pool's priced at the ``idle-pool`` SKU."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert
+
+from gpuaas.model.cluster import CLUSTER_LABEL
+from gpuaas.service.fleet import fleet_file_entries, register_nodes
+from gpuaas.store.db import Database
+from gpuaas.store.tables import ClusterNodeRow, ClusterRow, Job, Tenant, UsageRow, User
+
+RACK = 16
+NVLINK = 8
+TENANTS = 24
+#: (tenant index, cluster name, nodes) of the tenant clusters carved
+CLUSTERS = ((0, "train", 40), (1, "infer", 24), (2, "research", 16))
+POOL_NODES = 60
+POOL_TENANT = "idle-pool"
+CHUNK = 5000
+PRICE_NANO = 2_000_000_000  # per GPU-hour on demand
+POOL_PRICE_NANO = 900_000_000  # per GPU-hour in the idle pool
+
+
+@dataclass(frozen=True, slots=True)
+class BenchStore:
+    nodes: int
+    gpus: int
+    jobs: int
+    active: int
+    usage_records: int
+    tenants: int
+    seconds: float
+
+
+def _openb_entries(path: Path) -> list[dict[str, Any]]:
+    entries = fleet_file_entries(path)
+    for i, entry in enumerate(entries):
+        entry["topology"] = {"rack": f"rack-{i // RACK:03d}",
+                             "nvlinkDomain": f"nvl-{i // NVLINK:04d}"}  # fmt: skip
+    return entries
+
+
+def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> BenchStore:
+    """Fill the (empty, migrated) store ``db``; see the module docstring."""
+    began = time.perf_counter()
+    rng = random.Random(seed)
+    now = time.time()
+    entries = _openb_entries(nodes_csv)
+    with db.session() as session:
+        tenants = [Tenant(name="idle-pool", display_name="Idle-capacity marketplace",
+                          capacity={}, created_at=now)]  # fmt: skip
+        for i in range(TENANTS):
+            gpus = rng.choice((16, 32, 64, 128, 256))
+            tenants.append(Tenant(
+                name=f"tenant-{i:02d}", display_name=f"Tenant {i:02d}",
+                capacity={"default": {"cpu": str(gpus * 16), "memory": f"{gpus * 64}Gi",
+                                      "nvidia.com/gpu": str(gpus)}},
+                borrowing={"default": {"nvidia.com/gpu": str(gpus // 2)}}, created_at=now,
+            ))  # fmt: skip
+        session.add_all(tenants)
+        users = [User(name=f"user-{t.name}", created_at=now) for t in tenants]
+        session.add_all(users)
+        session.flush()
+        pool_tenant, shared = tenants[0], tenants[1:]
+        # carve: the first nodes go to the clusters, the next to the pool (labels first)
+        carved: dict[str, tuple[Tenant, str]] = {}
+        at = 0
+        plan = [(shared[t], name, n) for t, name, n in CLUSTERS]
+        plan.append((pool_tenant, "pool", POOL_NODES))
+        for tenant, name, n in plan:
+            for entry in entries[at : at + n]:
+                label = f"{tenant.name}.{name}"
+                entry.setdefault("labels", {})[CLUSTER_LABEL] = label
+                entry["taints"] = [{"key": CLUSTER_LABEL, "value": label, "effect": "NoSchedule"}]
+                carved[entry["name"]] = (tenant, name)
+            at += n
+        register_nodes(session, entries, now)
+        clusters: dict[tuple[int, str], ClusterRow] = {}
+        for tenant, name, n in plan:
+            spec: dict[str, Any] = {"pools": [{"name": "gpu", "count": n, "flavor": "default"}]}
+            if tenant is pool_tenant:
+                spec = {"pools": [{"name": "idle", "count": n}], "idlePool": {
+                    "marketplace": "spot.example", "settleSeconds": 600, "graceSeconds": 120,
+                    "maxNodes": 200}}  # fmt: skip
+            row = ClusterRow(tenant_id=tenant.id, name=name, kind="baremetal", spec=spec,
+                             state="Ready", created_at=now - 86400, updated_at=now)  # fmt: skip
+            session.add(row)
+            clusters[(tenant.id, name)] = row
+        session.flush()
+        session.add_all(
+            ClusterNodeRow(node=node, cluster_id=clusters[(t.id, name)].id,
+                           pool="idle" if t is pool_tenant else "gpu", created_at=now - 86400)
+            for node, (t, name) in carved.items()
+        )  # fmt: skip
+        user_of = {t.id: u.id for t, u in zip(tenants, users, strict=True)}
+        rows, usage, active = _jobs(rng, entries, carved, shared, pool_tenant, jobs, now)
+        for chunk in _chunks(rows):
+            session.execute(insert(Job), [{**r, "user_id": user_of[r["tenant_id"]]} for r in chunk])
+        names = {t.id: t.name for t in tenants}
+        for chunk in _chunks(usage):
+            session.execute(insert(UsageRow), [{**u, "tenant": names[u["tenant"]]} for u in chunk])
+        gpus = sum(int(e["gpus"]["count"]) for e in entries if isinstance(e.get("gpus"), dict))
+    return BenchStore(len(entries), gpus, len(rows), active, len(usage), len(tenants),
+                      time.perf_counter() - began)  # fmt: skip
+
+
+def _chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(rows), CHUNK):
+        yield rows[start : start + CHUNK]
+
+
+def _gpu_count(entry: dict[str, Any]) -> int:
+    gpus = entry.get("gpus")
+    return int(gpus["count"]) if isinstance(gpus, dict) else 0
+
+
+def _jobs(
+    rng: random.Random,
+    entries: list[dict[str, Any]],
+    carved: dict[str, tuple[Tenant, str]],
+    shared: list[Tenant],
+    pool_tenant: Tenant,
+    count: int,
+    now: float,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """Active jobs filling about two thirds of the GPUs (whole GPUs and shares, nobody's GPU
+    twice), then finished jobs over the last two days and a few pending ones."""
+    rows: list[dict[str, Any]] = []
+    usage: list[dict[str, Any]] = []
+    weights = [1.0 / (i + 1) for i in range(len(shared))]  # a few big tenants, a long tail
+    for entry in entries:
+        n = _gpu_count(entry)
+        owner = carved.get(entry["name"])
+        slot = 0
+        while slot < n and len(rows) < count:
+            if rng.random() > 0.68:
+                slot += 1
+                continue
+            tenant = owner[0] if owner else rng.choices(shared, weights)[0]
+            cluster = owner[1] if owner else ""
+            if rng.random() < 0.25 and not owner:  # shares of one GPU
+                taken = 0
+                pairs = []
+                while taken < 700:
+                    milli = rng.choice((100, 200, 250, 500))
+                    pairs.append(milli)
+                    taken += milli
+                for milli in pairs:
+                    rows.append(_job(rng, len(rows), tenant, cluster, entry, [[slot, milli]], now,
+                                     "Running"))  # fmt: skip
+                slot += 1
+                continue
+            width = min(rng.choice((1, 1, 2, 4, 8)), n - slot)
+            pairs = [[s, 1000] for s in range(slot, slot + width)]
+            rows.append(_job(rng, len(rows), tenant, cluster, entry, pairs, now, "Running"))
+            slot += width
+    active = len(rows)
+    while len(rows) < count:
+        tenant = rng.choices(shared, weights)[0]
+        entry = rng.choice(entries)
+        if _gpu_count(entry) == 0 or entry["name"] in carved:
+            continue
+        state = "Pending" if rng.random() < 0.05 else rng.choice(("Succeeded",) * 8 + ("Failed",))
+        pairs = [[0, 1000]] if state != "Pending" else []
+        rows.append(_job(rng, len(rows), tenant, "", entry, pairs, now, state))
+    for job in rows:
+        where = (job.pop("node"), job.pop("model"), job.pop("cluster"))
+        if job["admitted_at"] is not None:
+            usage.extend(_usage(rng, job, where, pool_tenant, now))
+    return rows, usage, active
+
+
+def _job(
+    rng: random.Random,
+    index: int,
+    tenant: Tenant,
+    cluster: str,
+    entry: dict[str, Any],
+    pairs: list[list[int]],
+    now: float,
+    state: str,
+) -> dict[str, Any]:
+    milli = sum(m for _, m in pairs)
+    created = now - rng.uniform(600, 2 * 86400)
+    admitted = None if state == "Pending" else created + rng.uniform(0, 900)
+    finished = None
+    if state in ("Succeeded", "Failed") and admitted is not None:
+        finished = min(admitted + rng.uniform(600, 6 * 3600), now - 60)
+    placement = (
+        [{"podSet": "main", "index": 0, "node": entry["name"],
+          "assignment": {"cpu": 4000, "memory": 16 << 30, "gpus": pairs, "mig": [],
+                         "replicas": [], "devices": [f"gpu-{s}" for s, _ in pairs]}}]
+        if pairs else None
+    )  # fmt: skip
+    queue = f"cluster-{cluster}" if cluster else "default"
+    return {
+        "id": index + 1, "tenant_id": tenant.id, "name": f"job-{index + 1:05d}", "kind": "batch",
+        "local_queue": queue, "priority": 0,
+        "spec": {"name": f"job-{index + 1:05d}", "queue": queue, "cluster": cluster or None,
+                 "resolved": {"podSets": [{"name": "main", "count": 1,
+                                           "requests": {"cpu": 4000, "nvidia.com/gpu": milli}}]}},
+        "state": state,
+        "reason": "waiting for quota" if state == "Pending" else "",
+        "reason_code": "WaitingForQuota" if state == "Pending" else "",
+        "cluster_queue": None if state == "Pending" else queue,
+        "placement": placement, "gpus": milli if pairs else 0, "attempts": 1,
+        "created_at": created, "updated_at": finished or admitted or created,
+        "admitted_at": admitted, "started_at": admitted, "finished_at": finished,
+        "node": entry["name"], "model": str((entry.get("gpus") or {}).get("model", "gpu")),
+        "cluster": cluster,
+    }  # fmt: skip
+
+
+def _usage(
+    rng: random.Random,
+    job: dict[str, Any],
+    where: tuple[str, str, str],
+    pool_tenant: Tenant,
+    now: float,
+) -> Iterator[dict[str, Any]]:
+    """Hourly records of what the job held, as the metering step writes them."""
+    start = job["admitted_at"]
+    end = job["finished_at"] or now - 300
+    node, model, cluster = where
+    pool = job["tenant_id"] == pool_tenant.id
+    capacity = "idle-pool" if pool else "on-demand"
+    price = POOL_PRICE_NANO if pool else PRICE_NANO
+    util = rng.uniform(0.05, 0.95)
+    hour = 3600.0
+    t = start
+    k = 0
+    while t < end:
+        stop = min((t // hour + 1) * hour, end)
+        micro = int(job["gpus"] / 1000 * (stop - t) * 1e6)
+        cost = micro * price // (3600 * 10**6)
+        yield {
+            "key": f"{job['id']}/1/{k}", "tenant": job["tenant_id"], "user": "bench",
+            "queue": job["local_queue"], "cluster": cluster, "job_id": job["id"], "attempt": 1,
+            "pod": "main-0", "device": "gpu-0", "node": node,
+            "sku": f"{model}/whole@{capacity}",
+            "period": time.strftime("%Y-%m", time.gmtime(t)), "start": t, "end": stop,
+            "quantity": micro, "price_id": 0, "currency": "USD", "list_cost": cost,
+            "effective_cost": cost, "utilization": min(max(util + rng.gauss(0, 0.05), 0), 1),
+        }  # fmt: skip
+        t = stop
+        k += 1

@@ -1,0 +1,596 @@
+"""The provider's fleet as the console draws it: who holds which part of which GPU, the
+allocation and utilisation over time, the idle pool's size and revenue, and the tenants'
+grants against what they hold.
+
+Everything here is read in a few bulk queries, never one per node or job: the provider
+console must answer within 200 ms on the openb fleet (1,213 nodes, 6,212 GPUs) with 20,000
+jobs (``gpuaas bench console``). The nodes' GPU layouts (whole, MIG instances, shared
+replicas) come from the inventory loader, which takes a second on that fleet; they are kept
+per database and ``fleet.version`` (Meta), which every node change bumps (cordon, drain,
+partition, carving), so a cached layout is never older than the fleet it describes.
+
+Semantics, in one paragraph each:
+
+- **Parts of a GPU.** A GPU is drawn as parts in milli-GPU (1000 = the GPU): a job's share
+  of a whole GPU (``gpus``: ``[slot, milli]``), a MIG instance (its memory slices of the
+  GPU's 8, ``mig``: ``[slot, instance]``), a time-sliced or MPS replica (``1/replicas``,
+  ``replicas``: ``[slot, count]``). What no active job holds is free; the parts are those of
+  the admitted and running jobs' recorded placements (:func:`gpuaas.engine.admission.restore.
+  record`), the engine's own account, so the picture and admission never disagree.
+- **Colour (owner).** A node that is cordoned, draining or reports a telemetry condition is
+  *unavailable* (all its GPUs). A node of the idle pool is the *idle pool*'s, a node carved
+  into a tenant cluster is that *cluster*'s, whole (its free parts included: the cluster
+  holds them). On the shared fleet a held part is its job's *tenant*'s and the rest is *free*.
+  Tenants beyond the palette's distinct colours share one "other tenants" colour; every
+  colour has at least 3:1 contrast with the page's white (WCAG 1.4.11), checked in the tests.
+- **Grouping.** Nodes are grouped by rack and NVLink domain (the inventory's topology;
+  ``""`` when unknown), then by name.
+- **Allocation over time** is the milli-GPU the jobs held (admission to finish, from the
+  jobs table: a job requeued keeps only its last admission) per bucket over the fleet's
+  GPUs; **utilisation over time** is the device-utilisation of the usage records
+  (:mod:`gpuaas.service.usage`), weighted by what each record held, over the fleet's GPUs,
+  so a GPU held idle counts as allocated but not utilised. Records without telemetry
+  count in neither, and the share measured is given with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from gpuaas.model.billing import CapacityPool
+from gpuaas.model.cluster import CLUSTER_LABEL
+from gpuaas.model.devices import PartitionMode
+from gpuaas.model.job_state import ACTIVE, JobState
+from gpuaas.service.fleet import FLEET_VERSION, nodes_from_rows
+from gpuaas.service.idle_pool import pool_row
+from gpuaas.store.tables import (
+    ClusterAllowance,
+    ClusterNodeRow,
+    ClusterRow,
+    Job,
+    Meta,
+    NodeRow,
+    Tenant,
+    UsageRow,
+)
+
+#: Milli-GPU in a GPU; MIG memory slices in a GPU.
+MILLI = 1000
+MIG_SLICES = 8
+
+#: The page's background the legend's colours are measured against.
+BACKGROUND = "#ffffff"
+FREE_COLOUR = "#8a8a8a"
+UNAVAILABLE_COLOUR = "#b3261e"
+POOL_COLOUR = "#7a5c00"
+OTHER_COLOUR = "#5f5f5f"
+#: Distinct tenant and cluster colours, each at least 3:1 against white, apart from the
+#: fixed ones above (a colour-blind-friendly order: blue, green, purple, brown, ...).
+PALETTE = (
+    "#1f5fa8",
+    "#2e7d32",
+    "#6a3d9a",
+    "#a6540f",
+    "#00796b",
+    "#ad1457",
+    "#3949ab",
+    "#558b2f",
+    "#8e24aa",
+    "#00838f",
+    "#c2185b",
+    "#4e342e",
+)
+
+FREE = "free"
+UNAVAILABLE = "unavailable"
+POOL = "pool"
+OTHER = "other"
+
+_ACTIVE = tuple(s.value for s in ACTIVE)
+
+
+# --- contrast ------------------------------------------------------------------------------
+
+
+def _channel(c: float) -> float:
+    c /= 255
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def luminance(colour: str) -> float:
+    """WCAG relative luminance of ``#rrggbb``."""
+    h = colour.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return 0.2126 * _channel(r) + 0.7152 * _channel(g) + 0.0722 * _channel(b)
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two colours (1 to 21)."""
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+# --- the nodes' layouts, cached per fleet version ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLayout:
+    """How one GPU is offered: ``mig`` lists its instances' ``(start, size)`` in memory
+    slices; ``replicas`` is 1 unless time-sliced or MPS."""
+
+    model: str
+    mig: tuple[tuple[int, int], ...] = ()
+    replicas: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLayout:
+    name: str
+    model: str
+    rack: str
+    nvlink: str
+    gpus: tuple[GpuLayout, ...]
+    cordoned: bool
+    draining: bool
+    cluster: str  # the gpuaas.io/cluster label: "<tenant>.<cluster>", "" when none
+
+
+@dataclass(slots=True)
+class _Cached:
+    version: str
+    nodes: list[NodeLayout]
+    by_name: dict[str, NodeLayout]
+
+
+_cache: dict[str, _Cached] = {}
+_cache_lock = threading.Lock()
+
+
+def _layout(rows: Sequence[NodeRow]) -> list[NodeLayout]:
+    out = []
+    for row, node in zip(rows, nodes_from_rows(rows), strict=True):
+        gpus = []
+        for g in node.gpus:
+            p = g.partition
+            mig = tuple((i.start, i.size) for i in p.instances) if p.mode is PartitionMode.MIG else ()
+            gpus.append(GpuLayout(g.model, mig, p.replicas if p.shared else 1))
+        out.append(
+            NodeLayout(row.name, node.gpu_model, node.topology.rack, node.topology.nvlink_domain,
+                       tuple(gpus), row.cordoned, row.draining,
+                       node.labels.get(CLUSTER_LABEL, ""))  # fmt: skip
+        )
+    return out
+
+
+def fleet_layout(session: Session) -> list[NodeLayout]:
+    """Every node's layout in registration order, rebuilt only when ``fleet.version`` moved."""
+    key = str(session.get_bind().url)
+    version = session.scalar(select(Meta.value).where(Meta.key == FLEET_VERSION)) or "0"
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None and hit.version == version:
+        return hit.nodes
+    rows = list(session.scalars(select(NodeRow).order_by(NodeRow.id)))
+    nodes = _layout(rows)
+    with _cache_lock:
+        _cache[key] = _Cached(version, nodes, {n.name: n for n in nodes})
+    return nodes
+
+
+def _by_name(session: Session) -> dict[str, NodeLayout]:
+    fleet_layout(session)
+    with _cache_lock:
+        return _cache[str(session.get_bind().url)].by_name
+
+
+# --- who holds what -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Holdings:
+    """The active jobs' parts, per node and GPU slot: ``(tenant id, milli)``."""
+
+    parts: dict[str, dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
+    jobs: Counter[str] = field(default_factory=Counter)  # active jobs per node
+
+
+def holdings(session: Session, layouts: Mapping[str, NodeLayout]) -> Holdings:
+    """Who holds which part of which GPU, from the active jobs' placements (one query)."""
+    out = Holdings()
+    rows = session.execute(select(Job.tenant_id, Job.placement).where(Job.state.in_(_ACTIVE)))
+    for tenant_id, placement in rows:
+        for pod in placement or ():
+            if not isinstance(pod, Mapping):
+                continue
+            name = pod.get("node")
+            layout = layouts.get(name) if isinstance(name, str) else None
+            if layout is None:
+                continue
+            out.jobs[layout.name] += 1
+            a = pod.get("assignment") or {}
+            per_gpu = out.parts.setdefault(layout.name, {})
+            for slot, milli in a.get("gpus") or ():
+                per_gpu.setdefault(slot, []).append((tenant_id, int(milli)))
+            for slot, index in a.get("mig") or ():
+                gpu = layout.gpus[slot] if 0 <= slot < len(layout.gpus) else None
+                if gpu is not None and 0 <= index < len(gpu.mig):
+                    size = gpu.mig[index][1]
+                    per_gpu.setdefault(slot, []).append((tenant_id, size * MILLI // MIG_SLICES))
+            for slot, count in a.get("replicas") or ():
+                gpu = layout.gpus[slot] if 0 <= slot < len(layout.gpus) else None
+                if gpu is not None:
+                    per_gpu.setdefault(slot, []).append(
+                        (tenant_id, int(count) * MILLI // max(gpu.replicas, 1))
+                    )
+    return out
+
+
+def tenant_names(session: Session) -> dict[int, str]:
+    return dict(session.execute(select(Tenant.id, Tenant.name)).all())
+
+
+def unhealthy_nodes(conditions: Iterable[str] = ()) -> set[str]:
+    """Nodes a telemetry condition marks (the utilisation reader's ``conditions()``)."""
+    return set(conditions)
+
+
+# --- the picture ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LegendEntry:
+    key: str
+    label: str
+    colour: str
+    gpus: float  # GPUs (milli / 1000) of this colour
+
+
+def _owner_key(cluster: str, pool_cluster: str) -> str:
+    return POOL if cluster and cluster == pool_cluster else f"cluster:{cluster}"
+
+
+def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str, Any]:
+    """The heatmap's data, compact: ``legend`` (key, label, colour, GPUs), ``groups`` (rack,
+    nvlink, nodes), each node ``[name, model, state, gpus]`` where ``state`` is ``ok``,
+    ``cordoned``, ``draining`` or ``unhealthy`` and each GPU is a list of
+    ``[legend index, milli]`` parts summing to 1000; and the totals."""
+    layouts = fleet_layout(session)
+    by_name = _by_name(session)
+    held = holdings(session, by_name)
+    names = tenant_names(session)
+    pool = pool_row(session)
+    pool_cluster = f"{names.get(pool.tenant_id, '')}.{pool.name}" if pool is not None else ""
+    sick = set(conditions)
+
+    # milli per owner key, to rank the legend (biggest first get the distinct colours)
+    amounts: Counter[str] = Counter()
+    cells: list[tuple[NodeLayout, str, list[list[tuple[str, int]]]]] = []
+    for n in layouts:
+        state = ("draining" if n.draining else "cordoned" if n.cordoned
+                 else "unhealthy" if n.name in sick else "ok")  # fmt: skip
+        whole = (UNAVAILABLE if state != "ok"
+                 else _owner_key(n.cluster, pool_cluster) if n.cluster else None)  # fmt: skip
+        gpus: list[list[tuple[str, int]]] = []
+        parts_of = held.parts.get(n.name, {})
+        for slot in range(len(n.gpus)):
+            if whole is not None:
+                parts = [(whole, MILLI)]
+            else:
+                parts = []
+                used = 0
+                for tenant_id, milli in parts_of.get(slot, ()):
+                    milli = min(milli, MILLI - used)
+                    if milli > 0:
+                        parts.append((f"tenant:{names.get(tenant_id, tenant_id)}", milli))
+                        used += milli
+                if used < MILLI:
+                    parts.append((FREE, MILLI - used))
+            for key, milli in parts:
+                amounts[key] += milli
+            gpus.append(parts)
+        cells.append((n, state, gpus))
+
+    legend, index = _legend(amounts)
+    groups: dict[tuple[str, str], list[list[Any]]] = {}
+    for n, state, gpus in cells:
+        groups.setdefault((n.rack, n.nvlink), []).append(
+            [n.name, n.model, state, [[[index[k], m] for k, m in parts] for parts in gpus]]
+        )
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] == "", kv[0]))
+    total = sum(len(n.gpus) for n in layouts)
+    return {
+        "legend": [
+            {"key": e.key, "label": e.label, "colour": e.colour, "gpus": round(e.gpus, 3)}
+            for e in legend
+        ],
+        "groups": [
+            {"rack": rack, "nvlink": nvlink, "nodes": sorted(nodes, key=lambda x: x[0])}
+            for (rack, nvlink), nodes in ordered
+        ],
+        "nodes": len(layouts),
+        "gpus": total,
+        "background": BACKGROUND,
+    }
+
+
+def _legend(amounts: Mapping[str, int]) -> tuple[list[LegendEntry], dict[str, int]]:
+    fixed = [
+        (FREE, "free", FREE_COLOUR),
+        (UNAVAILABLE, "unavailable (cordoned, draining, unhealthy)", UNAVAILABLE_COLOUR),
+        (POOL, "idle pool", POOL_COLOUR),
+    ]
+    legend = [LegendEntry(k, label, c, amounts.get(k, 0) / MILLI) for k, label, c in fixed]
+    index = {k: i for i, (k, _, _) in enumerate(fixed)}
+    ranked = sorted((k for k in amounts if k.startswith(("tenant:", "cluster:"))),
+                    key=lambda k: (-amounts[k], k))  # fmt: skip
+    distinct, rest = ranked[: len(PALETTE)], ranked[len(PALETTE) :]
+    for colour, key in zip(PALETTE, distinct, strict=False):
+        kind, name = key.split(":", 1)
+        index[key] = len(legend)
+        legend.append(LegendEntry(key, f"{kind} {name}", colour, amounts[key] / MILLI))
+    if rest:
+        other = len(legend)
+        legend.append(LegendEntry(OTHER, f"{len(rest)} other tenants and clusters", OTHER_COLOUR,
+                                  sum(amounts[k] for k in rest) / MILLI))  # fmt: skip
+        index.update(dict.fromkeys(rest, other))
+    return legend, index
+
+
+# --- over time ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """Buckets of ``step`` seconds from ``start``: allocated and utilised share of the fleet's
+    GPUs (0..1), and the share of the held GPU-time that had telemetry (``measured``)."""
+
+    start: float
+    step: float
+    allocated: list[float]
+    utilised: list[float]
+    measured: list[float]
+    gpus: int
+
+
+def over_time(session: Session, now: float, hours: int = 24, buckets: int = 48) -> Series:
+    """Allocation (jobs) and utilisation (usage records) over the last ``hours``."""
+    start = now - hours * 3600.0
+    step = hours * 3600.0 / buckets
+    gpus = sum(len(n.gpus) for n in fleet_layout(session))
+    capacity = max(gpus, 1) * step  # GPU-seconds per bucket
+    held = [0.0] * buckets
+    rows = session.execute(
+        select(Job.admitted_at, Job.finished_at, Job.gpus).where(
+            Job.admitted_at.is_not(None),
+            Job.gpus > 0,
+            or_(Job.finished_at.is_(None), Job.finished_at > start),
+            Job.admitted_at < now,
+        )
+    )
+    for begun, ended, milli in rows:
+        _spread(held, start, step, max(begun, start), min(ended or now, now), milli / MILLI)
+    util = [0.0] * buckets
+    measured = [0.0] * buckets
+    records = session.execute(
+        select(UsageRow.start, UsageRow.end, UsageRow.quantity, UsageRow.utilization).where(
+            and_(UsageRow.end > start, UsageRow.start < now, _gpu_sku())
+        )
+    )
+    for s, e, quantity, utilisation in records:
+        span = max(e - s, 1e-9)
+        fraction = quantity / 1e6 / span  # micro-unit-seconds -> units held
+        _spread(measured, start, step, max(s, start), min(e, now), fraction)
+        if utilisation is not None:
+            _spread(util, start, step, max(s, start), min(e, now), fraction * utilisation)
+    return Series(
+        start, step,
+        [min(h / capacity, 1.0) for h in held],
+        [min(u / capacity, 1.0) for u in util],
+        [min(m / capacity, 1.0) for m in measured],
+        gpus,
+    )  # fmt: skip
+
+
+def _gpu_sku() -> Any:
+    """Usage records of GPU devices (the SKU's resource is a GPU model, not cpu/memory)."""
+    return and_(~UsageRow.sku.like("cpu%"), ~UsageRow.sku.like("memory%"),
+                ~UsageRow.sku.like("storage%"))  # fmt: skip
+
+
+def _spread(out: list[float], start: float, step: float, a: float, b: float, w: float) -> None:
+    """Add ``w`` x the seconds of ``[a, b)`` to the buckets it overlaps."""
+    if b <= a:
+        return
+    first = max(int((a - start) // step), 0)
+    last = min(int((b - start) // step), len(out) - 1)
+    for i in range(first, last + 1):
+        lo = start + i * step
+        overlap = min(b, lo + step) - max(a, lo)
+        if overlap > 0:
+            out[i] += w * overlap
+
+
+# --- the idle pool --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Revenue:
+    period: str
+    currency: str
+    records: int
+    gpu_hours: float
+    amount_nano: int
+
+
+def pool_revenue(session: Session) -> list[Revenue]:
+    """What the idle pool earned, by month and currency: its usage records (SKUs sold
+    ``@idle-pool``), priced as stored (effective cost), one grouped query."""
+    stmt = (
+        select(UsageRow.period, UsageRow.currency, func.count(), func.sum(UsageRow.quantity),
+               func.sum(UsageRow.effective_cost))  # fmt: skip
+        .where(UsageRow.sku.like(f"%@{CapacityPool.SPOT.value}"), _gpu_sku())
+        .group_by(UsageRow.period, UsageRow.currency)
+        .order_by(UsageRow.period.desc(), UsageRow.currency)
+    )
+    return [
+        Revenue(period, currency, int(n), int(q or 0) / 1e6 / 3600, int(cost or 0))
+        for period, currency, n, q, cost in session.execute(stmt)
+    ]
+
+
+def idle_gpus(picture: Mapping[str, Any]) -> dict[str, float]:
+    """Free GPU capacity (in GPUs, shares summed) on the shared fleet, by model."""
+    free = next(i for i, e in enumerate(picture["legend"]) if e["key"] == FREE)
+    out: Counter[str] = Counter()
+    for group in picture["groups"]:
+        for _, model, _, gpus in group["nodes"]:
+            for parts in gpus:
+                out[model] += sum(m for i, m in parts if i == free) / MILLI
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# --- tenants and their grants ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLine:
+    name: str
+    display_name: str
+    grants: dict[str, dict[str, str]]  # flavor -> resource -> amount
+    granted_gpus: int
+    borrowing: dict[str, Any]
+    lending: dict[str, Any]
+    held_gpus: float
+    running: int
+    pending: int
+    clusters: int
+    cluster_nodes: int
+    node_limit: int
+
+
+def _gpus_of(capacity: Mapping[str, Any]) -> int:
+    total = 0
+    for resources in capacity.values():
+        if isinstance(resources, Mapping):
+            try:
+                total += int(str(resources.get("nvidia.com/gpu", 0)))
+            except ValueError:
+                continue
+    return total
+
+
+def tenant_lines(session: Session) -> list[TenantLine]:
+    """Every tenant with its grants and what it holds now (grouped queries, no per-tenant)."""
+    held: dict[int, float] = defaultdict(float)
+    counts: dict[tuple[int, str], int] = {}
+    stmt = select(Job.tenant_id, Job.state, func.count(), func.sum(Job.gpus)).where(
+        Job.state.in_((*_ACTIVE, JobState.PENDING.value))
+    )
+    for tenant_id, state, n, milli in session.execute(stmt.group_by(Job.tenant_id, Job.state)):
+        counts[(tenant_id, state)] = int(n)
+        if state in _ACTIVE:
+            held[tenant_id] += int(milli or 0) / MILLI
+    clusters = dict(
+        session.execute(
+            select(ClusterRow.tenant_id, func.count()).group_by(ClusterRow.tenant_id)
+        ).all()
+    )
+    nodes = dict(
+        session.execute(
+            select(ClusterRow.tenant_id, func.count())
+            .join(ClusterNodeRow, ClusterNodeRow.cluster_id == ClusterRow.id)
+            .group_by(ClusterRow.tenant_id)
+        ).all()
+    )
+    limits = dict(
+        session.execute(select(ClusterAllowance.tenant_id, ClusterAllowance.node_limit)).all()
+    )
+    out = []
+    for t in session.scalars(select(Tenant).order_by(Tenant.name)):
+        out.append(
+            TenantLine(
+                t.name, t.display_name, dict(t.capacity or {}), _gpus_of(t.capacity or {}),
+                dict(t.borrowing or {}), dict(t.lending or {}), round(held[t.id], 3),
+                sum(counts.get((t.id, s), 0) for s in _ACTIVE),
+                counts.get((t.id, JobState.PENDING.value), 0),
+                int(clusters.get(t.id, 0)), int(nodes.get(t.id, 0)), int(limits.get(t.id, 0)),
+            )  # fmt: skip
+        )
+    return out
+
+
+# --- the nodes table ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLine:
+    name: str
+    model: str
+    gpus: int
+    rack: str
+    nvlink: str
+    state: str
+    cluster: str
+    held_gpus: float
+    jobs: int
+    partitioning: str
+
+
+def _partitioning(n: NodeLayout) -> str:
+    if any(g.mig for g in n.gpus):
+        return "mig"
+    if any(g.replicas > 1 for g in n.gpus):
+        return "shared x" + str(max(g.replicas for g in n.gpus))
+    return "whole"
+
+
+def node_lines(
+    session: Session,
+    *,
+    query: str = "",
+    state: str = "",
+    model: str = "",
+    offset: int = 0,
+    limit: int = 50,
+    conditions: Iterable[str] = (),
+) -> tuple[list[NodeLine], int]:
+    """One page of nodes by name, filtered on the server (name substring, state, model),
+    and how many matched."""
+    layouts = fleet_layout(session)
+    sick = set(conditions)
+    q = query.strip().lower()
+    model_q = model.strip().lower()
+
+    def state_of(n: NodeLayout) -> str:
+        return ("draining" if n.draining else "cordoned" if n.cordoned
+                else "unhealthy" if n.name in sick else "ok")  # fmt: skip
+
+    matched = [
+        n for n in layouts
+        if (not q or q in n.name.lower())
+        and (not model_q or model_q == n.model.lower())
+        and (not state or state_of(n) == state)
+    ]  # fmt: skip
+    matched.sort(key=lambda n: n.name)
+    page = matched[offset : offset + limit]
+    held = holdings(session, {n.name: n for n in page}) if page else Holdings()
+    lines = [
+        NodeLine(n.name, n.model, len(n.gpus), n.rack, n.nvlink, state_of(n), n.cluster,
+                 sum(min(m, MILLI) for parts in held.parts.get(n.name, {}).values()
+                     for _, m in parts) / MILLI,
+                 held.jobs.get(n.name, 0), _partitioning(n))  # fmt: skip
+        for n in page
+    ]
+    return lines, len(matched)
+
+
+def models(session: Session) -> list[str]:
+    """The fleet's GPU models, for the nodes table's filter."""
+    return sorted({n.model for n in fleet_layout(session) if n.model})
