@@ -44,6 +44,11 @@ test: $(STAMP) test-deps
 	$(BIN)/ruff format --check src tests
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
+# Re-fetch the console's vendored browser assets (htmx, uPlot, swagger-ui-dist) from npm at the
+# versions pinned in src/gpuaas/service/console/vendor.py, rewriting static/vendor/VERSIONS.
+console-assets: $(STAMP)
+	$(BIN)/python -m gpuaas.service.console.vendor
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gpuaas import __version__
-from gpuaas.service import errors, openapi
+from gpuaas.service import console, errors, openapi
 from gpuaas.service.audit import AuditLog, AuditMiddleware
 from gpuaas.service.auth import TenantCache, bootstrap_admin, mark_bootstrapped
 from gpuaas.service.limits import BodyLimit
@@ -55,6 +55,8 @@ def create_app(
         version=__version__,
         description="GPU-as-a-Service control plane: tenants, quotas, queues and jobs.",
         lifespan=lifespan,
+        docs_url=None,  # the console serves /docs from vendored assets (works offline)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.tenant_ids = TenantCache()
@@ -75,6 +77,7 @@ def create_app(
     openapi.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    console.install(app)  # the web console at / and /docs (gpuaas.service.console)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.state.audit = AuditLog(http_sink=settings.audit_http, syslog_sink=settings.audit_syslog)
     app.add_middleware(AuditMiddleware, audit=app.state.audit)  # outermost: sees every answer
