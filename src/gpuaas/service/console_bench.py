@@ -53,8 +53,10 @@ class BenchStore:
 def _openb_entries(path: Path) -> list[dict[str, Any]]:
     entries = fleet_file_entries(path)
     for i, entry in enumerate(entries):
-        entry["topology"] = {"rack": f"rack-{i // RACK:03d}",
-                             "nvlinkDomain": f"nvl-{i // NVLINK:04d}"}  # fmt: skip
+        entry["topology"] = {
+            "rack": f"rack-{i // RACK:03d}",
+            "nvlinkDomain": f"nvl-{i // NVLINK:04d}",
+        }
     return entries
 
 
@@ -65,16 +67,31 @@ def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> B
     now = time.time()
     entries = _openb_entries(nodes_csv)
     with db.session() as session:
-        tenants = [Tenant(name="idle-pool", display_name="Idle-capacity marketplace",
-                          capacity={}, created_at=now)]  # fmt: skip
+        tenants = [
+            Tenant(
+                name="idle-pool",
+                display_name="Idle-capacity marketplace",
+                capacity={},
+                created_at=now,
+            )
+        ]
         for i in range(TENANTS):
             gpus = rng.choice((16, 32, 64, 128, 256))
-            tenants.append(Tenant(
-                name=f"tenant-{i:02d}", display_name=f"Tenant {i:02d}",
-                capacity={"default": {"cpu": str(gpus * 16), "memory": f"{gpus * 64}Gi",
-                                      "nvidia.com/gpu": str(gpus)}},
-                borrowing={"default": {"nvidia.com/gpu": str(gpus // 2)}}, created_at=now,
-            ))  # fmt: skip
+            tenants.append(
+                Tenant(
+                    name=f"tenant-{i:02d}",
+                    display_name=f"Tenant {i:02d}",
+                    capacity={
+                        "default": {
+                            "cpu": str(gpus * 16),
+                            "memory": f"{gpus * 64}Gi",
+                            "nvidia.com/gpu": str(gpus),
+                        }
+                    },
+                    borrowing={"default": {"nvidia.com/gpu": str(gpus // 2)}},
+                    created_at=now,
+                )
+            )
         session.add_all(tenants)
         users = [User(name=f"user-{t.name}", created_at=now) for t in tenants]
         session.add_all(users)
@@ -97,19 +114,36 @@ def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> B
         for tenant, name, n in plan:
             spec: dict[str, Any] = {"pools": [{"name": "gpu", "count": n, "flavor": "default"}]}
             if tenant is pool_tenant:
-                spec = {"pools": [{"name": "idle", "count": n}], "idlePool": {
-                    "marketplace": "spot.example", "settleSeconds": 600, "graceSeconds": 120,
-                    "maxNodes": 200}}  # fmt: skip
-            row = ClusterRow(tenant_id=tenant.id, name=name, kind="baremetal", spec=spec,
-                             state="Ready", created_at=now - 86400, updated_at=now)  # fmt: skip
+                spec = {
+                    "pools": [{"name": "idle", "count": n}],
+                    "idlePool": {
+                        "marketplace": "spot.example",
+                        "settleSeconds": 600,
+                        "graceSeconds": 120,
+                        "maxNodes": 200,
+                    },
+                }
+            row = ClusterRow(
+                tenant_id=tenant.id,
+                name=name,
+                kind="baremetal",
+                spec=spec,
+                state="Ready",
+                created_at=now - 86400,
+                updated_at=now,
+            )
             session.add(row)
             clusters[(tenant.id, name)] = row
         session.flush()
         session.add_all(
-            ClusterNodeRow(node=node, cluster_id=clusters[(t.id, name)].id,
-                           pool="idle" if t is pool_tenant else "gpu", created_at=now - 86400)
+            ClusterNodeRow(
+                node=node,
+                cluster_id=clusters[(t.id, name)].id,
+                pool="idle" if t is pool_tenant else "gpu",
+                created_at=now - 86400,
+            )
             for node, (t, name) in carved.items()
-        )  # fmt: skip
+        )
         user_of = {t.id: u.id for t, u in zip(tenants, users, strict=True)}
         rows, usage, active = _jobs(rng, entries, carved, shared, pool_tenant, jobs, now)
         for chunk in _chunks(rows):
@@ -118,8 +152,9 @@ def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> B
         for chunk in _chunks(usage):
             session.execute(insert(UsageRow), [{**u, "tenant": names[u["tenant"]]} for u in chunk])
         gpus = sum(int(e["gpus"]["count"]) for e in entries if isinstance(e.get("gpus"), dict))
-    return BenchStore(len(entries), gpus, len(rows), active, len(usage), len(tenants),
-                      time.perf_counter() - began)  # fmt: skip
+    return BenchStore(
+        len(entries), gpus, len(rows), active, len(usage), len(tenants), time.perf_counter() - began
+    )
 
 
 def _chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -164,8 +199,11 @@ def _jobs(
                     pairs.append(milli)
                     taken += milli
                 for milli in pairs:
-                    rows.append(_job(rng, len(rows), tenant, cluster, entry, [[slot, milli]], now,
-                                     "Running"))  # fmt: skip
+                    rows.append(
+                        _job(
+                            rng, len(rows), tenant, cluster, entry, [[slot, milli]], now, "Running"
+                        )
+                    )
                 slot += 1
                 continue
             width = min(rng.choice((1, 1, 2, 4, 8)), n - slot)
@@ -205,28 +243,58 @@ def _job(
     if state in ("Succeeded", "Failed") and admitted is not None:
         finished = min(admitted + rng.uniform(600, 6 * 3600), now - 60)
     placement = (
-        [{"podSet": "main", "index": 0, "node": entry["name"],
-          "assignment": {"cpu": 4000, "memory": 16 << 30, "gpus": pairs, "mig": [],
-                         "replicas": [], "devices": [f"gpu-{s}" for s, _ in pairs]}}]
-        if pairs else None
-    )  # fmt: skip
+        [
+            {
+                "podSet": "main",
+                "index": 0,
+                "node": entry["name"],
+                "assignment": {
+                    "cpu": 4000,
+                    "memory": 16 << 30,
+                    "gpus": pairs,
+                    "mig": [],
+                    "replicas": [],
+                    "devices": [f"gpu-{s}" for s, _ in pairs],
+                },
+            }
+        ]
+        if pairs
+        else None
+    )
     queue = f"cluster-{cluster}" if cluster else "default"
     return {
-        "id": index + 1, "tenant_id": tenant.id, "name": f"job-{index + 1:05d}", "kind": "batch",
-        "local_queue": queue, "priority": 0,
-        "spec": {"name": f"job-{index + 1:05d}", "queue": queue, "cluster": cluster or None,
-                 "resolved": {"podSets": [{"name": "main", "count": 1,
-                                           "requests": {"cpu": 4000, "nvidia.com/gpu": milli}}]}},
+        "id": index + 1,
+        "tenant_id": tenant.id,
+        "name": f"job-{index + 1:05d}",
+        "kind": "batch",
+        "local_queue": queue,
+        "priority": 0,
+        "spec": {
+            "name": f"job-{index + 1:05d}",
+            "queue": queue,
+            "cluster": cluster or None,
+            "resolved": {
+                "podSets": [
+                    {"name": "main", "count": 1, "requests": {"cpu": 4000, "nvidia.com/gpu": milli}}
+                ]
+            },
+        },
         "state": state,
         "reason": "waiting for quota" if state == "Pending" else "",
         "reason_code": "WaitingForQuota" if state == "Pending" else "",
         "cluster_queue": None if state == "Pending" else queue,
-        "placement": placement, "gpus": milli if pairs else 0, "attempts": 1,
-        "created_at": created, "updated_at": finished or admitted or created,
-        "admitted_at": admitted, "started_at": admitted, "finished_at": finished,
-        "node": entry["name"], "model": str((entry.get("gpus") or {}).get("model", "gpu")),
+        "placement": placement,
+        "gpus": milli if pairs else 0,
+        "attempts": 1,
+        "created_at": created,
+        "updated_at": finished or admitted or created,
+        "admitted_at": admitted,
+        "started_at": admitted,
+        "finished_at": finished,
+        "node": entry["name"],
+        "model": str((entry.get("gpus") or {}).get("model", "gpu")),
         "cluster": cluster,
-    }  # fmt: skip
+    }
 
 
 def _usage(
@@ -252,13 +320,26 @@ def _usage(
         micro = int(job["gpus"] / 1000 * (stop - t) * 1e6)
         cost = micro * price // (3600 * 10**6)
         yield {
-            "key": f"{job['id']}/1/{k}", "tenant": job["tenant_id"], "user": "bench",
-            "queue": job["local_queue"], "cluster": cluster, "job_id": job["id"], "attempt": 1,
-            "pod": "main-0", "device": "gpu-0", "node": node,
+            "key": f"{job['id']}/1/{k}",
+            "tenant": job["tenant_id"],
+            "user": "bench",
+            "queue": job["local_queue"],
+            "cluster": cluster,
+            "job_id": job["id"],
+            "attempt": 1,
+            "pod": "main-0",
+            "device": "gpu-0",
+            "node": node,
             "sku": f"{model}/whole@{capacity}",
-            "period": time.strftime("%Y-%m", time.gmtime(t)), "start": t, "end": stop,
-            "quantity": micro, "price_id": 0, "currency": "USD", "list_cost": cost,
-            "effective_cost": cost, "utilization": min(max(util + rng.gauss(0, 0.05), 0), 1),
-        }  # fmt: skip
+            "period": time.strftime("%Y-%m", time.gmtime(t)),
+            "start": t,
+            "end": stop,
+            "quantity": micro,
+            "price_id": 0,
+            "currency": "USD",
+            "list_cost": cost,
+            "effective_cost": cost,
+            "utilization": min(max(util + rng.gauss(0, 0.05), 0), 1),
+        }
         t = stop
         k += 1

@@ -25,23 +25,29 @@ Semantics, in one paragraph each:
   colour has at least 3:1 contrast with the page's white (WCAG 1.4.11), checked in the tests.
 - **Grouping.** Nodes are grouped by rack and NVLink domain (the inventory's topology;
   ``""`` when unknown), then by name.
-- **Allocation over time** is the milli-GPU the jobs held (admission to finish, from the
-  jobs table: a job requeued keeps only its last admission) per bucket over the fleet's
-  GPUs; **utilisation over time** is the device-utilisation of the usage records
-  (:mod:`gpuaas.service.usage`), weighted by what each record held, over the fleet's GPUs,
-  so a GPU held idle counts as allocated but not utilised. Records without telemetry
-  count in neither, and the share measured is given with it.
+- **Allocation and utilisation over time**, per UTC hour, come from the usage records
+  (:mod:`gpuaas.service.usage`: what each job held, cut at whole hours, with the devices'
+  mean utilisation): allocation is the GPU-time held over the fleet's GPU-time, utilisation
+  the held GPU-time weighted by its utilisation, so a GPU held idle counts as allocated but
+  not utilised; ``measured`` says how much of the held time had telemetry at all. The last
+  hours the metering step has not written yet read what the active jobs hold now.
+- **Caching.** Requests poll (the console's live regions every few seconds), so the
+  holdings and the picture are kept per database and an *active-jobs signature* (count,
+  newest ``updated_at`` and sum of ids of the admitted and running jobs: any admission,
+  start, finish or requeue moves it) with the fleet version; the hourly sums per newest
+  usage record id (records are only ever added). The signature is the picture's ETag.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Integer, and_, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from gpuaas.model.billing import CapacityPool
@@ -150,6 +156,7 @@ class _Cached:
 
 
 _cache: dict[str, _Cached] = {}
+_memo: dict[tuple[Any, ...], Any] = {}
 _cache_lock = threading.Lock()
 
 
@@ -159,12 +166,21 @@ def _layout(rows: Sequence[NodeRow]) -> list[NodeLayout]:
         gpus = []
         for g in node.gpus:
             p = g.partition
-            mig = tuple((i.start, i.size) for i in p.instances) if p.mode is PartitionMode.MIG else ()
+            mig = (
+                tuple((i.start, i.size) for i in p.instances) if p.mode is PartitionMode.MIG else ()
+            )
             gpus.append(GpuLayout(g.model, mig, p.replicas if p.shared else 1))
         out.append(
-            NodeLayout(row.name, node.gpu_model, node.topology.rack, node.topology.nvlink_domain,
-                       tuple(gpus), row.cordoned, row.draining,
-                       node.labels.get(CLUSTER_LABEL, ""))  # fmt: skip
+            NodeLayout(
+                row.name,
+                node.gpu_model,
+                node.topology.rack,
+                node.topology.nvlink_domain,
+                tuple(gpus),
+                row.cordoned,
+                row.draining,
+                node.labels.get(CLUSTER_LABEL, ""),
+            )
         )
     return out
 
@@ -172,7 +188,7 @@ def _layout(rows: Sequence[NodeRow]) -> list[NodeLayout]:
 def fleet_layout(session: Session) -> list[NodeLayout]:
     """Every node's layout in registration order, rebuilt only when ``fleet.version`` moved."""
     key = str(session.get_bind().url)
-    version = session.scalar(select(Meta.value).where(Meta.key == FLEET_VERSION)) or "0"
+    version = _version(session)
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None and hit.version == version:
@@ -182,6 +198,10 @@ def fleet_layout(session: Session) -> list[NodeLayout]:
     with _cache_lock:
         _cache[key] = _Cached(version, nodes, {n.name: n for n in nodes})
     return nodes
+
+
+def _version(session: Session) -> str:
+    return session.scalar(select(Meta.value).where(Meta.key == FLEET_VERSION)) or "0"
 
 
 def _by_name(session: Session) -> dict[str, NodeLayout]:
@@ -199,6 +219,38 @@ class Holdings:
 
     parts: dict[str, dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
     jobs: Counter[str] = field(default_factory=Counter)  # active jobs per node
+
+
+def active_signature(session: Session) -> tuple[int, float, int]:
+    """What changes whenever the active jobs do (see the module docstring); one indexed
+    query (``ix_jobs_state``)."""
+    n, newest, ids = session.execute(
+        select(func.count(), func.max(Job.updated_at), func.sum(Job.id)).where(
+            Job.state.in_(_ACTIVE)
+        )
+    ).one()
+    return int(n or 0), float(newest or 0.0), int(ids or 0)
+
+
+def _remember(key: tuple[Any, ...], value: Any) -> Any:
+    with _cache_lock:
+        if len(_memo) > 64:
+            _memo.clear()
+        _memo[key] = value
+    return value
+
+
+def _recall(key: tuple[Any, ...]) -> Any:
+    with _cache_lock:
+        return _memo.get(key)
+
+
+def fleet_holdings(session: Session) -> Holdings:
+    """:func:`holdings` of the whole fleet, kept per fleet version and active-jobs signature."""
+    version = _version(session)
+    key = ("holdings", str(session.get_bind().url), version, active_signature(session))
+    hit = _recall(key)
+    return hit if hit is not None else _remember(key, holdings(session, _by_name(session)))
 
 
 def holdings(session: Session, layouts: Mapping[str, NodeLayout]) -> Holdings:
@@ -260,23 +312,49 @@ def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str,
     """The heatmap's data, compact: ``legend`` (key, label, colour, GPUs), ``groups`` (rack,
     nvlink, nodes), each node ``[name, model, state, gpus]`` where ``state`` is ``ok``,
     ``cordoned``, ``draining`` or ``unhealthy`` and each GPU is a list of
-    ``[legend index, milli]`` parts summing to 1000; and the totals."""
-    layouts = fleet_layout(session)
-    by_name = _by_name(session)
-    held = holdings(session, by_name)
+    ``[legend index, milli]`` parts summing to 1000; the totals; and ``etag``, which
+    changes whenever any of it does (kept per that key, see the module docstring)."""
     names = tenant_names(session)
     pool = pool_row(session)
     pool_cluster = f"{names.get(pool.tenant_id, '')}.{pool.name}" if pool is not None else ""
-    sick = set(conditions)
+    sick = frozenset(conditions)
+    version = _version(session)
+    signature = active_signature(session)
+    key = (
+        "picture",
+        str(session.get_bind().url),
+        version,
+        signature,
+        pool_cluster,
+        sick,
+        len(names),
+    )
+    hit = _recall(key)
+    if hit is not None:
+        return hit
+    layouts = fleet_layout(session)
+    held = fleet_holdings(session)
 
     # milli per owner key, to rank the legend (biggest first get the distinct colours)
     amounts: Counter[str] = Counter()
     cells: list[tuple[NodeLayout, str, list[list[tuple[str, int]]]]] = []
     for n in layouts:
-        state = ("draining" if n.draining else "cordoned" if n.cordoned
-                 else "unhealthy" if n.name in sick else "ok")  # fmt: skip
-        whole = (UNAVAILABLE if state != "ok"
-                 else _owner_key(n.cluster, pool_cluster) if n.cluster else None)  # fmt: skip
+        state = (
+            "draining"
+            if n.draining
+            else "cordoned"
+            if n.cordoned
+            else "unhealthy"
+            if n.name in sick
+            else "ok"
+        )
+        whole = (
+            UNAVAILABLE
+            if state != "ok"
+            else _owner_key(n.cluster, pool_cluster)
+            if n.cluster
+            else None
+        )
         gpus: list[list[tuple[str, int]]] = []
         parts_of = held.parts.get(n.name, {})
         for slot in range(len(n.gpus)):
@@ -292,8 +370,8 @@ def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str,
                         used += milli
                 if used < MILLI:
                     parts.append((FREE, MILLI - used))
-            for key, milli in parts:
-                amounts[key] += milli
+            for owner, milli in parts:
+                amounts[owner] += milli
             gpus.append(parts)
         cells.append((n, state, gpus))
 
@@ -305,7 +383,7 @@ def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str,
         )
     ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] == "", kv[0]))
     total = sum(len(n.gpus) for n in layouts)
-    return {
+    picture = {
         "legend": [
             {"key": e.key, "label": e.label, "colour": e.colour, "gpus": round(e.gpus, 3)}
             for e in legend
@@ -317,7 +395,9 @@ def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str,
         "nodes": len(layouts),
         "gpus": total,
         "background": BACKGROUND,
+        "etag": hashlib.sha256(repr(key).encode()).hexdigest()[:24],
     }
+    return _remember(key, picture)
 
 
 def _legend(amounts: Mapping[str, int]) -> tuple[list[LegendEntry], dict[str, int]]:
@@ -328,8 +408,10 @@ def _legend(amounts: Mapping[str, int]) -> tuple[list[LegendEntry], dict[str, in
     ]
     legend = [LegendEntry(k, label, c, amounts.get(k, 0) / MILLI) for k, label, c in fixed]
     index = {k: i for i, (k, _, _) in enumerate(fixed)}
-    ranked = sorted((k for k in amounts if k.startswith(("tenant:", "cluster:"))),
-                    key=lambda k: (-amounts[k], k))  # fmt: skip
+    ranked = sorted(
+        (k for k in amounts if k.startswith(("tenant:", "cluster:"))),
+        key=lambda k: (-amounts[k], k),
+    )
     distinct, rest = ranked[: len(PALETTE)], ranked[len(PALETTE) :]
     for colour, key in zip(PALETTE, distinct, strict=False):
         kind, name = key.split(":", 1)
@@ -337,8 +419,14 @@ def _legend(amounts: Mapping[str, int]) -> tuple[list[LegendEntry], dict[str, in
         legend.append(LegendEntry(key, f"{kind} {name}", colour, amounts[key] / MILLI))
     if rest:
         other = len(legend)
-        legend.append(LegendEntry(OTHER, f"{len(rest)} other tenants and clusters", OTHER_COLOUR,
-                                  sum(amounts[k] for k in rest) / MILLI))  # fmt: skip
+        legend.append(
+            LegendEntry(
+                OTHER,
+                f"{len(rest)} other tenants and clusters",
+                OTHER_COLOUR,
+                sum(amounts[k] for k in rest) / MILLI,
+            )
+        )
         index.update(dict.fromkeys(rest, other))
     return legend, index
 
@@ -348,8 +436,9 @@ def _legend(amounts: Mapping[str, int]) -> tuple[list[LegendEntry], dict[str, in
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    """Buckets of ``step`` seconds from ``start``: allocated and utilised share of the fleet's
-    GPUs (0..1), and the share of the held GPU-time that had telemetry (``measured``)."""
+    """Hourly buckets (UTC hours) from ``start``, the last one the current hour: allocated and
+    utilised share of the fleet's GPUs (0..1), and the share of the held GPU-time whose
+    records carry a utilisation (``measured``; 0 for hours not metered yet)."""
 
     start: float
     step: float
@@ -359,62 +448,73 @@ class Series:
     gpus: int
 
 
-def over_time(session: Session, now: float, hours: int = 24, buckets: int = 48) -> Series:
-    """Allocation (jobs) and utilisation (usage records) over the last ``hours``."""
-    start = now - hours * 3600.0
-    step = hours * 3600.0 / buckets
-    gpus = sum(len(n.gpus) for n in fleet_layout(session))
-    capacity = max(gpus, 1) * step  # GPU-seconds per bucket
-    held = [0.0] * buckets
+HOUR = 3600.0
+#: Hours at the end that the metering step may not have written yet (it closes an hour
+#: ``usage.LAG`` after it ends): those are read from what the active jobs hold now.
+UNMETERED_HOURS = 2
+
+
+def _metered(session: Session, start: float, hours: int) -> list[tuple[float, float, float]]:
+    """Per UTC hour from ``start``: GPU-seconds held, GPU-seconds held with telemetry,
+    GPU-seconds utilised, from the usage records (cut at whole hours, so one bucket each).
+    Records are only ever added, so the sums are kept per database, ``start`` and the
+    newest record's id: the hour's first request sums, the others reuse."""
+    newest = session.scalar(select(func.max(UsageRow.id))) or 0
+    key = ("metered", str(session.get_bind().url), start, hours, newest)
+    hit = _recall(key)
+    if hit is not None:
+        return hit
+    out = [(0.0, 0.0, 0.0)] * hours
+    index = cast((UsageRow.start - start) / HOUR, Integer)
+    metered = case((UsageRow.utilization.is_(None), 0), else_=UsageRow.quantity)
     rows = session.execute(
-        select(Job.admitted_at, Job.finished_at, Job.gpus).where(
-            Job.admitted_at.is_not(None),
-            Job.gpus > 0,
-            or_(Job.finished_at.is_(None), Job.finished_at > start),
-            Job.admitted_at < now,
+        select(
+            index,
+            func.sum(UsageRow.quantity),
+            func.sum(metered),
+            func.sum(UsageRow.quantity * UsageRow.utilization),
         )
+        .where(UsageRow.start >= start, _gpu_sku())
+        .group_by(index)
     )
-    for begun, ended, milli in rows:
-        _spread(held, start, step, max(begun, start), min(ended or now, now), milli / MILLI)
-    util = [0.0] * buckets
-    measured = [0.0] * buckets
-    records = session.execute(
-        select(UsageRow.start, UsageRow.end, UsageRow.quantity, UsageRow.utilization).where(
-            and_(UsageRow.end > start, UsageRow.start < now, _gpu_sku())
-        )
-    )
-    for s, e, quantity, utilisation in records:
-        span = max(e - s, 1e-9)
-        fraction = quantity / 1e6 / span  # micro-unit-seconds -> units held
-        _spread(measured, start, step, max(s, start), min(e, now), fraction)
-        if utilisation is not None:
-            _spread(util, start, step, max(s, start), min(e, now), fraction * utilisation)
-    return Series(
-        start, step,
-        [min(h / capacity, 1.0) for h in held],
-        [min(u / capacity, 1.0) for u in util],
-        [min(m / capacity, 1.0) for m in measured],
-        gpus,
-    )  # fmt: skip
+    for i, held, measured, weighted in rows:
+        if 0 <= int(i) < hours:
+            out[int(i)] = (
+                float(held or 0) / 1e6,
+                float(measured or 0) / 1e6,
+                float(weighted or 0) / 1e6,
+            )
+    return _remember(key, out)
+
+
+def over_time(session: Session, now: float, hours: int = 24) -> Series:
+    """Allocation and utilisation per UTC hour over the last ``hours`` (see the module
+    docstring): the metered hours from the usage records; the last hours, while the
+    metering step has not written them, from what the active jobs hold now."""
+    start = (now // HOUR - (hours - 1)) * HOUR
+    gpus = sum(len(n.gpus) for n in fleet_layout(session))
+    metered = _metered(session, start, hours)
+    holding = session.scalar(select(func.sum(Job.gpus)).where(Job.state.in_(_ACTIVE))) or 0
+    allocated, utilised, measured = [], [], []
+    for i, (held, known, used) in enumerate(metered):
+        lo = start + i * HOUR
+        capacity = max(gpus, 1) * max(min(HOUR, now - lo), 1.0)
+        if held == 0 and i >= hours - UNMETERED_HOURS:
+            allocated.append(min(holding / MILLI / max(gpus, 1), 1.0))
+            utilised.append(0.0)
+            measured.append(0.0)
+            continue
+        allocated.append(min(held / capacity, 1.0))
+        utilised.append(min(used / capacity, 1.0))
+        measured.append(min(known / max(held, 1e-9), 1.0))
+    return Series(start, HOUR, allocated, utilised, measured, gpus)
 
 
 def _gpu_sku() -> Any:
     """Usage records of GPU devices (the SKU's resource is a GPU model, not cpu/memory)."""
-    return and_(~UsageRow.sku.like("cpu%"), ~UsageRow.sku.like("memory%"),
-                ~UsageRow.sku.like("storage%"))  # fmt: skip
-
-
-def _spread(out: list[float], start: float, step: float, a: float, b: float, w: float) -> None:
-    """Add ``w`` x the seconds of ``[a, b)`` to the buckets it overlaps."""
-    if b <= a:
-        return
-    first = max(int((a - start) // step), 0)
-    last = min(int((b - start) // step), len(out) - 1)
-    for i in range(first, last + 1):
-        lo = start + i * step
-        overlap = min(b, lo + step) - max(a, lo)
-        if overlap > 0:
-            out[i] += w * overlap
+    return and_(
+        ~UsageRow.sku.like("cpu%"), ~UsageRow.sku.like("memory%"), ~UsageRow.sku.like("storage%")
+    )
 
 
 # --- the idle pool --------------------------------------------------------------------------
@@ -431,18 +531,34 @@ class Revenue:
 
 def pool_revenue(session: Session) -> list[Revenue]:
     """What the idle pool earned, by month and currency: its usage records (SKUs sold
-    ``@idle-pool``), priced as stored (effective cost), one grouped query."""
+    ``@idle-pool``), priced as stored (effective cost), one grouped query, kept per newest
+    record id (records are only ever added)."""
+    newest = session.scalar(select(func.max(UsageRow.id))) or 0
+    key = ("revenue", str(session.get_bind().url), newest)
+    hit = _recall(key)
+    if hit is not None:
+        return list(hit)
     stmt = (
-        select(UsageRow.period, UsageRow.currency, func.count(), func.sum(UsageRow.quantity),
-               func.sum(UsageRow.effective_cost))  # fmt: skip
+        select(
+            UsageRow.period,
+            UsageRow.currency,
+            func.count(),
+            func.sum(UsageRow.quantity),
+            func.sum(UsageRow.effective_cost),
+        )
         .where(UsageRow.sku.like(f"%@{CapacityPool.SPOT.value}"), _gpu_sku())
         .group_by(UsageRow.period, UsageRow.currency)
         .order_by(UsageRow.period.desc(), UsageRow.currency)
     )
-    return [
-        Revenue(period, currency, int(n), int(q or 0) / 1e6 / 3600, int(cost or 0))
-        for period, currency, n, q, cost in session.execute(stmt)
-    ]
+    return list(
+        _remember(
+            key,
+            [
+                Revenue(period, currency, int(n), int(q or 0) / 1e6 / 3600, int(cost or 0))
+                for period, currency, n, q, cost in session.execute(stmt)
+            ],
+        )
+    )
 
 
 def idle_gpus(picture: Mapping[str, Any]) -> dict[str, float]:
@@ -516,12 +632,19 @@ def tenant_lines(session: Session) -> list[TenantLine]:
     for t in session.scalars(select(Tenant).order_by(Tenant.name)):
         out.append(
             TenantLine(
-                t.name, t.display_name, dict(t.capacity or {}), _gpus_of(t.capacity or {}),
-                dict(t.borrowing or {}), dict(t.lending or {}), round(held[t.id], 3),
+                t.name,
+                t.display_name,
+                dict(t.capacity or {}),
+                _gpus_of(t.capacity or {}),
+                dict(t.borrowing or {}),
+                dict(t.lending or {}),
+                round(held[t.id], 3),
                 sum(counts.get((t.id, s), 0) for s in _ACTIVE),
                 counts.get((t.id, JobState.PENDING.value), 0),
-                int(clusters.get(t.id, 0)), int(nodes.get(t.id, 0)), int(limits.get(t.id, 0)),
-            )  # fmt: skip
+                int(clusters.get(t.id, 0)),
+                int(nodes.get(t.id, 0)),
+                int(limits.get(t.id, 0)),
+            )
         )
     return out
 
@@ -569,23 +692,40 @@ def node_lines(
     model_q = model.strip().lower()
 
     def state_of(n: NodeLayout) -> str:
-        return ("draining" if n.draining else "cordoned" if n.cordoned
-                else "unhealthy" if n.name in sick else "ok")  # fmt: skip
+        return (
+            "draining"
+            if n.draining
+            else "cordoned"
+            if n.cordoned
+            else "unhealthy"
+            if n.name in sick
+            else "ok"
+        )
 
     matched = [
-        n for n in layouts
+        n
+        for n in layouts
         if (not q or q in n.name.lower())
         and (not model_q or model_q == n.model.lower())
         and (not state or state_of(n) == state)
-    ]  # fmt: skip
+    ]
     matched.sort(key=lambda n: n.name)
     page = matched[offset : offset + limit]
-    held = holdings(session, {n.name: n for n in page}) if page else Holdings()
+    held = fleet_holdings(session) if page else Holdings()
     lines = [
-        NodeLine(n.name, n.model, len(n.gpus), n.rack, n.nvlink, state_of(n), n.cluster,
-                 sum(min(m, MILLI) for parts in held.parts.get(n.name, {}).values()
-                     for _, m in parts) / MILLI,
-                 held.jobs.get(n.name, 0), _partitioning(n))  # fmt: skip
+        NodeLine(
+            n.name,
+            n.model,
+            len(n.gpus),
+            n.rack,
+            n.nvlink,
+            state_of(n),
+            n.cluster,
+            sum(min(m, MILLI) for parts in held.parts.get(n.name, {}).values() for _, m in parts)
+            / MILLI,
+            held.jobs.get(n.name, 0),
+            _partitioning(n),
+        )
         for n in page
     ]
     return lines, len(matched)
