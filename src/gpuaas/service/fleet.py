@@ -353,10 +353,13 @@ def get_node(session: Session, name: str) -> NodeRow:
     return row
 
 
-def placements_on(session: Session, node: str) -> list[tuple[Job, dict[str, Any]]]:
-    """Pods of admitted or running jobs placed on ``node``: (job, placement entry)."""
-    out: list[tuple[Job, dict[str, Any]]] = []
-    for job in session.scalars(select(Job).where(Job.state.in_(ACTIVE)).order_by(Job.id)):
+def placements_on(session: Session, node: str) -> list[tuple[Any, dict[str, Any]]]:
+    """Pods of admitted or running jobs placed on ``node``: (job, placement entry); the job
+    is a row of its ``id``, ``tenant_id`` and ``state`` (not the whole job: this reads every
+    active job's placement, and their specs would cost more than the placements)."""
+    out: list[tuple[Any, dict[str, Any]]] = []
+    stmt = select(Job.id, Job.tenant_id, Job.state, Job.placement)
+    for job in session.execute(stmt.where(Job.state.in_(ACTIVE)).order_by(Job.id)):
         for pod in job.placement or []:
             if isinstance(pod, Mapping) and pod.get("node") == node:
                 out.append((job, dict(pod)))

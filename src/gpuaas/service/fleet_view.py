@@ -376,6 +376,12 @@ def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str,
         cells.append((n, state, gpus))
 
     legend, index = _legend(amounts)
+    free_by_model: Counter[str] = Counter()
+    for n, _, gpus in cells:
+        for parts in gpus:
+            for owner, milli in parts:
+                if owner == FREE:
+                    free_by_model[n.model] += milli
     groups: dict[tuple[str, str], list[list[Any]]] = {}
     for n, state, gpus in cells:
         groups.setdefault((n.rack, n.nvlink), []).append(
@@ -395,6 +401,10 @@ def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str,
         "nodes": len(layouts),
         "gpus": total,
         "background": BACKGROUND,
+        "freeByModel": [
+            [model, round(milli / MILLI, 3)]
+            for model, milli in sorted(free_by_model.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
         "etag": hashlib.sha256(repr(key).encode()).hexdigest()[:24],
     }
     return _remember(key, picture)
@@ -562,14 +572,8 @@ def pool_revenue(session: Session) -> list[Revenue]:
 
 
 def idle_gpus(picture: Mapping[str, Any]) -> dict[str, float]:
-    """Free GPU capacity (in GPUs, shares summed) on the shared fleet, by model."""
-    free = next(i for i, e in enumerate(picture["legend"]) if e["key"] == FREE)
-    out: Counter[str] = Counter()
-    for group in picture["groups"]:
-        for _, model, _, gpus in group["nodes"]:
-            for parts in gpus:
-                out[model] += sum(m for i, m in parts if i == free) / MILLI
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+    """Free GPU capacity (in GPUs, shares summed) on the shared fleet, by model, most first."""
+    return dict(picture["freeByModel"])
 
 
 # --- tenants and their grants ---------------------------------------------------------------
