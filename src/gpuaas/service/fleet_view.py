@@ -288,11 +288,6 @@ def tenant_names(session: Session) -> dict[int, str]:
     return dict(session.execute(select(Tenant.id, Tenant.name)).all())
 
 
-def unhealthy_nodes(conditions: Iterable[str] = ()) -> set[str]:
-    """Nodes a telemetry condition marks (the utilisation reader's ``conditions()``)."""
-    return set(conditions)
-
-
 # --- the picture ----------------------------------------------------------------------------
 
 
@@ -651,90 +646,3 @@ def tenant_lines(session: Session) -> list[TenantLine]:
             )
         )
     return out
-
-
-# --- the nodes table ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class NodeLine:
-    name: str
-    model: str
-    gpus: int
-    rack: str
-    nvlink: str
-    state: str
-    cluster: str
-    held_gpus: float
-    jobs: int
-    partitioning: str
-
-
-def _partitioning(n: NodeLayout) -> str:
-    if any(g.mig for g in n.gpus):
-        return "mig"
-    if any(g.replicas > 1 for g in n.gpus):
-        return "shared x" + str(max(g.replicas for g in n.gpus))
-    return "whole"
-
-
-def node_lines(
-    session: Session,
-    *,
-    query: str = "",
-    state: str = "",
-    model: str = "",
-    offset: int = 0,
-    limit: int = 50,
-    conditions: Iterable[str] = (),
-) -> tuple[list[NodeLine], int]:
-    """One page of nodes by name, filtered on the server (name substring, state, model),
-    and how many matched."""
-    layouts = fleet_layout(session)
-    sick = set(conditions)
-    q = query.strip().lower()
-    model_q = model.strip().lower()
-
-    def state_of(n: NodeLayout) -> str:
-        return (
-            "draining"
-            if n.draining
-            else "cordoned"
-            if n.cordoned
-            else "unhealthy"
-            if n.name in sick
-            else "ok"
-        )
-
-    matched = [
-        n
-        for n in layouts
-        if (not q or q in n.name.lower())
-        and (not model_q or model_q == n.model.lower())
-        and (not state or state_of(n) == state)
-    ]
-    matched.sort(key=lambda n: n.name)
-    page = matched[offset : offset + limit]
-    held = fleet_holdings(session) if page else Holdings()
-    lines = [
-        NodeLine(
-            n.name,
-            n.model,
-            len(n.gpus),
-            n.rack,
-            n.nvlink,
-            state_of(n),
-            n.cluster,
-            sum(min(m, MILLI) for parts in held.parts.get(n.name, {}).values() for _, m in parts)
-            / MILLI,
-            held.jobs.get(n.name, 0),
-            _partitioning(n),
-        )
-        for n in page
-    ]
-    return lines, len(matched)
-
-
-def models(session: Session) -> list[str]:
-    """The fleet's GPU models, for the nodes table's filter."""
-    return sorted({n.model for n in fleet_layout(session) if n.model})
