@@ -10,6 +10,7 @@ query of the console's own to keep in step with them. The call goes through the 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,17 @@ from fastapi import Request
 
 #: the host part of in-process URLs; never resolved, the transport hands the call to the app
 _BASE = "http://console.internal"
+
+
+class _QuietInProcess(logging.Filter):
+    """httpx logs every request at INFO; the console's in-process calls are not traffic worth a
+    line each (the audit log records the writes), other httpx clients' requests still are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "console.internal" not in record.getMessage()
+
+
+logging.getLogger("httpx").addFilter(_QuietInProcess())
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ again with the typed values and the API's status: nothing was created, the API s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -74,6 +75,7 @@ class Form:
     def _field_for(self, path: str) -> Field | None:
         """The field fed by ``path``, or by its nearest parent (``resources.gpus`` falls to a
         field feeding ``resources``), or a field feeding a part of it."""
+        path = re.sub(r"\[(\d+)\]", r".\1", path)  # podSets[0].x and podSets.0.x alike
         best: tuple[int, Field] | None = None
         for f in self.fields:
             for p in f.paths():

@@ -33,7 +33,23 @@
       if (question && !window.confirm(question)) e.preventDefault();
     });
     drawCharts(document);
+    followProfile();
   });
+
+  // The submit form: choosing a hardware profile shows its GPU range on the GPUs field.
+  function followProfile() {
+    var ranges = document.getElementById("profile-ranges");
+    var select = document.getElementById("f-profile");
+    var gpus = document.getElementById("f-gpus");
+    if (!ranges || !select || !gpus) return;
+    var table = JSON.parse(ranges.textContent);
+    select.addEventListener("change", function () {
+      var r = table[select.value];
+      var help = gpus.parentElement.querySelector(".help");
+      if (r) { gpus.min = r.min; gpus.max = r.max; if (help) help.textContent = r.help; }
+      else { gpus.removeAttribute("min"); gpus.removeAttribute("max"); }
+    });
+  }
 
   // <div class="chart" data-chart='{"title": "...", "x": [unix seconds...],
   //   "series": [{"label": "...", "values": [...], "color": "#..."}], "y": "GPUs"}'>
