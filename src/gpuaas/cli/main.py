@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "bench_autoscale",
         "bench_billing",
         "bench_usage",
+        "bench_console",
     ),
     "serve": ("serve",),
     "db": ("serve",),

@@ -14,8 +14,11 @@ utilisation), the pool's priced at the ``idle-pool`` SKU."""
 from __future__ import annotations
 
 import random
+import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from sqlalchemy import insert
 
 from gpuaas.model.cluster import CLUSTER_LABEL
 from gpuaas.service.fleet import fleet_file_entries, register_nodes
+from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 from gpuaas.store.tables import ClusterNodeRow, ClusterRow, Job, Tenant, UsageRow, User
 
@@ -343,3 +347,172 @@ def _usage(
         }
         t = stop
         k += 1
+
+
+# --- timing the pages ----------------------------------------------------------------------
+
+#: The provider's pages, and the busiest tenant's (tenant-00 holds the most jobs).
+PROVIDER_PAGES = (
+    "/fleet",
+    "/fleet/picture.json",
+    "/fleet/nodes",
+    "/fleet/nodes/openb-node-0500",
+    "/fleet/tenants",
+    "/fleet/idle",
+    "/fleet/utilisation",
+)
+TENANT_PAGES = (
+    "/t/tenant-00/jobs",
+    "/t/tenant-00/jobs/1",
+    "/t/tenant-00/clusters",
+    "/t/tenant-00/queues",
+    "/t/tenant-00/usage",
+)
+ADMIN_TOKEN = "gpa_bench-console-admin-0123456789"
+SERVER_TARGET = 0.200
+RENDER_TARGET = 1.5
+
+
+@dataclass(frozen=True, slots=True)
+class PageTime:
+    """One page: its status, the first request's time (the caches of this process empty:
+    what the page costs after the data changed), then the p50 / p99 wall and the mean CPU
+    of ``requests`` more, and the browser's first render (None: not measured)."""
+
+    path: str
+    status: int
+    bytes: int
+    first: float
+    p50: float
+    p99: float
+    cpu: float
+    render: float | None = None
+
+    @property
+    def met(self) -> bool:
+        return (
+            self.status == 200
+            and self.p99 <= SERVER_TARGET
+            and (self.render is None or self.render <= RENDER_TARGET)
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "bytes": self.bytes,
+            "first_ms": round(self.first * 1000, 1),
+            "p50_ms": round(self.p50 * 1000, 1),
+            "p99_ms": round(self.p99 * 1000, 1),
+            "cpu_ms": round(self.cpu * 1000, 1),
+            "render_ms": None if self.render is None else round(self.render * 1000),
+            "met": self.met,
+        }
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def time_pages(client: Any, paths: Iterable[str], requests: int) -> list[PageTime]:
+    """Time each page through ``client`` (a logged-in TestClient: the ASGI app in this
+    process, no network), as described on :class:`PageTime`."""
+    from gpuaas.service import fleet_view
+
+    out = []
+    for path in paths:
+        fleet_view.forget()
+        began = time.perf_counter()
+        client.get(path)
+        first_s = time.perf_counter() - began
+        walls, cpus = [], []
+        for _ in range(requests):
+            began, cpu = time.perf_counter(), time.process_time()
+            r = client.get(path)
+            walls.append(time.perf_counter() - began)
+            cpus.append(time.process_time() - cpu)
+        out.append(
+            PageTime(
+                path,
+                r.status_code,
+                len(r.content),
+                first_s,
+                _percentile(walls, 0.5),
+                _percentile(walls, 0.99),
+                sum(cpus) / len(cpus),
+            )
+        )
+    return out
+
+
+@contextmanager
+def serving(settings: Settings) -> Iterator[str]:
+    """The app for ``settings`` over HTTP on a free local port (uvicorn in a thread, stopped
+    on leaving); yields its base URL."""
+    import uvicorn
+
+    from gpuaas.service.app import create_app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not server.started:
+            raise RuntimeError("the console's server did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def render_times(
+    base_url: str, token: str, paths: Iterable[str], chromium: str
+) -> dict[str, float]:
+    """First render of each page in headless Chromium: from the navigation's start until
+    the page has loaded and drawn (the heatmap's SVG, every chart), in seconds. The browser
+    logs in once (the static assets are then cached, as for a person's second page)."""
+    from playwright.sync_api import sync_playwright
+
+    drawn = (
+        "() => document.readyState === 'complete'"
+        " && (!document.getElementById('fleet-data') || !!document.querySelector('#heatmap svg'))"
+        " && [...document.querySelectorAll('div.chart')].every(c => c.dataset.drawn)"
+        " && performance.now()"
+    )
+    out: dict[str, float] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{base_url}/login")
+            page.fill("#f-token", token)
+            page.press("#f-token", "Enter")
+            page.wait_for_load_state("load")
+            for path in paths:
+                if path.endswith(".json"):
+                    continue
+                page.goto(f"{base_url}{path}", wait_until="load")
+                at = page.wait_for_function(drawn, timeout=30_000).json_value()
+                out[path] = float(at) / 1000
+        finally:
+            browser.close()
+    return out
+
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
