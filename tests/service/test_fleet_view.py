@@ -149,10 +149,15 @@ def test_a_cordoned_or_unhealthy_node_is_unavailable_and_the_etag_moves(db: Data
     with db.session() as s:
         before = fv.fleet_picture(s)
         assert fv.fleet_picture(s) is before  # kept while nothing changed
+        layouts = {n.name: n for n in fv.fleet_layout(s)}
         set_schedulable(s, "h100-3", NOW, cordoned=True)
     with db.session() as s:
         after = fv.fleet_picture(s)
         sick = fv.fleet_picture(s, {"a100-0"})
+        again = {n.name: n for n in fv.fleet_layout(s)}
+    # only the cordoned node was parsed again
+    assert [n for n in again if again[n] is not layouts[n]] == ["h100-3"]
+    assert again["h100-3"].cordoned
     assert after["etag"] != before["etag"]
     assert _cells(after)["h100-3"] == [[("unavailable", 1000)]] * 4
     assert [n[2] for g in after["groups"] for n in g["nodes"] if n[0] == "h100-3"] == ["cordoned"]

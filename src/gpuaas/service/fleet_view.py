@@ -41,6 +41,7 @@ Semantics, in one paragraph each:
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -153,6 +154,9 @@ class _Cached:
     version: str
     nodes: list[NodeLayout]
     by_name: dict[str, NodeLayout]
+    #: node id -> ((updated_at, cordoned, draining), layout): a new fleet version re-reads a
+    #: node only when these moved
+    rows: dict[int, tuple[tuple[float, bool, bool], NodeLayout]] = field(default_factory=dict)
 
 
 _cache: dict[str, _Cached] = {}
@@ -193,17 +197,37 @@ def _layout(rows: Sequence[NodeRow]) -> list[NodeLayout]:
 
 
 def fleet_layout(session: Session) -> list[NodeLayout]:
-    """Every node's layout in registration order, rebuilt only when ``fleet.version`` moved."""
+    """Every node's layout in registration order, kept per ``fleet.version``. When the
+    version moved, only the nodes whose row changed (``updated_at``, which every write of a
+    node sets: partition, carving, apply; and the cordon and drain flags) are read and parsed
+    again, so a cordon costs one node's parse, not the fleet's."""
     key = str(session.get_bind().url)
     version = _version(session)
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None and hit.version == version:
         return hit.nodes
-    rows = list(session.scalars(select(NodeRow).order_by(NodeRow.id)))
-    nodes = _layout(rows)
+    known = dict(hit.rows) if hit is not None else {}
+    heads = [
+        (i, (at, cordoned, draining))
+        for i, at, cordoned, draining in session.execute(
+            select(NodeRow.id, NodeRow.updated_at, NodeRow.cordoned, NodeRow.draining).order_by(
+                NodeRow.id
+            )
+        )
+    ]
+    stale = [i for i, head in heads if i not in known or known[i][0] != head]
+    for start in range(0, len(stale), 500):  # bounded IN lists
+        chunk = stale[start : start + 500]
+        rows = list(session.scalars(select(NodeRow).where(NodeRow.id.in_(chunk))))
+        for row, layout in zip(rows, _layout(rows), strict=True):
+            known[row.id] = ((row.updated_at, row.cordoned, row.draining), layout)
+    nodes = [known[i][1] for i, _ in heads if i in known]
+    cached = _Cached(
+        version, nodes, {n.name: n for n in nodes}, {i: known[i] for i, _ in heads if i in known}
+    )
     with _cache_lock:
-        _cache[key] = _Cached(version, nodes, {n.name: n for n in nodes})
+        _cache[key] = cached
     return nodes
 
 
@@ -410,6 +434,17 @@ def fleet_picture(session: Session, conditions: Iterable[str] = ()) -> dict[str,
         "etag": hashlib.sha256(repr(key).encode()).hexdigest()[:24],
     }
     return _remember(key, picture)
+
+
+def picture_text(session: Session, conditions: Iterable[str] = ()) -> tuple[str, str]:
+    """``(etag, JSON text)`` of :func:`fleet_picture`, the text kept with the picture (the
+    API answers it as is: serialising 130 KB each poll would cost more than the lookup)."""
+    picture = fleet_picture(session, conditions)
+    key = ("picture-text", picture["etag"])
+    text = _recall(key)
+    if text is None:
+        text = _remember(key, json.dumps(picture, separators=(",", ":")))
+    return picture["etag"], text
 
 
 def _legend(amounts: Mapping[str, int]) -> tuple[list[LegendEntry], dict[str, int]]:

@@ -38,10 +38,10 @@ ALLOCATED = "#1f5fa8"
 UTILISED = "#a6540f"
 
 
-def _script_json(value: Any) -> Markup:
-    """JSON safe inside ``<script type="application/json">`` (no ``</`` can close it)."""
-    text = json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
-    return Markup(text)
+def _script_json(text: str) -> Markup:
+    """JSON text safe inside ``<script type="application/json">``: no ``</`` can close it
+    (``<\\/`` reads as ``</`` in JSON)."""
+    return Markup(text.replace("</", "<\\/"))
 
 
 def _chart(series: dict[str, Any], title: str) -> str:
@@ -89,7 +89,7 @@ async def fleet(c: Console = Depends(console)) -> Response:
         "provider/fleet.html",
         title="Fleet",
         picture=body,
-        picture_json=_script_json(body),
+        picture_json=_script_json(picture.content.decode()),
         legend=body["legend"],
         chart=_chart(series, "Last 24 hours") if series else None,
         chart_words=_summary(series) if series else "",
@@ -106,7 +106,7 @@ async def picture_json(c: Console = Depends(console)) -> Response:
     if answer.ok and etag and c.request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
     return Response(
-        json.dumps(answer.body, separators=(",", ":")),
+        answer.content,
         status_code=answer.status,
         media_type="application/json",
         headers=headers,

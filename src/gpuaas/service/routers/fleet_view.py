@@ -41,12 +41,12 @@ def picture(request: Request, session: SessionDep, p: PrincipalDep) -> Response:
     unavailable), grouped by rack and NVLink domain: ``legend`` and ``groups`` (see
     :func:`gpuaas.service.fleet_view.fleet_picture`). 304 when ``If-None-Match`` matches."""
     require_platform(p, write=False)
-    body = fleet_view.fleet_picture(session, conditions_of(request))
-    etag = f'"{body["etag"]}"'
+    tag, text = fleet_view.picture_text(session, conditions_of(request))
+    etag = f'"{tag}"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
-    return _json(body, headers)
+    return Response(text, media_type="application/json", headers=headers)
 
 
 @router.get("/history", response_model=None)
