@@ -41,6 +41,15 @@ CONTRAST_JS = """
   return (x + 0.05) / (y + 0.05);
 }
 """
+FREE_NODE_JS = """
+() => {
+  const data = JSON.parse(document.getElementById('fleet-data').textContent);
+  const free = data.legend.findIndex((e) => e.key === 'free');
+  for (const g of data.groups) for (const n of g.nodes)
+    if (n[3].length && n[3].every((parts) => parts.every((p) => p[0] === free))) return n[0];
+  return null;
+}
+"""
 UNLABELLED_JS = """
 () => [...document.querySelectorAll('main input:not([type=hidden]), main select, main textarea')]
   .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
@@ -130,6 +139,9 @@ def test_log_in_with_the_keyboard_and_see_the_fleet(page: Any, served: str, tmp_
 def test_nodes_filter_cordon_uncordon_and_a_partition_error(
     page: Any, served: str, tmp_path: Path
 ) -> None:
+    page.goto(f"{served}/fleet")
+    free = page.evaluate(FREE_NODE_JS)  # a node nothing runs on: it may be repartitioned
+    assert free
     page.goto(f"{served}/fleet/nodes")
     _labelled(page)
     page.get_by_label("GPU model").fill("T4")
@@ -159,6 +171,7 @@ def test_nodes_filter_cordon_uncordon_and_a_partition_error(
     page.wait_for_selector(".flash")
     assert page.locator("#node-state").inner_text() == "ok"
     # the API's error for the field, next to it, announced by the field
+    page.goto(f"{served}/fleet/nodes/{free}")
     _labelled(page)
     field = page.get_by_label("Partitioning")
     field.fill("all-9g.99gb")

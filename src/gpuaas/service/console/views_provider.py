@@ -135,7 +135,6 @@ async def utilisation(c: Console = Depends(console), hours: str = "168") -> Resp
         submit="Show",
         id="hours",
     )
-    form.action = "/fleet/utilisation"
     answer = await c.api.get("/v1/fleet/history", hours=hours)
     if not answer.ok:
         form.show(_query_errors(answer, "hours"))

@@ -19,10 +19,11 @@
     var x = 0, y = 0, rowHeight = 0, out = [], nodes = [];
     data.groups.forEach(function (g) {
       var columns = Math.ceil(g.nodes.length / PER_COLUMN);
-      var gw = columns * (nodeWidth + PAD) + PAD;
+      var name = (g.rack || "no rack") + (g.nvlink ? " · " + g.nvlink : "");
+      // wide enough for its label (10px text: about 5.6px a character)
+      var gw = Math.max(columns * (nodeWidth + PAD) + PAD, Math.ceil(name.length * 5.6) + 2 * PAD);
       var gh = LABEL + Math.min(g.nodes.length, PER_COLUMN) * (CELL + GAP) + PAD;
       if (x > 0 && x + gw > width) { x = 0; y += rowHeight + PAD; rowHeight = 0; }
-      var name = (g.rack || "no rack") + (g.nvlink ? " · " + g.nvlink : "");
       out.push('<g class="group"><rect class="box" x="' + x + '" y="' + y + '" width="' + gw +
                '" height="' + gh + '"/><text x="' + (x + PAD) + '" y="' + (y + 11) + '">' +
                esc(name) + "</text>");
