@@ -79,8 +79,13 @@ def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> B
                 created_at=now,
             )
         ]
+        # grants in proportion to how much each tenant runs (the jobs' weights below), a few
+        # tenants beyond theirs (borrowing), about the shared fleet's size in all
+        fleet_gpus = sum(_gpu_count(e) for e in entries)
+        weights = [1.0 / (i + 1) for i in range(TENANTS)]
         for i in range(TENANTS):
-            gpus = rng.choice((16, 32, 64, 128, 256))
+            share = weights[i] / sum(weights) * fleet_gpus * rng.uniform(0.35, 0.75)
+            gpus = max(8, int(share) // 8 * 8)
             tenants.append(
                 Tenant(
                     name=f"tenant-{i:02d}",

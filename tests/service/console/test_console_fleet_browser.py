@@ -190,6 +190,15 @@ def test_tenants_idle_pool_and_utilisation(page: Any, served: str, tmp_path: Pat
     rows = page.locator("table.list tbody tr")
     assert rows.count() == 25
     assert page.locator(".grant-bars li").count() == 25
+    # every cell's words 4.5:1 against what is behind them (a highlighted cell too)
+    for cell in page.locator("table.list tbody td").all()[:80]:
+        fg, bg = cell.evaluate(
+            "e => { let b = e, c;"
+            " do { c = getComputedStyle(b).backgroundColor; b = b.parentElement; }"
+            " while (b && (c === 'rgba(0, 0, 0, 0)' || c === 'transparent'));"
+            " return [getComputedStyle(e).color, c]; }"
+        )
+        assert page.evaluate(CONTRAST_JS, [fg, bg]) >= 4.5, (cell.inner_text(), fg, bg)
     _shot(page, tmp_path, "provider-tenants")
     page.goto(f"{served}/fleet/idle")
     assert "60 nodes" in page.locator("#pool-size").inner_text()

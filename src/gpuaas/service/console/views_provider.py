@@ -313,7 +313,9 @@ def _tenant_row(t: dict[str, Any]) -> list[Cell]:
         Cell(t["name"], title=t.get("displayName") or None),
         Cell(flavors or "—"),
         Cell(f"{t['grantedGpus']}"),
-        Cell(f"{t['heldGpus']:g}", cls="over" if t["heldGpus"] > t["grantedGpus"] else None),
+        Cell(
+            f"{t['heldGpus']:g}", cls="beyond-grant" if t["heldGpus"] > t["grantedGpus"] else None
+        ),
         Cell(str(borrowing) if borrowing else "—"),
         Cell(str(t["running"])),
         Cell(str(t["pending"])),
