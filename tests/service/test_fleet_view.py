@@ -7,7 +7,6 @@ tenants' grants."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 
 from gpuaas.model.cluster import CLUSTER_LABEL
 from gpuaas.service import fleet_view as fv
-from gpuaas.service.fleet import register_nodes, set_schedulable
+from gpuaas.service.fleet import placements_on, register_nodes, set_schedulable
 from gpuaas.store.db import Database
 from gpuaas.store.tables import ClusterNodeRow, ClusterRow, Job, Tenant, UsageRow, User
 
@@ -57,8 +56,8 @@ def _job(job_id: int, tenant: Tenant, user: User, state: str, node: str, a: dict
 
 
 @pytest.fixture()
-def db(tmp_path: Path) -> Database:
-    db = Database(f"sqlite:///{tmp_path / 'view.db'}")
+def db(db_url: str) -> Database:
+    db = Database(db_url)
     db.upgrade()
     with db.session() as s:
         acme = Tenant(name="acme", capacity={"default": {"nvidia.com/gpu": "4"}},
@@ -165,6 +164,16 @@ def test_a_cordoned_or_unhealthy_node_is_unavailable_and_the_etag_moves(db: Data
     assert sick["etag"] != after["etag"]
 
 
+def test_placements_on_a_node_are_its_active_jobs_pods(db: Database) -> None:
+    with db.session() as s:
+        on = placements_on(s, "h100-0")
+        assert placements_on(s, "h100-") == [] and placements_on(s, "h100-9") == []
+    assert [(job.id, pod["assignment"]["gpus"]) for job, pod in on] == [
+        (3, [[0, 250]]),
+        (4, [[1, 1000]]),
+    ]
+
+
 def test_a_job_finishing_changes_the_picture(db: Database) -> None:
     with db.session() as s:
         before = fv.fleet_picture(s)
@@ -218,6 +227,12 @@ def test_hourly_series_reads_usage_records_and_the_pool_earns(db: Database) -> N
                      period="2026-11", start=start, end=start + hour, quantity=2 * 3600 * 10**6,
                      price_id=0, currency="USD", list_cost=9, effective_cost=1_800_000_000,
                      utilization=None),
+            # a record starting mid-hour (a job admitted then) belongs to that hour
+            UsageRow(key="d", tenant="acme", user="u", queue="q", job_id=2, attempt=1, pod="p",
+                     device="gpu-1", node="h100-0", sku="H100-80GB/whole@on-demand",
+                     period="2026-11", start=start + 0.75 * hour, end=start + hour,
+                     quantity=4 * 900 * 10**6, price_id=0, currency="USD", list_cost=1,
+                     effective_cost=1, utilization=1.0),
             UsageRow(key="c", tenant="market", user="u", queue="q", job_id=9, attempt=1, pod="p",
                      device="cpu", node="h100-2", sku="cpu@idle-pool", period="2026-11",
                      start=start, end=start + hour, quantity=10**9, price_id=0, currency="USD",
@@ -227,9 +242,10 @@ def test_hourly_series_reads_usage_records_and_the_pool_earns(db: Database) -> N
         series = fv.over_time(s, NOW, hours=3)
         revenue = fv.pool_revenue(s)
     assert series.gpus == 20 and series.step == hour and len(series.allocated) == 3
-    assert series.allocated[1] == pytest.approx(12 / 20)
-    assert series.utilised[1] == pytest.approx(5 / 20)
-    assert series.measured[1] == pytest.approx(10 / 12)
+    # 10 GPU-hours at 50 %, 2 unmeasured, 1 (4 GPUs for a quarter hour) at 100 %
+    assert series.allocated[1] == pytest.approx(13 / 20)
+    assert series.utilised[1] == pytest.approx(6 / 20)
+    assert series.measured[1] == pytest.approx(11 / 13)
     assert series.allocated[0] == 0
     # the current hour is not metered yet: what the active jobs hold now (4.25 GPUs)
     assert series.allocated[2] == pytest.approx(4.25 / 20)

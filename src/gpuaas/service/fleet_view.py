@@ -512,7 +512,11 @@ def _metered(session: Session, start: float, hours: int) -> list[tuple[float, fl
     if hit is not None:
         return hit
     out = [(0.0, 0.0, 0.0)] * hours
-    index = cast((UsageRow.start - start) / HOUR, Integer)
+    hours_in = (UsageRow.start - start) / HOUR
+    # the hour a record starts in: SQLite's CAST truncates (the rows are >= start), but
+    # PostgreSQL's rounds, so floor there
+    postgres = session.get_bind().dialect.name == "postgresql"
+    index = cast(func.floor(hours_in), Integer) if postgres else cast(hours_in, Integer)
     metered = case((UsageRow.utilization.is_(None), 0), else_=UsageRow.quantity)
     rows = session.execute(
         select(
