@@ -204,10 +204,10 @@ def _jobs(
                 taken = 0
                 pairs = []
                 while taken < 700:
-                    milli = rng.choice((100, 200, 250, 500))
+                    milli = rng.choice([m for m in (100, 200, 250, 500) if taken + m <= 1000])
                     pairs.append(milli)
                     taken += milli
-                for milli in pairs:
+                for milli in pairs[: count - len(rows)]:
                     rows.append(
                         _job(
                             rng, len(rows), tenant, cluster, entry, [[slot, milli]], now, "Running"
