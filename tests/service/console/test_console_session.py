@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from console_world import DEMO_ADMIN, csrf_of, demo_tokens, log_in
@@ -194,3 +195,24 @@ def test_the_csrf_token_differs_per_session(world: tuple[TestClient, dict[str, s
     second = log_in(client, tokens["arjun"])
     assert first != second
     assert csrf_of(client.get("/t/acme-ai/jobs").text) == second
+
+
+def test_every_console_asset_is_in_the_wheels_package_data() -> None:
+    """pyproject's package-data globs cover every template and static file (else the installed
+    console would miss them while a source checkout works)."""
+    import tomllib
+
+    root = Path(__file__).parents[3]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["gpuaas"]
+    package = root / "src" / "gpuaas"
+    covered = {p for g in globs for p in package.glob(g)}
+    console = package / "service" / "console"
+    shipped = {
+        p
+        for sub in ("templates", "static")
+        for p in (console / sub).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert shipped and not shipped - covered, sorted(str(p) for p in shipped - covered)

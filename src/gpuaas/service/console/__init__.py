@@ -16,6 +16,7 @@ How to add a page
 1. A module ``views_<area>.py`` here with ``router = APIRouter(include_in_schema=False)`` and
    routes taking ``c: Console = Depends(console)`` (a provider page) or
    ``Depends(tenant_console)`` (a page under ``/t/{tenant}/...``; ``c.tenant`` is set,
+   ``tenant_admin_console`` for the tenant's admins only;
    ``c.v1("/jobs")`` is its API path). Read with ``await c.api.get(path, **query)`` (an
    :class:`~.api.Answer`); show a list with :func:`.tables.api_table`.
 2. Answer ``page(c, "<area>/<name>.html", title=..., **context)``; the template
@@ -38,7 +39,14 @@ from fastapi.staticfiles import StaticFiles
 
 from gpuaas.service.console import entry, views_provider, views_tenant_admin, views_user
 from gpuaas.service.console import session as sessions
-from gpuaas.service.console.frame import HERE, NotLoggedIn, Refused, TenantHidden, templates
+from gpuaas.service.console.frame import (
+    HERE,
+    NotAllowed,
+    NotLoggedIn,
+    Refused,
+    TenantHidden,
+    templates,
+)
 
 #: the modules whose ``router`` the console serves
 VIEWS = [entry, views_provider, views_user, views_tenant_admin]
@@ -52,6 +60,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(NotLoggedIn, _to_login)  # type: ignore[arg-type]
     app.add_exception_handler(Refused, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(TenantHidden, _hidden)  # type: ignore[arg-type]
+    app.add_exception_handler(NotAllowed, _not_allowed)  # type: ignore[arg-type]
 
 
 async def _to_login(request: Request, exc: NotLoggedIn) -> Response:
@@ -82,3 +91,7 @@ async def _refused(request: Request, exc: Refused) -> Response:
 
 async def _hidden(request: Request, exc: TenantHidden) -> Response:
     return _plain(request, 404, "Not found", f"tenant {exc.args[0]!r} not found")
+
+
+async def _not_allowed(request: Request, exc: NotAllowed) -> Response:
+    return _plain(request, 403, "Not for your role", str(exc))

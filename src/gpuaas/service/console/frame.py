@@ -184,6 +184,18 @@ async def tenant_console(tenant: str, c: Console = Depends(console)) -> Console:
     return c
 
 
+async def tenant_admin_console(c: Console = Depends(tenant_console)) -> Console:
+    """A tenant-admin page: for the tenant's admins and the provider admin (the API still
+    decides every read and write; this keeps its forms from people who could only be refused)."""
+    if not (c.can("tenant-admin") or c.is_provider_admin):
+        raise NotAllowed("this page is for the tenant's admins")
+    return c
+
+
+class NotAllowed(Exception):
+    """A page the caller's role does not open (403)."""
+
+
 class TenantHidden(Exception):
     """A tenant the caller is not a member of: as the API does, it does not exist."""
 

@@ -17,7 +17,14 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from gpuaas.service.console.forms import Field, Form, options
-from gpuaas.service.console.frame import Console, add_page, done, failed, page, tenant_console
+from gpuaas.service.console.frame import (
+    Console,
+    add_page,
+    done,
+    failed,
+    page,
+    tenant_admin_console,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -67,6 +74,8 @@ def _cluster_form(c: Console, allowance: dict[str, Any]) -> Form:
                   options=options(models, blank="(by flavor)")),
             Field("count", "Nodes", "number", ("pools.0.count", "pools"), value="1", min="0",
                   required=True),
+            Field("max", "Most nodes the pool may scale to", "number", ("pools.0.max",),
+                  min="0", help="empty: the pool stays at its size"),
         ],
         submit="Create cluster",
         id="create-cluster",
@@ -98,12 +107,12 @@ async def _clusters_page(c: Console, form: Form | None = None, status: int = 200
 
 
 @router.get("/t/{tenant}/clusters")
-async def clusters(c: Console = Depends(tenant_console)) -> Response:
+async def clusters(c: Console = Depends(tenant_admin_console)) -> Response:
     return await _clusters_page(c)
 
 
 @router.post("/t/{tenant}/clusters")
-async def create_cluster(c: Console = Depends(tenant_console)) -> Response:
+async def create_cluster(c: Console = Depends(tenant_admin_console)) -> Response:
     f = c.form
     pool: dict[str, Any] = {
         "name": f.get("pool", "").strip(),
@@ -113,6 +122,8 @@ async def create_cluster(c: Console = Depends(tenant_console)) -> Response:
         pool["flavor"] = f["flavor"]
     if f.get("gpu_model"):
         pool["gpuModel"] = f["gpu_model"]
+    if f.get("max", "").strip():
+        pool["max"] = _int_or_text(f["max"])
     body = {"name": f.get("name", "").strip(), "kind": f.get("kind", ""), "pools": [pool]}
     answer = await c.api.post(c.v1("/clusters"), body)
     if answer.ok:
@@ -160,12 +171,12 @@ async def _cluster_page(
 
 
 @router.get("/t/{tenant}/clusters/{name}")
-async def cluster(name: str, c: Console = Depends(tenant_console)) -> Response:
+async def cluster(name: str, c: Console = Depends(tenant_admin_console)) -> Response:
     return await _cluster_page(c, name)
 
 
 @router.post("/t/{tenant}/clusters/{name}/scale")
-async def scale_cluster(name: str, c: Console = Depends(tenant_console)) -> Response:
+async def scale_cluster(name: str, c: Console = Depends(tenant_admin_console)) -> Response:
     pool = c.form.get("pool", "")
     count = c.form.get(f"count-{pool}", "")
     answer = await c.api.post(
@@ -178,7 +189,7 @@ async def scale_cluster(name: str, c: Console = Depends(tenant_console)) -> Resp
 
 
 @router.post("/t/{tenant}/clusters/{name}/delete")
-async def delete_cluster(name: str, c: Console = Depends(tenant_console)) -> Response:
+async def delete_cluster(name: str, c: Console = Depends(tenant_admin_console)) -> Response:
     answer = await c.api.delete(c.v1(f"/clusters/{name}"))
     if not answer.ok:
         return failed(c, answer, title=f"Cluster {name} cannot be deleted")
@@ -253,7 +264,7 @@ def _queue_rows(cqs: list[dict[str, Any]], held: dict[str, float]) -> list[dict[
 
 
 @router.get("/t/{tenant}/queues")
-async def queues(c: Console = Depends(tenant_console)) -> Response:
+async def queues(c: Console = Depends(tenant_admin_console)) -> Response:
     tenant = await c.api.get(c.v1())
     if not tenant.ok:
         return failed(c, tenant, title="Queues and quotas")
@@ -346,12 +357,12 @@ async def _users_page(
 
 
 @router.get("/t/{tenant}/users")
-async def users(c: Console = Depends(tenant_console)) -> Response:
+async def users(c: Console = Depends(tenant_admin_console)) -> Response:
     return await _users_page(c)
 
 
 @router.post("/t/{tenant}/users")
-async def put_member(c: Console = Depends(tenant_console)) -> Response:
+async def put_member(c: Console = Depends(tenant_admin_console)) -> Response:
     user = c.form.get("user", "").strip()
     form = _member_form(c).fill(c.form)
     if not user:
@@ -365,7 +376,7 @@ async def put_member(c: Console = Depends(tenant_console)) -> Response:
 
 
 @router.post("/t/{tenant}/users/{user}/remove")
-async def remove_member(user: str, c: Console = Depends(tenant_console)) -> Response:
+async def remove_member(user: str, c: Console = Depends(tenant_admin_console)) -> Response:
     answer = await c.api.delete(c.v1(f"/members/{user}"))
     if not answer.ok:
         return failed(c, answer, title=f"{user} cannot be removed")
@@ -373,7 +384,7 @@ async def remove_member(user: str, c: Console = Depends(tenant_console)) -> Resp
 
 
 @router.post("/t/{tenant}/users/limit")
-async def set_user_limit(c: Console = Depends(tenant_console)) -> Response:
+async def set_user_limit(c: Console = Depends(tenant_admin_console)) -> Response:
     name = c.form.get("queue", "")
     form = _limit_form(c, []).fill(c.form)
     current = await c.api.get(c.v1(f"/local-queues/{name}"))
@@ -452,12 +463,12 @@ async def _usage_page(c: Console, form: Form | None = None, status: int = 200) -
 
 
 @router.get("/t/{tenant}/usage")
-async def usage(c: Console = Depends(tenant_console)) -> Response:
+async def usage(c: Console = Depends(tenant_admin_console)) -> Response:
     return await _usage_page(c)
 
 
 @router.post("/t/{tenant}/usage/budgets")
-async def create_budget(c: Console = Depends(tenant_console)) -> Response:
+async def create_budget(c: Console = Depends(tenant_admin_console)) -> Response:
     f = c.form
     body: dict[str, Any] = {
         "name": f.get("name", "").strip(),
@@ -477,7 +488,7 @@ async def create_budget(c: Console = Depends(tenant_console)) -> Response:
 
 
 @router.get("/t/{tenant}/alerts")
-async def alerts(c: Console = Depends(tenant_console)) -> Response:
+async def alerts(c: Console = Depends(tenant_admin_console)) -> Response:
     budgets = await c.api.get(c.v1("/budgets"), limit=200)
     if not budgets.ok:
         return failed(c, budgets, title="Alerts")

@@ -62,14 +62,14 @@ async def jobs(c: Console = Depends(tenant_console)) -> Response:
             Filter("user", "User"),
         ],
         empty="No jobs match.",
-        caption="Newest first is not promised: the API pages by id.",
     )
     return page(c, "user/jobs.html", title="Jobs", live="user/_jobs.html", table=table)
 
 
 async def _cost(c: Console, job_id: int) -> dict[str, Any]:
-    """What the job's usage records say so far: GPU-hours and cost per currency."""
-    seconds = Decimal(0)
+    """What the job's usage records say so far: unit-hours per SKU (a GPU's, and the CPU and
+    memory's where the provider meters them) and the cost per currency."""
+    seconds: dict[str, Decimal] = {}
     costs: dict[str, Decimal] = {}
     after = None
     records = 0
@@ -80,7 +80,8 @@ async def _cost(c: Console, job_id: int) -> dict[str, Any]:
         for r in answer.items():
             records += 1
             try:
-                seconds += Decimal(str(r["quantity"]))
+                sku = str(r.get("sku") or "")
+                seconds[sku] = seconds.get(sku, Decimal(0)) + Decimal(str(r["quantity"]))
                 cur = r.get("currency") or ""
                 costs[cur] = costs.get(cur, Decimal(0)) + Decimal(str(r["effectiveCost"]))
             except (InvalidOperation, KeyError):
@@ -90,7 +91,7 @@ async def _cost(c: Console, job_id: int) -> dict[str, Any]:
             break
     return {
         "records": records,
-        "unit_hours": f"{seconds / 3600:.3f}",
+        "hours": [(sku, f"{v / 3600:.4f}") for sku, v in sorted(seconds.items())],
         "costs": [(cur or "(no price)", f"{v:,.2f}") for cur, v in sorted(costs.items())],
         "partial": after is not None,
     }
