@@ -5,7 +5,7 @@ contrast, filter the nodes table, cordon and uncordon a node through its confirm
 dismissed confirmation doing nothing), get a bad partitioning's error next to its field, and
 read the tenants, the idle pool and the utilisation chart. Every form field has a label.
 
-Each main view is saved as a screenshot (the test's tmp dir; also ``$GPUAAS_SCREENSHOTS``
+Each main view is saved as a screenshot (the test's tmp dir; also ``$GPUAAS_CONSOLE_SCREENSHOTS``
 when set: ``docs/screenshots/`` holds the ones the README shows).
 
 Needs Debian's Chromium, the playwright driver and ../shared/data/openb; skips with a clear
@@ -92,8 +92,8 @@ def page(served: str) -> Iterator[Any]:
 
 def _shot(page: Any, tmp_path: Path, name: str) -> None:
     targets = [tmp_path]
-    if os.environ.get("GPUAAS_SCREENSHOTS"):
-        targets.append(Path(os.environ["GPUAAS_SCREENSHOTS"]))
+    if os.environ.get("GPUAAS_CONSOLE_SCREENSHOTS"):
+        targets.append(Path(os.environ["GPUAAS_CONSOLE_SCREENSHOTS"]))
     for target in targets:
         target.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(target / f"{name}.png"), full_page=True)
