@@ -874,6 +874,10 @@ ROUTES: list[Route] = [
     Route("POST", "/v1/nodes/{}/drain", PLATFORM_WRITE, prepare=disposable_node),
     Route("PUT", "/v1/nodes/{}/partition", PLATFORM_WRITE, prepare=partition),
     Route("GET", "/v1/nodes/{}/utilization", PLATFORM_READ, prepare=global_object("node-1")),
+    Route("GET", "/v1/fleet/picture", PLATFORM_READ),
+    Route("GET", "/v1/fleet/history", PLATFORM_READ),
+    Route("GET", "/v1/fleet/idle", PLATFORM_READ),
+    Route("GET", "/v1/fleet/tenants", PLATFORM_READ),
     # governance: the provider's objects
     Route("GET", "/v1/flavors", ANY_AUTH),
     Route("POST", "/v1/flavors", PLATFORM_WRITE, 201, NEW_FLAVOR),

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "bench_billing",
         "bench_failover",
         "bench_metering",
+        "bench_console",
     ),
     "serve": ("serve",),
     "db": ("serve",),

@@ -13,6 +13,7 @@ Every change bumps ``fleet.version`` in Meta: the reconciler rebuilds its snapsh
 from __future__ import annotations
 
 import copy
+import json
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, select, text
+from sqlalchemy import Text, cast, event, select, text
 from sqlalchemy.orm import Session
 
 from gpuaas.model.cluster import CLUSTER_LABEL
@@ -353,10 +354,21 @@ def get_node(session: Session, name: str) -> NodeRow:
     return row
 
 
-def placements_on(session: Session, node: str) -> list[tuple[Job, dict[str, Any]]]:
-    """Pods of admitted or running jobs placed on ``node``: (job, placement entry)."""
-    out: list[tuple[Job, dict[str, Any]]] = []
-    for job in session.scalars(select(Job).where(Job.state.in_(ACTIVE)).order_by(Job.id)):
+def placements_on(session: Session, node: str) -> list[tuple[Any, dict[str, Any]]]:
+    """Pods of admitted or running jobs placed on ``node``: (job, placement entry); the job
+    is a row of its ``id``, ``tenant_id`` and ``state``. Only the active jobs whose stored
+    placement text holds the node's name as a JSON string are read (a superset: each pod is
+    checked), not every active job's placement: on the openb fleet with 4,000 running jobs
+    a node's page read them all."""
+    out: list[tuple[Any, dict[str, Any]]] = []
+    stmt = select(Job.id, Job.tenant_id, Job.state, Job.placement).where(Job.state.in_(ACTIVE))
+    quoted = json.dumps(node)
+    if quoted == f'"{node}"' and node.isascii():
+        # the stored JSON text holds the name exactly so (a name needing no escape): only
+        # those rows are read; each is still checked below
+        pattern = "%" + quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        stmt = stmt.where(cast(Job.placement, Text).like(pattern, escape="\\"))
+    for job in session.execute(stmt.order_by(Job.id)):
         for pod in job.placement or []:
             if isinstance(pod, Mapping) and pod.get("node") == node:
                 out.append((job, dict(pod)))

@@ -37,7 +37,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from gpuaas.service.console import entry, views_tenant_admin, views_user
+from gpuaas.service.console import entry, views_provider, views_tenant_admin, views_user
 from gpuaas.service.console import session as sessions
 from gpuaas.service.console.frame import (
     HERE,
@@ -49,7 +49,7 @@ from gpuaas.service.console.frame import (
 )
 
 #: the modules whose ``router`` the console serves
-VIEWS = [entry, views_user, views_tenant_admin]
+VIEWS = [entry, views_provider, views_user, views_tenant_admin]
 
 
 def install(app: FastAPI) -> None:

@@ -40,6 +40,7 @@ class Answer:
     status: int
     body: Any
     headers: httpx.Headers
+    content: bytes = b""  # the body as sent (a page may pass a large JSON on unchanged)
 
     @property
     def ok(self) -> bool:
@@ -121,7 +122,7 @@ class Api:
                 body = answer.text
         else:
             body = answer.text
-        return Answer(answer.status_code, body, answer.headers)
+        return Answer(answer.status_code, body, answer.headers, answer.content)
 
     async def get(self, path: str, **params: Any) -> Answer:
         return await self.call("GET", path, params=params)

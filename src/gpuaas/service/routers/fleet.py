@@ -138,15 +138,17 @@ def list_nodes(
         stmt = stmt.where(NodeRow.cordoned.is_(cordoned))
     items: list[NodeOut] = []
     cursor = fleet.text_cursor(after)
+    # without a filter read on the rows, one more row than the page tells whether one follows
+    batch = _BATCH if model is not None or pool is not None else limit + 1
     while True:
         batch_stmt = stmt if cursor is None else stmt.where(NodeRow.name > cursor)
-        rows = list(session.scalars(batch_stmt.limit(_BATCH)))
+        rows = list(session.scalars(batch_stmt.limit(batch)))
         for row, node in zip(rows, fleet.nodes_from_rows(rows), strict=True):
             if _matches(row, node, model, pool):
                 if len(items) == limit:
                     return Page(items=items, next=items[-1].name)
                 items.append(node_out(row, node))
-        if len(rows) < _BATCH:
+        if len(rows) < batch:
             return Page(items=items, next=None)
         cursor = rows[-1].name
 
