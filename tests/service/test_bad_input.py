@@ -461,7 +461,7 @@ CASES: list[Case] = [
         field_name="body",
     ),
     raw_job("json-infinity", 422, b'{"name": "x", "maxRunTime": Infinity}', "application/json"),
-    raw_job("not-utf8", 400, b'{"name": "\xff\xfe"}', "application/json"),
+    raw_job("not-utf8", 422, b'{"name": "\xff\xfe"}', "application/json", "body"),
     raw_job("empty-body", 422, b"", "application/json"),
     raw_job("text-plain", 422, json.dumps(job_spec("x", "acme-lq")).encode(), "text/plain"),
     raw_job("form-encoded", 422, b"name=x&kind=training", "application/x-www-form-urlencoded"),
@@ -746,8 +746,15 @@ CASES: list[Case] = [
         json=hardware_profile("acme-hp", "acme-lq"),
     ),
     # lone UTF-16 surrogates (valid JSON escapes, not encodable text), deep nesting, long numbers
-    raw_job("json-nested-deep", 400, b'{"name": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
-    raw_job("json-number-5000-digits", 400, b'{"maxRunTime": ' + b"9" * 5000 + b"}"),
+    raw_job(
+        "json-nested-deep",
+        422,
+        b'{"name": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        field_name="body",
+    ),
+    raw_job(
+        "json-number-5000-digits", 422, b'{"maxRunTime": ' + b"9" * 5000 + b"}", field_name="body"
+    ),
     Case(
         "tenant-display-name-surrogate",
         "PATCH",

@@ -33,6 +33,7 @@ group: per tenant x SKU by default, the rating the invoices start from), :func:`
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -44,6 +45,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
 from gpuaas.billing.metering import (
@@ -118,12 +120,18 @@ def configure(db_url: str, enabled: bool = True, reader: UtilisationReader | Non
 def _key_of(url: str) -> str:
     from sqlalchemy.engine import make_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    return _rendered(make_url(url))
+
+
+@functools.lru_cache(maxsize=64)
+def _rendered(url: URL) -> str:
+    """A database's key (its URL without the password), rendered once per URL: every
+    transition asks for it, and rendering a URL is most of what asking costs."""
+    return url.render_as_string(hide_password=True)
 
 
 def _config(session: Session) -> _Config:
-    url = session.get_bind().url.render_as_string(hide_password=True)
-    return _configs.get(url) or _Config()
+    return _configs.get(_rendered(session.get_bind().url)) or _Config()
 
 
 def enabled(session: Session) -> bool:
@@ -249,7 +257,7 @@ def _load_nodes(session: Session, names: Sequence[str]) -> dict[str, Node]:
 
     if not names:
         return {}
-    url = session.get_bind().url.render_as_string(hide_password=True)
+    url = _rendered(session.get_bind().url)
     out: dict[str, Node] = {}
     stamps = session.execute(
         select(NodeRow.name, NodeRow.updated_at).where(NodeRow.name.in_(names))

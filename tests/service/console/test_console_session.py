@@ -216,3 +216,34 @@ def test_every_console_asset_is_in_the_wheels_package_data() -> None:
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert shipped and not shipped - covered, sorted(str(p) for p in shipped - covered)
+
+
+def test_a_busy_api_keeps_the_session(
+    world: tuple[TestClient, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a 401 logs out: a rate limit or a failing database on ``whoami`` shows the API's
+    answer and keeps the cookie (a loaded browser test lost its session to this once)."""
+    import httpx
+
+    from gpuaas.service.console import api as console_api
+
+    client, tokens = world
+    client.cookies.clear()
+    log_in(client, tokens["arjun"])
+    cookie = client.cookies[COOKIE]
+    real_get = console_api.Api.get
+
+    async def busy(self: console_api.Api, path: str, **params: object) -> console_api.Answer:
+        if path == "/v1/whoami":
+            body = {"status": 429, "detail": "too many requests for this token"}
+            return console_api.Answer(429, body, httpx.Headers({"retry-after": "7"}))
+        return await real_get(self, path, **params)
+
+    monkeypatch.setattr(console_api.Api, "get", busy)
+    r = client.get("/t/acme-ai/jobs", follow_redirects=False)
+    assert r.status_code == 429 and r.headers["retry-after"] == "7"
+    assert "too many requests for this token" in r.text
+    assert COOKIE not in r.headers.get("set-cookie", "")
+    monkeypatch.setattr(console_api.Api, "get", real_get)
+    assert client.cookies[COOKIE] == cookie
+    assert client.get("/t/acme-ai/jobs", follow_redirects=False).status_code == 200

@@ -45,6 +45,7 @@ from gpuaas.service.console.frame import (
     NotLoggedIn,
     Refused,
     TenantHidden,
+    Unavailable,
     templates,
 )
 
@@ -61,6 +62,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(Refused, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(TenantHidden, _hidden)  # type: ignore[arg-type]
     app.add_exception_handler(NotAllowed, _not_allowed)  # type: ignore[arg-type]
+    app.add_exception_handler(Unavailable, _unavailable)  # type: ignore[arg-type]
 
 
 async def _to_login(request: Request, exc: NotLoggedIn) -> Response:
@@ -95,3 +97,10 @@ async def _hidden(request: Request, exc: TenantHidden) -> Response:
 
 async def _not_allowed(request: Request, exc: NotAllowed) -> Response:
     return _plain(request, 403, "Not for your role", str(exc))
+
+
+async def _unavailable(request: Request, exc: Unavailable) -> Response:
+    status = 429 if exc.status == 429 else 503
+    response = _plain(request, status, "Try again shortly", f"The API answered: {exc.detail}")
+    response.headers["Retry-After"] = exc.retry_after or "1"
+    return response

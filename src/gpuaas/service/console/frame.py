@@ -74,6 +74,18 @@ class NotLoggedIn(Exception):
     """No session, or the API no longer accepts its token: to the login page."""
 
 
+class Unavailable(Exception):
+    """The API did not answer who the caller is, for a reason other than the token (a rate
+    limit, a failing database): the page says so and the session stays, since logging
+    someone out for a busy moment would make them paste their token again."""
+
+    def __init__(self, status: int, detail: str, retry_after: str | None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+
+
 class Refused(Exception):
     """A write without the session's CSRF token (or from a foreign origin)."""
 
@@ -158,8 +170,8 @@ async def console(request: Request) -> Console:
     me = await api.get("/v1/whoami")
     if me.status == 401:
         raise NotLoggedIn
-    if not me.ok:
-        raise NotLoggedIn
+    if not me.ok:  # busy (429), or the API failing: say so, and keep the session
+        raise Unavailable(me.status, me.detail, me.headers.get("retry-after"))
     body = me.body
     c = Console(
         request=request,
