@@ -104,12 +104,19 @@ def _labelled(page: Any) -> None:
     assert page.evaluate(UNLABELLED_JS) == [], "form fields without a label"
 
 
-def test_log_in_with_the_keyboard_and_see_the_fleet(page: Any, served: str, tmp_path: Path) -> None:
+def _log_in(page: Any, served: str) -> None:
+    """Log in with the keyboard (each test does: CI under load lost the session between this
+    module's tests twice, cause not found; see the closing note of 2026-11-26)."""
+    page.context.clear_cookies()
     page.goto(f"{served}/login")
     _labelled(page)
     page.get_by_label("API token").fill(cb.ADMIN_TOKEN)
     page.get_by_label("API token").press("Enter")  # keyboard submit
     page.wait_for_url(f"{served}/fleet")
+
+
+def test_log_in_with_the_keyboard_and_see_the_fleet(page: Any, served: str, tmp_path: Path) -> None:
+    _log_in(page, served)
     page.wait_for_selector("#heatmap svg")
     gpus = page.evaluate("JSON.parse(document.getElementById('fleet-data').textContent).gpus")
     assert gpus == 6212
@@ -139,7 +146,7 @@ def test_log_in_with_the_keyboard_and_see_the_fleet(page: Any, served: str, tmp_
 def test_nodes_filter_cordon_uncordon_and_a_partition_error(
     page: Any, served: str, tmp_path: Path
 ) -> None:
-    page.goto(f"{served}/fleet")
+    _log_in(page, served)
     free = page.evaluate(FREE_NODE_JS)  # a node nothing runs on: it may be repartitioned
     assert free
     page.goto(f"{served}/fleet/nodes")
@@ -186,6 +193,7 @@ def test_nodes_filter_cordon_uncordon_and_a_partition_error(
 
 
 def test_tenants_idle_pool_and_utilisation(page: Any, served: str, tmp_path: Path) -> None:
+    _log_in(page, served)
     page.goto(f"{served}/fleet/tenants")
     rows = page.locator("table.list tbody tr")
     assert rows.count() == 25
