@@ -123,3 +123,50 @@ def test_bad_input_names_its_field(call, field: str) -> None:  # type: ignore[no
     with pytest.raises(InvalidValue) as err:
         call()
     assert field in str(err.value)
+
+
+@pytest.mark.parametrize(("stabilization", "least"), [(0.0, 1), (7200.0, 1), (0.0, 12)])
+def test_the_whatif_never_beats_the_bound(stabilization: float, least: int) -> None:
+    """The what-if's clusters hold at least the bound's node-hours: with any flaps, the
+    no-hysteresis bound; with none, the zero-flap bound. The bound lets each job start up to
+    d late, d the run's own longest queueing delay, so it covers the what-if's schedule. The
+    last case holds each cluster at its max (12 nodes): no scale-in, so no flap."""
+    from gpuaas.model.autoscale import AutoscaleSpec
+    from gpuaas.sim.diurnal import DiurnalSpec, diurnal_jobs
+    from gpuaas.sim.synthetic import H100, FleetSpec, synthetic_fleet
+    from gpuaas.sim.whatif import ClusterSetup, WhatIfConfig, run_whatif
+
+    horizon = 6 * 3600.0
+    jobs = diurnal_jobs(
+        DiurnalSpec(
+            gpus=96, days=0.25, tenants=2, peak_load=0.6, peak_hour=3.0, max_job_gpus=32, seed=3
+        )
+    )
+    nodes = synthetic_fleet(
+        FleetSpec(
+            nodes=24, model_shares=((H100, 1.0),), mig_node_share=0.0, time_sliced_node_share=0.0
+        )
+    )
+    spec = AutoscaleSpec(
+        target_percent=95,
+        unneeded_seconds=0,
+        cooldown_seconds=0,
+        stabilization_seconds=stabilization,
+    )
+    cfg = WhatIfConfig(
+        clusters=(ClusterSetup("t0", least, 12, spec), ClusterSetup("t1", least, 12, spec)),
+        pool=None,
+        until=horizon,
+    )
+    result = run_whatif(nodes, jobs, cfg)
+    assert result.start == 0.0 and result.end == pytest.approx(horizon)
+    started = [j for j in jobs if j.submit < horizon]
+    assert result.pending_end == 0 and len(result.delays) == len(started)
+    late = max(result.delays)
+    bound = flap_bound(jobs, ["t0", "t1"], 24, 8, horizon, min_nodes=1, delay=late)
+    assert result.node_s_provisioned >= bound.no_hysteresis_node_s
+    if result.cluster_flaps == 0:
+        assert result.node_s_provisioned >= bound.no_flaps_node_s
+    if least == 12:
+        assert result.cluster_flaps == 0
+        assert result.node_s_provisioned > bound.no_flaps_node_s
