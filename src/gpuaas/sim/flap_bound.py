@@ -24,9 +24,10 @@ arrival and run time in advance. The argument, so the figure can be checked:
   can hold is found exactly by dynamic programming over (nodes, steps since the last
   decrease): :func:`fewest_node_steps`.
 - **Zero node flaps only** (a released node never returns to the same cluster within the
-  window, but another node may come): a cluster can then follow its need exactly, since
-  some other node can take the place of the one it released; the bound is the ideal-packing
-  one with no hysteresis at all (``no_hysteresis``), which holds for every planner.
+  window, but another node may come): a cluster can then follow its need, since some other
+  node can take the place of the one it released whenever one is free; the bound to compare
+  with is then the ideal-packing one with no hysteresis at all (``no_hysteresis``), which
+  holds for every planner.
 
 The bound is per cluster; it ignores the fleet's size (a planner short of nodes must delay
 jobs, which the bound already allows for through ``delay``) and reports how far the
