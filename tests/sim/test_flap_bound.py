@@ -170,3 +170,35 @@ def test_the_whatif_never_beats_the_bound(stabilization: float, least: int) -> N
     if least == 12:
         assert result.cluster_flaps == 0
         assert result.node_s_provisioned > bound.no_flaps_node_s
+
+
+def test_told_the_future_the_planner_keeps_the_node_a_burst_will_need() -> None:
+    """The burst that flaps under a 10-minute unneeded time alone (as in
+    test_whatif_stabilization) does not flap when the planner is told the next window's
+    need; without that, the same engine planner flaps."""
+    from gpuaas.model.autoscale import AutoscaleSpec
+    from gpuaas.sim.flap_bound import clairvoyant_planner
+    from gpuaas.sim.synthetic import H100, FleetSpec, synthetic_fleet
+    from gpuaas.sim.whatif import ClusterSetup, WhatIfConfig, run_whatif
+
+    jobs = [
+        job("a", 0, 16, 900),
+        job("b", 10, 8, 600),
+        job("c", 900 + 15 + 600 + 120, 24, 600),  # soon after the release
+    ]
+    nodes = synthetic_fleet(
+        FleetSpec(
+            nodes=4, model_shares=((H100, 1.0),), mig_node_share=0.0, time_sliced_node_share=0.0
+        )
+    )
+    spec = AutoscaleSpec(target_percent=95, unneeded_seconds=600, cooldown_seconds=300)
+    horizon = 4 * 3600.0
+    cfg = WhatIfConfig(clusters=(ClusterSetup("t0", 0, 6, spec),), pool=None, until=horizon)
+    plain = run_whatif(nodes, jobs, cfg)
+    assert plain.cluster_flaps >= 1
+    told = run_whatif(
+        nodes, jobs, cfg, planner=clairvoyant_planner(jobs, {"t0": "t0.t0"}, horizon, 8)
+    )
+    assert told.cluster_flaps == 0 and told.node_flaps == 0
+    assert told.scale_ins >= 1  # released in the end, once no need was ahead
+    assert told.max_exceeded == 0

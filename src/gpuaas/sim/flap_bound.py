@@ -36,17 +36,26 @@ clusters' sum of needs ever rises (``peak_nodes``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from gpuaas.engine import autoscale
+from gpuaas.engine.autoscale import ClusterView, Decision
 from gpuaas.model.errors import InvalidValue
 from gpuaas.sim.traces import SimJob
 
-__all__ = ["FlapBound", "fewest_node_steps", "flap_bound", "need_per_step"]
+__all__ = [
+    "FlapBound",
+    "clairvoyant_planner",
+    "fewest_node_steps",
+    "flap_bound",
+    "need_per_step",
+]
 
 MILLI = 1000
 
@@ -389,6 +398,49 @@ def causal_frontier(
             {"rule": name, "max_share_sold": 1.0 - idle_in / idle_gpu_s, "cluster_flaps": flaps}
         )
     return out
+
+
+# ------------------------------------------------------- the clairvoyant floor in the what-if
+
+
+def clairvoyant_planner(
+    jobs: Sequence[SimJob],
+    keys: dict[str, str],
+    horizon: float,
+    gpus_per_node: int,
+    step: float = 15.0,
+    window: float = 600.0,
+    margin: int = 0,
+) -> Callable[[Sequence[ClusterView], float], list[Decision]]:
+    """The engine's planner (:func:`gpuaas.engine.autoscale.plan`) told the future: each
+    cluster (``keys``: tenant -> cluster key) is never scaled in below the most nodes its
+    jobs will need, ideally packed, over the next ``window`` plus a step (``+ margin``),
+    passed as the pool's ``recent_peak`` floor. Everything else (scale-out on pending work,
+    which nodes go, cooldowns) is the planner's own. For the what-if only: it shows what the
+    same loop with real packing reaches when the flap window's demand is known ahead."""
+    ahead = int(window // step) + 1
+    floors: dict[str, np.ndarray] = {}
+    for tenant, key in keys.items():
+        need = need_per_step([j for j in jobs if j.tenant == tenant], horizon, step, gpus_per_node)
+        padded = np.concatenate([need, np.zeros(ahead, dtype=np.int64)])
+        view = np.lib.stride_tricks.sliding_window_view(padded, ahead + 1)[: len(need)]
+        floors[key] = view.max(axis=1) + margin
+
+    def planner(views: Sequence[ClusterView], now: float) -> list[Decision]:
+        told = []
+        for v in views:
+            floor = floors.get(v.key)
+            if floor is None or not v.pools:
+                told.append(v)
+                continue
+            at = int(floor[min(len(floor) - 1, max(0, int(now // step)))])
+            pools = tuple(
+                dataclasses.replace(p, recent_peak=max(p.recent_peak, at)) for p in v.pools
+            )
+            told.append(dataclasses.replace(v, pools=pools))
+        return autoscale.plan(told, now)
+
+    return planner
 
 
 def whatif_default_bound(
