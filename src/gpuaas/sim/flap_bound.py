@@ -487,8 +487,62 @@ def whatif_default_bound(
     return {"jobs": len(jobs), "days": days, "seed": seed, "bounds": bounds, "causal": frontier}
 
 
-if __name__ == "__main__":  # python -m gpuaas.sim.flap_bound [days]: one JSON object
+def whatif_told(margin: int, days: float = 7.0, seed: int = 0) -> dict[str, Any]:
+    """The what-if's default run (as ``gpuaas simulate whatif --rule telemetry --spot
+    saturated --unneeded 0s --settle 1m``) with :func:`clairvoyant_planner` at ``margin``
+    (``margin < 0``: the engine's planner, untold); its summary."""
+    from gpuaas.model.autoscale import AutoscaleSpec, IdlePoolSpec
+    from gpuaas.sim.diurnal import DiurnalSpec, diurnal_jobs
+    from gpuaas.sim.synthetic import H100, FleetSpec, synthetic_fleet
+    from gpuaas.sim.whatif import ClusterSetup, WhatIfConfig, run_whatif
+
+    nodes, per_node, tenants = 64, 8, ("t0", "t1", "t2", "t3")
+    jobs = diurnal_jobs(
+        DiurnalSpec(
+            gpus=nodes * per_node,
+            days=days,
+            tenants=len(tenants),
+            max_job_gpus=nodes // 2 * per_node,
+            seed=seed,
+        )
+    )
+    fleet = synthetic_fleet(
+        FleetSpec(
+            nodes=nodes,
+            model_shares=((H100, 1.0),),
+            mig_node_share=0.0,
+            time_sliced_node_share=0.0,
+        )
+    )
+    spec = AutoscaleSpec(
+        target_percent=95, scale_in_below_percent=20, unneeded_seconds=0, cooldown_seconds=300
+    )
+    horizon = days * 86400.0
+    cfg = WhatIfConfig(
+        clusters=tuple(ClusterSetup(t, 1, nodes // 2, spec) for t in tenants),
+        pool=IdlePoolSpec(marketplace="whatif", settle_seconds=60, grace_seconds=30),
+        until=horizon,
+        seed=seed,
+        policy="packing",
+    )
+    engine: dict[str, Any] = {}
+    if margin >= 0:
+        keys = {t: f"{t}.{t}" for t in tenants}
+        engine["planner"] = clairvoyant_planner(jobs, keys, horizon, per_node, margin=margin)
+    out = run_whatif(fleet, jobs, cfg, **engine).summary()
+    out["told_margin"] = margin
+    return out
+
+
+if __name__ == "__main__":
+    # python -m gpuaas.sim.flap_bound [days]: the bound and the causal rules, one JSON object
+    # python -m gpuaas.sim.flap_bound --told M [days]: the what-if told the future (M < 0: not)
     import json
     import sys
 
-    print(json.dumps(whatif_default_bound(float(sys.argv[1]) if len(sys.argv) > 1 else 7.0)))
+    args = sys.argv[1:]
+    if args[:1] == ["--told"]:
+        days = float(args[2]) if len(args) > 2 else 7.0
+        print(json.dumps(whatif_told(int(args[1]), days)))
+    else:
+        print(json.dumps(whatif_default_bound(float(args[0]) if args else 7.0)))
