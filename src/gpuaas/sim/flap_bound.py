@@ -32,6 +32,11 @@ arrival and run time in advance. The argument, so the figure can be checked:
 The bound is per cluster; it ignores the fleet's size (a planner short of nodes must delay
 jobs, which the bound already allows for through ``delay``) and reports how far the
 clusters' sum of needs ever rises (``peak_nodes``).
+
+Beside the bound: :func:`causal_frontier` runs rules that see only the past in the same
+ideal-packing model (what not knowing the future costs), and :func:`clairvoyant_planner`
+gives the engine's own planner the next window's need as its scale-in floor, so the what-if
+measures what knowing the future buys with its real packing (``--told``).
 """
 
 from __future__ import annotations
