@@ -52,15 +52,15 @@ from gpuaas.billing.metering import (
     US,
     Held,
     Piece,
-    cost,
+    book_of,
     cut,
     hour_floor,
-    in_force,
     money,
     period_bounds,
-    period_of,
+    stored,
     to_us,
 )
+from gpuaas.billing.metering import usage_record as record_of
 from gpuaas.billing.skus import held_by, parse_sku
 from gpuaas.engine.admission.restore import PlacementLost, typed_pods
 from gpuaas.model.billing import CapacityPool, PriceEntry, Shape, UsageRecord
@@ -337,12 +337,11 @@ def write_pieces(
 ) -> int:
     """Price ``pieces`` by the provider's book and insert them (insert-or-ignore); ``row``
     says whose they are (``tenant``, ``user``, ``queue``, ``cluster``, ``job_id``,
-    ``attempt``). Returns how many were given."""
+    ``attempt``). Returns how many were given. Pricing is billing's
+    (:func:`gpuaas.billing.metering.stored`), the one rule the simulator uses too."""
     if not pieces:
         return 0
-    book: dict[str, list[PriceEntry]] = {}
-    for entry in entries(session, PROVIDER_BOOK, sorted({p.held.sku for p in pieces})):
-        book.setdefault(entry.sku, []).append(entry)
+    book = book_of(entries(session, PROVIDER_BOOK, sorted({p.held.sku for p in pieces})))
     values = [_values(row, piece, book.get(piece.held.sku, ()), reader) for piece in pieces]
     _insert_or_ignore(session, values)
     return len(values)
@@ -352,25 +351,12 @@ def _values(
     row: Any, piece: Piece, prices: Sequence[PriceEntry],
     reader: UtilisationReader | None,
 ) -> dict[str, Any]:  # fmt: skip
-    start = piece.start_us / US
-    entry = in_force(prices, start)
-    list_cost = effective = 0
-    if entry is not None:
-        list_cost = cost(piece.quantity, int(entry.list_per_hour.scaleb(9)))
-        effective = cost(piece.quantity, int(entry.contracted_per_hour.scaleb(9)))
+    values = stored(row, piece, prices, NO_CURRENCY)
     utilization = None
     if reader is not None and piece.held.device not in ("cpu", "memory"):
         utilization = measured(reader, piece)
-    return {
-        "key": piece.key, "tenant": row.tenant, "user": row.user, "queue": row.queue,
-        "cluster": row.cluster, "job_id": row.job_id, "attempt": row.attempt,
-        "pod": piece.held.pod, "device": piece.held.device, "node": piece.held.node,
-        "sku": piece.held.sku, "period": period_of(start), "start": start,
-        "end": piece.end_us / US, "quantity": piece.quantity,
-        "price_id": entry.id if entry is not None else 0,
-        "currency": entry.currency if entry is not None else NO_CURRENCY,
-        "list_cost": list_cost, "effective_cost": effective, "utilization": utilization,
-    }  # fmt: skip
+    values["utilization"] = utilization
+    return values
 
 
 def measured(reader: UtilisationReader, piece: Piece) -> float | None:
@@ -400,16 +386,8 @@ def _insert_or_ignore(session: Session, values: list[dict[str, Any]]) -> None:
 
 
 def usage_record(row: Any) -> UsageRecord:
-    """A stored record as the model's :class:`UsageRecord` (Decimals: quantity in
-    unit-seconds, costs in the currency)."""
-    return UsageRecord(
-        key=row.key, tenant=row.tenant, user=row.user, queue=row.queue, cluster=row.cluster,
-        job=row.job_id, attempt=row.attempt, pod=row.pod, device=row.device, node=row.node,
-        sku=row.sku, start=row.start, end=row.end,
-        quantity=Decimal(row.quantity).scaleb(-6), price=row.price_id,
-        list_cost=money(row.list_cost), effective_cost=money(row.effective_cost),
-        utilization=row.utilization,
-    )  # fmt: skip
+    """A stored record (a Core row of ``usage_records``) as the model's :class:`UsageRecord`."""
+    return record_of(row._mapping)
 
 
 class Stored(NamedTuple):
