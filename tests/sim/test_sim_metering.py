@@ -26,11 +26,11 @@ from collections import defaultdict
 from decimal import Decimal
 from fractions import Fraction
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gpuaas.billing.allocation import allocate, capacity_sku, fleet_capacity
-from gpuaas.billing.metering import HOUR_US, US, in_force, to_us
+from gpuaas.billing.metering import HOUR_US, US, in_force, period_of, to_us
 from gpuaas.billing.skus import parse_sku
 from gpuaas.model.billing import CapacityPool, PriceEntry, Shape, Sku
 from gpuaas.model.devices import Partition, PartitionMode
@@ -136,7 +136,25 @@ def run(jobs, failures, book) -> tuple[Simulator, Meter, list[Node], SimResult]:
     config = SimConfig(failures=failures, until=T0 + HORIZON, mttr=600.0)
     sim = Simulator(nodes, jobs, config, meter=meter)
     result = sim.run()
+    _label(result, meter)
     return sim, meter, nodes, result
+
+
+def _label(result: SimResult, meter: Meter) -> None:
+    """What the history exercised (``--hypothesis-show-statistics``; the coverage test)."""
+    if result.preemptions:
+        event("preemption")
+    if any(result.restarts):
+        event("restart")
+    shapes = {parse_sku(r.sku).shape for r in meter.records}
+    for shape in (Shape.MIG, Shape.TIME_SLICE):
+        if shape in shapes:
+            event(f"{shape.value} records")
+    if any(period_of(r.start) == "2026-12" for r in meter.records):
+        event("crosses a billing period")
+    prices = {(r.sku, r.price) for r in meter.records if r.price}
+    if len(prices) > len({sku for sku, _ in prices}):
+        event("a price change")
 
 
 def list_price(book, sku_id: str, at: float) -> Decimal:
@@ -275,3 +293,26 @@ def test_every_record_is_priced_by_its_sku_in_force_and_mig_is_not_a_gpu(history
             )  # fmt: skip
             n = max(1, (run_.end_us - run_.start_us) // HOUR_US + 2)
             assert abs(got - expected) <= Decimal(n) * Decimal("1e-9") + expected * Decimal("1e-12")
+
+
+def test_the_histories_exercise_preemption_restart_mig_shares_and_price_changes():
+    """The generated histories are not vacuous: over a fixed sample each case happens."""
+    seen: set[str] = set()
+
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+    @given(histories())
+    def collect(history):
+        _, meter, _, result = run(*history)
+        seen.update(["preemption"] if result.preemptions else [])
+        seen.update(["restart"] if any(result.restarts) else [])
+        seen.update(parse_sku(r.sku).shape.value for r in meter.records)
+        december = any(period_of(r.start) == "2026-12" for r in meter.records)
+        seen.update(["december"] if december else [])
+        seen.update(["spot"] if any("@idle-pool" in r.sku for r in meter.records) else [])
+        prices = {(r.sku, r.price) for r in meter.records if r.price}
+        seen.update(["repriced"] if len(prices) > len({s for s, _ in prices}) else [])
+
+    collect()
+    assert {"preemption", "restart", "mig", "timeslice", "whole", "december", "spot",
+            "repriced"} <= seen, seen  # fmt: skip
