@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any
 
 from gpuaas.model.billing import PriceEntry, UsageRecord
 
@@ -173,8 +173,10 @@ def in_force(entries: Sequence[PriceEntry], t: float) -> PriceEntry | None:
 # ``quantity x price / 3600`` rounded half-even to the nano-unit, once.
 
 
-class Owner(Protocol):
-    """Whose a piece is: a job's open row in the service, a run of a job in the simulator."""
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Whose a piece is: a run of a job in the simulator; the service passes a job's open row
+    (``usage_open``), which has the same fields."""
 
     tenant: str
     user: str

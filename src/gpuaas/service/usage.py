@@ -99,8 +99,8 @@ _PRICE, _NODE = PriceEntryRow.__table__, NodeRow.__table__
 # The statements of the transition path, built once: Core statements with bound parameters,
 # so a transition pays neither building nor ORM compilation, only the compiled cache's hit
 # (building and coercing them was a third of metering's CPU per transition).
-_OPEN_ROW = select(_OPEN).where(_OPEN.c.job_id == bindparam("job"))
-_DROP_OPEN = delete(_OPEN).where(_OPEN.c.job_id == bindparam("job"))
+#: a close takes the open row and deletes it in one statement (SQLite >= 3.35, PostgreSQL)
+_TAKE_OPEN = delete(_OPEN).where(_OPEN.c.job_id == bindparam("job")).returning(*_OPEN.c)
 _OPENING = (
     select(_JOB.c.attempts, _JOB.c.local_queue, _JOB.c.spec, _JOB.c.placement, _JOB.c.tenant_id,
            _TENANT.c.name, _USER.c.name)
@@ -205,12 +205,10 @@ def close(
 ) -> int:
     """Write job ``job_id``'s records up to ``now`` and forget what it held; the records
     written (0 when it held nothing open)."""
-    row = session.execute(_OPEN_ROW, {"job": job_id}).one_or_none()  # Core: no ORM load
+    row = session.execute(_TAKE_OPEN, {"job": job_id}).one_or_none()  # same transaction
     if row is None:
         return 0
-    written = _write(session, row, to_us(row.since), max(to_us(now), to_us(row.since)), reader)
-    session.execute(_DROP_OPEN, {"job": job_id})
-    return written
+    return _write(session, row, to_us(row.since), max(to_us(now), to_us(row.since)), reader)
 
 
 def step(session: Session, now: float, reader: UtilisationReader | None = None) -> int:

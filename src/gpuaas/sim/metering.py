@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuaas.billing.metering import Held, book_of, cut, stored, to_us, usage_record
+from gpuaas.billing.metering import Held, Owner, book_of, cut, stored, to_us, usage_record
 from gpuaas.billing.skus import held_by
 from gpuaas.engine.admission.nodes import NodePlacement
 from gpuaas.engine.admission.restore import record, typed_pods
@@ -34,19 +34,6 @@ from gpuaas.engine.replica_names import ReplicaBook
 from gpuaas.model.billing import CapacityPool, PriceEntry, UsageRecord
 from gpuaas.model.node import Node
 from gpuaas.sim.traces import SimJob
-
-
-@dataclass(frozen=True, slots=True)
-class RunOwner:
-    """Whose a run's records are (:class:`~gpuaas.billing.metering.Owner`): a simulated job
-    has a tenant and no user, queue or cluster of its own, so the tenant stands for its user."""
-
-    tenant: str
-    user: str
-    queue: str
-    cluster: str
-    job_id: int
-    attempt: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +86,8 @@ class Meter:
             return
         end_us = max(to_us(t), run.start_us)
         self.runs.append(Run(run.job, run.attempt, run.held, run.start_us, end_us))
-        owner = RunOwner(job.tenant, job.tenant, "", "", job_id, run.attempt)
+        # a simulated job has a tenant and no user, queue or cluster: the tenant is its user
+        owner = Owner(job.tenant, job.tenant, "", "", job_id, run.attempt)
         for piece in cut(job_id, run.attempt, run.held, run.start_us, end_us):
             columns = stored(owner, piece, self._prices.get(piece.held.sku, ()))
             self.records.append(usage_record(columns))
