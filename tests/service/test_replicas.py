@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.engine.admission.restore import typed_pods
+from gpuaas.engine.replica_names import ReplicaBook
 from gpuaas.model.placement import DeviceKind
-from gpuaas.service.replicas import ReplicaBook
 from gpuaas.supply.loaders import fleet_from_text
 
 FLEET = """

@@ -18,13 +18,14 @@ A piece's cost is ``quantity x price / 3600`` rounded half-even to the nano-unit
 from __future__ import annotations
 
 import calendar
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
-from gpuaas.model.billing import PriceEntry
+from gpuaas.model.billing import PriceEntry, UsageRecord
 
 US = 1_000_000  # microseconds per second
 HOUR_US = 3600 * US
@@ -161,3 +162,76 @@ def in_force(entries: Sequence[PriceEntry], t: float) -> PriceEntry | None:
     if best is None or (best.valid_until is not None and t >= best.valid_until):
         return None
     return best
+
+
+# --- rating: a piece priced, as the record that is stored -----------------------------------
+#
+# The service (``service/usage.py``) and the simulator (``sim/metering.py``) both turn a piece
+# into a record here, so a record is priced by one rule: the entry of the SKU in force at the
+# piece's *start* (a piece lies within one hour, so a price change on a whole hour never splits
+# one; a change within an hour prices the hour's later pieces), list and effective cost each
+# ``quantity x price / 3600`` rounded half-even to the nano-unit, once.
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Whose a piece is: a run of a job in the simulator; the service passes a job's open row
+    (``usage_open``), which has the same fields."""
+
+    tenant: str
+    user: str
+    queue: str
+    cluster: str
+    job_id: int
+    attempt: int
+
+
+def book_of(entries: Iterable[PriceEntry]) -> dict[str, list[PriceEntry]]:
+    """A book's entries by SKU (what :func:`stored` looks a piece's SKU up in)."""
+    out: dict[str, list[PriceEntry]] = {}
+    for entry in entries:
+        out.setdefault(entry.sku, []).append(entry)
+    return out
+
+
+def rate(piece: Piece, prices: Sequence[PriceEntry]) -> tuple[PriceEntry | None, int, int]:
+    """The entry in force at ``piece``'s start among ``prices`` (its SKU's entries) and the
+    piece's list and effective cost in nano-units (0 and 0 when no entry prices it)."""
+    entry = in_force(prices, piece.start_us / US)
+    if entry is None:
+        return None, 0, 0
+    return (entry, cost(piece.quantity, nano(entry.list_per_hour)),
+            cost(piece.quantity, nano(entry.contracted_per_hour)))  # fmt: skip
+
+
+def stored(
+    owner: Owner, piece: Piece, prices: Sequence[PriceEntry], no_currency: str = ""
+) -> dict[str, Any]:
+    """The stored columns of ``piece``'s record (integers: micro-units, nano-units), priced by
+    ``prices`` (see above); utilisation is the caller's (telemetry is I/O)."""
+    start = piece.start_us / US
+    entry, list_cost, effective = rate(piece, prices)
+    return {
+        "key": piece.key, "tenant": owner.tenant, "user": owner.user, "queue": owner.queue,
+        "cluster": owner.cluster, "job_id": owner.job_id, "attempt": owner.attempt,
+        "pod": piece.held.pod, "device": piece.held.device, "node": piece.held.node,
+        "sku": piece.held.sku, "period": period_of(start), "start": start,
+        "end": piece.end_us / US, "quantity": piece.quantity,
+        "price_id": entry.id if entry is not None else 0,
+        "currency": entry.currency if entry is not None else no_currency,
+        "list_cost": list_cost, "effective_cost": effective,
+    }  # fmt: skip
+
+
+def usage_record(columns: Mapping[str, Any]) -> UsageRecord:
+    """A record's stored columns as the model's :class:`UsageRecord` (Decimals: quantity in
+    unit-seconds, costs in the currency)."""
+    c = columns
+    return UsageRecord(
+        key=c["key"], tenant=c["tenant"], user=c["user"], queue=c["queue"],
+        cluster=c["cluster"], job=c["job_id"], attempt=c["attempt"], pod=c["pod"],
+        device=c["device"], node=c["node"], sku=c["sku"], start=c["start"], end=c["end"],
+        quantity=Decimal(c["quantity"]).scaleb(-6), price=c["price_id"],
+        list_cost=money(c["list_cost"]), effective_cost=money(c["effective_cost"]),
+        utilization=c.get("utilization"),
+    )  # fmt: skip

@@ -138,8 +138,8 @@ def one_run(
                 )  # fmt: skip
             cpu0, wall0 = tree_cpu(pid), time.perf_counter()
             with Progress(transient=True, console=Console(stderr=True)) as progress:
-                outcome = asyncio.run(submit_all(server.url, token, clients, jobs, duration,
-                                                 progress))  # fmt: skip
+                outcome = asyncio.run(submit_all(server.url, token, pid, clients, jobs,
+                                                 duration, progress))  # fmt: skip
             cpu, wall = tree_cpu(pid) - cpu0, time.perf_counter() - wall0
             sampled = None
             if spy is not None:

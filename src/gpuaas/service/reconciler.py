@@ -65,6 +65,7 @@ from gpuaas.engine.reasons import (
     Reason,
     reason,
 )
+from gpuaas.engine.replica_names import ReplicaBook
 from gpuaas.engine.scheduling import Decisions
 from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.errors import InvalidValue
@@ -85,7 +86,6 @@ from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.idle_pool import IdlePool
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
 from gpuaas.service.replica_scaler import ReplicaScaler
-from gpuaas.service.replicas import ReplicaBook
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.service.telemetry_feed import TelemetryFeed

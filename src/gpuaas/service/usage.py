@@ -42,7 +42,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Select, and_, bindparam, delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
@@ -52,15 +52,15 @@ from gpuaas.billing.metering import (
     US,
     Held,
     Piece,
-    cost,
+    book_of,
     cut,
     hour_floor,
-    in_force,
     money,
     period_bounds,
-    period_of,
+    stored,
     to_us,
 )
+from gpuaas.billing.metering import usage_record as record_of
 from gpuaas.billing.skus import held_by, parse_sku
 from gpuaas.engine.admission.restore import PlacementLost, typed_pods
 from gpuaas.model.billing import CapacityPool, PriceEntry, Shape, UsageRecord
@@ -94,8 +94,28 @@ STEP_EVERY = 60.0
 _ACTIVE = frozenset(s.value for s in ACTIVE)
 _USAGE = UsageRow.__table__
 _OPEN = UsageOpen.__table__
-_OPEN_ID = select(_OPEN.c.job_id).where(_OPEN.c.job_id == bindparam("job"))
-_OPEN_ROW = select(_OPEN).where(_OPEN.c.job_id == bindparam("job"))
+_JOB, _TENANT, _USER = Job.__table__, Tenant.__table__, User.__table__
+_PRICE, _NODE = PriceEntryRow.__table__, NodeRow.__table__
+# The statements of the transition path, built once: Core statements with bound parameters,
+# so a transition pays neither building nor ORM compilation, only the compiled cache's hit
+# (building and coercing them was a third of metering's CPU per transition).
+#: a close takes the open row and deletes it in one statement (SQLite >= 3.35, PostgreSQL)
+_TAKE_OPEN = delete(_OPEN).where(_OPEN.c.job_id == bindparam("job")).returning(*_OPEN.c)
+_OPENING = (
+    select(_JOB.c.attempts, _JOB.c.local_queue, _JOB.c.spec, _JOB.c.placement, _JOB.c.tenant_id,
+           _TENANT.c.name, _USER.c.name)
+    .join(_TENANT, _TENANT.c.id == _JOB.c.tenant_id)
+    .join(_USER, _USER.c.id == _JOB.c.user_id)
+    .where(_JOB.c.id == bindparam("job"))
+)  # fmt: skip
+_PRICES = (
+    select(_PRICE)
+    .where(_PRICE.c.book == bindparam("book"), _PRICE.c.sku.in_(bindparam("skus", expanding=True)))
+    .order_by(_PRICE.c.valid_from)
+)
+_STAMPS = select(_NODE.c.name, _NODE.c.updated_at).where(
+    _NODE.c.name.in_(bindparam("names", expanding=True))
+)
 
 
 @dataclass(slots=True)
@@ -164,13 +184,7 @@ def open_(
     session: Session, job_id: int, now: float, placement: Sequence[Any] | None = None
 ) -> None:
     """Record that job ``job_id`` holds its placement from ``now`` (see the module)."""
-    row = session.execute(
-        select(Job.attempts, Job.local_queue, Job.spec, Job.placement, Job.tenant_id,
-               Tenant.name, User.name)
-        .join(Tenant, Tenant.id == Job.tenant_id)
-        .join(User, User.id == Job.user_id)
-        .where(Job.id == job_id)
-    ).one_or_none()  # fmt: skip
+    row = session.execute(_OPENING, {"job": job_id}).one_or_none()
     if row is None:
         return
     attempt, queue, spec, stored, tenant_id, tenant, user = row
@@ -178,14 +192,12 @@ def open_(
     cluster = str((spec or {}).get("cluster") or "")
     pool = pool_of(session, tenant_id, cluster)
     held = [list(_flat(h)) for h in held_items(session, pods, pool)]
-    if session.scalar(_OPEN_ID, {"job": job_id}) is not None:  # never expected: keep its time
-        close(session, job_id, now, None)
-    session.execute(
-        insert(UsageOpen).values(
-            job_id=job_id, attempt=attempt or 0, since=now, tenant=tenant, user=user,
-            queue=queue, cluster=cluster, held=held,
-        )
-    )  # fmt: skip
+    values = {"job_id": job_id, "attempt": attempt or 0, "since": now, "tenant": tenant,
+              "user": user, "queue": queue, "cluster": cluster, "held": held}  # fmt: skip
+    insert_open = _insert_ignoring(session, _OPEN, "job_id")
+    if session.execute(insert_open, values).rowcount == 0:  # type: ignore[attr-defined]
+        close(session, job_id, now, None)  # open already (never expected): keep its time
+        session.execute(insert_open, values)
 
 
 def close(
@@ -193,12 +205,10 @@ def close(
 ) -> int:
     """Write job ``job_id``'s records up to ``now`` and forget what it held; the records
     written (0 when it held nothing open)."""
-    row = session.execute(_OPEN_ROW, {"job": job_id}).one_or_none()  # Core: no ORM load
+    row = session.execute(_TAKE_OPEN, {"job": job_id}).one_or_none()  # same transaction
     if row is None:
         return 0
-    written = _write(session, row, to_us(row.since), max(to_us(now), to_us(row.since)), reader)
-    session.execute(delete(UsageOpen).where(UsageOpen.job_id == job_id))
-    return written
+    return _write(session, row, to_us(row.since), max(to_us(now), to_us(row.since)), reader)
 
 
 def step(session: Session, now: float, reader: UtilisationReader | None = None) -> int:
@@ -259,9 +269,7 @@ def _load_nodes(session: Session, names: Sequence[str]) -> dict[str, Node]:
         return {}
     url = _rendered(session.get_bind().url)
     out: dict[str, Node] = {}
-    stamps = session.execute(
-        select(NodeRow.name, NodeRow.updated_at).where(NodeRow.name.in_(names))
-    ).all()
+    stamps = session.execute(_STAMPS, {"names": list(names)}).all()
     missing = []
     for name, updated in stamps:
         node = _nodes.get((url, name, updated))
@@ -308,11 +316,13 @@ def _unflat(raw: Sequence[Any]) -> Held:
 
 def entries(session: Session, book: str, skus: Sequence[str] | None = None) -> list[PriceEntry]:
     """The entries of ``book`` (for ``skus`` only when given), as model price entries."""
-    table = PriceEntryRow.__table__
-    stmt = select(table).where(table.c.book == book)  # Core rows: read on every close
-    if skus is not None:
-        stmt = stmt.where(table.c.sku.in_(sorted(set(skus))))
-    return [price_entry(r) for r in session.execute(stmt.order_by(table.c.valid_from))]
+    if skus is not None:  # on every close: the statement built once
+        found = session.execute(_PRICES, {"book": book, "skus": sorted(set(skus))})
+    else:
+        found = session.execute(
+            select(_PRICE).where(_PRICE.c.book == book).order_by(_PRICE.c.valid_from)
+        )
+    return [price_entry(r) for r in found]
 
 
 def price_entry(row: Any) -> PriceEntry:
@@ -337,12 +347,11 @@ def write_pieces(
 ) -> int:
     """Price ``pieces`` by the provider's book and insert them (insert-or-ignore); ``row``
     says whose they are (``tenant``, ``user``, ``queue``, ``cluster``, ``job_id``,
-    ``attempt``). Returns how many were given."""
+    ``attempt``). Returns how many were given. Pricing is billing's
+    (:func:`gpuaas.billing.metering.stored`), the one rule the simulator uses too."""
     if not pieces:
         return 0
-    book: dict[str, list[PriceEntry]] = {}
-    for entry in entries(session, PROVIDER_BOOK, sorted({p.held.sku for p in pieces})):
-        book.setdefault(entry.sku, []).append(entry)
+    book = book_of(entries(session, PROVIDER_BOOK, sorted({p.held.sku for p in pieces})))
     values = [_values(row, piece, book.get(piece.held.sku, ()), reader) for piece in pieces]
     _insert_or_ignore(session, values)
     return len(values)
@@ -352,25 +361,12 @@ def _values(
     row: Any, piece: Piece, prices: Sequence[PriceEntry],
     reader: UtilisationReader | None,
 ) -> dict[str, Any]:  # fmt: skip
-    start = piece.start_us / US
-    entry = in_force(prices, start)
-    list_cost = effective = 0
-    if entry is not None:
-        list_cost = cost(piece.quantity, int(entry.list_per_hour.scaleb(9)))
-        effective = cost(piece.quantity, int(entry.contracted_per_hour.scaleb(9)))
+    values = stored(row, piece, prices, NO_CURRENCY)
     utilization = None
     if reader is not None and piece.held.device not in ("cpu", "memory"):
         utilization = measured(reader, piece)
-    return {
-        "key": piece.key, "tenant": row.tenant, "user": row.user, "queue": row.queue,
-        "cluster": row.cluster, "job_id": row.job_id, "attempt": row.attempt,
-        "pod": piece.held.pod, "device": piece.held.device, "node": piece.held.node,
-        "sku": piece.held.sku, "period": period_of(start), "start": start,
-        "end": piece.end_us / US, "quantity": piece.quantity,
-        "price_id": entry.id if entry is not None else 0,
-        "currency": entry.currency if entry is not None else NO_CURRENCY,
-        "list_cost": list_cost, "effective_cost": effective, "utilization": utilization,
-    }  # fmt: skip
+    values["utilization"] = utilization
+    return values
 
 
 def measured(reader: UtilisationReader, piece: Piece) -> float | None:
@@ -390,26 +386,27 @@ def measured(reader: UtilisationReader, piece: Piece) -> float | None:
 
 def _insert_or_ignore(session: Session, values: list[dict[str, Any]]) -> None:
     """Insert the records; one whose key is stored already is left as it is."""
-    dialect = session.get_bind().dialect.name
+    session.execute(_insert_ignoring(session, _USAGE, "key"), values)
+
+
+@functools.lru_cache(maxsize=8)
+def _ignoring(dialect: str, table: Any, key: str) -> Any:
     maker = sqlite_insert if dialect == "sqlite" else pg_insert
-    statement = maker(_USAGE).on_conflict_do_nothing(index_elements=["key"])
-    session.execute(statement, values)
+    return maker(table).on_conflict_do_nothing(index_elements=[key])
+
+
+def _insert_ignoring(session: Session, table: Any, key: str) -> Any:
+    """``INSERT ... ON CONFLICT (key) DO NOTHING`` into ``table`` for the session's
+    dialect, built once per dialect."""
+    return _ignoring(session.get_bind().dialect.name, table, key)
 
 
 # --- reading ------------------------------------------------------------------------------
 
 
 def usage_record(row: Any) -> UsageRecord:
-    """A stored record as the model's :class:`UsageRecord` (Decimals: quantity in
-    unit-seconds, costs in the currency)."""
-    return UsageRecord(
-        key=row.key, tenant=row.tenant, user=row.user, queue=row.queue, cluster=row.cluster,
-        job=row.job_id, attempt=row.attempt, pod=row.pod, device=row.device, node=row.node,
-        sku=row.sku, start=row.start, end=row.end,
-        quantity=Decimal(row.quantity).scaleb(-6), price=row.price_id,
-        list_cost=money(row.list_cost), effective_cost=money(row.effective_cost),
-        utilization=row.utilization,
-    )  # fmt: skip
+    """A stored record (a Core row of ``usage_records``) as the model's :class:`UsageRecord`."""
+    return record_of(row._mapping)
 
 
 class Stored(NamedTuple):

@@ -47,6 +47,7 @@ from gpuaas.model.governance import Governance
 from gpuaas.model.node import Node
 from gpuaas.model.topology import Level
 from gpuaas.sim.events import Clock, Event, EventKind, EventQueue
+from gpuaas.sim.metering import Meter
 from gpuaas.sim.traces import SimJob
 
 __all__ = ["QueuePolicy", "SimConfig", "SimResult", "Simulator", "simulate"]
@@ -177,8 +178,11 @@ class Simulator:
         progress: Callable[[int, int], None] | None = None,
         gov: Governance | None = None,
         admission: AdmissionConfig | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self.config = config or SimConfig()
+        #: usage records of the runs, by the service's rules (:mod:`gpuaas.sim.metering`)
+        self.meter = meter
         self.config.validate()
         if not nodes:
             raise InvalidValue("fleet", "has no nodes")
@@ -193,7 +197,9 @@ class Simulator:
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.template = list(nodes)
         shapes = [PodShape.of(ps.pod) for j in self.jobs for ps in j.workload.pod_sets]
-        mix = TaskMix.from_shapes(shapes) if shapes else None
+        # a mix counts whole-GPU and share tasks only: a trace of MIG or replica jobs has none
+        plain = [s for s in shapes if not (s.mig or s.replicas)]
+        mix = TaskMix.from_shapes(plain) if plain else None
         self.policy: Policy = make_policy(self.config.policy, mix=mix, seed=self.config.seed)
         self.rng = np.random.default_rng(self.config.seed)
         self.scheduler: FleetScheduler | AdmissionScheduler
@@ -291,6 +297,8 @@ class Simulator:
         if math.isnan(self.first_start[i]):
             self.first_start[i] = t
         self.running.add(i)
+        if self.meter is not None:
+            self.meter.started(i, self.jobs[i], self.restarts[i], placed, t)
         self.on[i] = placed.nodes
         for node in placed.nodes:
             self.on_node.setdefault(node, set()).add(i)
@@ -302,6 +310,8 @@ class Simulator:
             self.on_node[node].discard(i)
         self.on[i] = []
         self.running.discard(i)
+        if self.meter is not None:
+            self.meter.stopped(i, self.jobs[i], t)
         ran = t - self.run_start[i]
         self.alloc[i] += self.milli[i] * ran / 1000.0
         return ran
@@ -524,6 +534,8 @@ class Simulator:
         self._advance(end)
         for i in sorted(self.running):  # a horizon cut runs short: account them up to the end
             ran = end - self.run_start[i]
+            if self.meter is not None:
+                self.meter.stopped(i, self.jobs[i], end)
             self.alloc[i] += self.milli[i] * ran / 1000.0
             self.served[i] += self.milli[i] * ran / 1000.0
         waiting = self.scheduler.waiting
