@@ -55,7 +55,14 @@ from gpuaas.backends.dataset_cache import CacheError, NodeCacheAgent
 from gpuaas.backends.kubernetes.backend import KubernetesBackend
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
-from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
+from gpuaas.engine.admission.restore import (
+    PlacementLost,
+    Recorded,
+    pods_in,
+    readmit,
+    record,
+    typed_pods,
+)
 from gpuaas.engine.admission.state import AdmittedWorkload
 from gpuaas.engine.reasons import (
     CANCELLED,
@@ -71,6 +78,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.model.placement import PodPlacement as TypedPod
 from gpuaas.service import usage, usage_volumes
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
@@ -908,10 +916,14 @@ class Reconciler:
             tracked = self.jobs.get(job_id)
             if tracked is None or tracked.state is not JobState.PENDING:
                 continue
-            placement = record(aw.placement) if aw.placement is not None else []
+            placement = Recorded(record(aw.placement) if aw.placement is not None else [])
             self._replicas.name(job_id, tracked.attempt, placement, self._alive)
-            for pod, typed in zip(placement, typed_pods(placement, self._node), strict=True):
-                pod["given"] = [[d.name, d.uuid] for d in typed.devices]
+            # typed once per admission: metering (through transition) and the backend share it
+            placement.typed = typed_pods(placement, self._node)
+            rank = 0
+            for pod in placement:  # a run of identical pods holds no device: nothing given
+                pod["given"] = [[d.name, d.uuid] for d in placement.typed[rank].devices]
+                rank += pods_in(pod)
             if not transition(
                 session, job_id, (JobState.PENDING,), JobState.ADMITTED, now,
                 self._admission_reason(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
@@ -931,7 +943,7 @@ class Reconciler:
             if name is None:
                 self._reject_spanning(tracked, now, deferred)
             else:
-                launches.append((name, self._backend_job(tracked)))
+                launches.append((name, self._backend_job(tracked, placement.typed)))
         for write in deferred:
             self._apply(session, write, [])
         return launches
@@ -997,12 +1009,15 @@ class Reconciler:
             with serialized_writes(self.db.engine), self.db.session() as session:
                 session.execute(statement, rows[i : i + REASONS_BATCH])
 
-    def _backend_job(self, tracked: Tracked) -> BackendJob:
+    def _backend_job(
+        self, tracked: Tracked, typed: tuple[TypedPod, ...] | None = None
+    ) -> BackendJob:
+        """``typed``: the pods as typed at admission in this step, else typed here."""
         return BackendJob(
             tracked.id,
             tracked.spec.get("name", str(tracked.id)),
             tracked.spec,
-            typed_pods(tracked.placement or (), self._node),
+            typed if typed is not None else typed_pods(tracked.placement or (), self._node),
             tracked.started_at,
             tracked.attempt,
             tracked.tenant,

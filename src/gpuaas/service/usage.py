@@ -42,7 +42,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Select, and_, bindparam, delete, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
@@ -67,6 +67,7 @@ from gpuaas.model.billing import CapacityPool, PriceEntry, Shape, UsageRecord
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.job_state import ACTIVE
 from gpuaas.model.node import Node
+from gpuaas.model.placement import PodPlacement as TypedPod
 from gpuaas.model.telemetry import UtilisationReader
 from gpuaas.store.tables import (
     ClusterRow,
@@ -164,8 +165,10 @@ def open_(
     session: Session, job_id: int, now: float, placement: Sequence[Any] | None = None
 ) -> None:
     """Record that job ``job_id`` holds its placement from ``now`` (see the module)."""
+    # the stored placement is read back only when not given (a 10,000-pod one is megabytes)
+    stored_col = Job.placement if placement is None else literal(None)
     row = session.execute(
-        select(Job.attempts, Job.local_queue, Job.spec, Job.placement, Job.tenant_id,
+        select(Job.attempts, Job.local_queue, Job.spec, stored_col, Job.tenant_id,
                Tenant.name, User.name)
         .join(Tenant, Tenant.id == Job.tenant_id)
         .join(User, User.id == Job.user_id)
@@ -177,7 +180,8 @@ def open_(
     pods = list(placement if placement is not None else stored or [])
     cluster = str((spec or {}).get("cluster") or "")
     pool = pool_of(session, tenant_id, cluster)
-    held = [list(_flat(h)) for h in held_items(session, pods, pool)]
+    typed = getattr(placement, "typed", None)  # typed at admission (restore.Recorded)
+    held = [list(_flat(h)) for h in held_items(session, pods, pool, typed)]
     if session.scalar(_OPEN_ID, {"job": job_id}) is not None:  # never expected: keep its time
         close(session, job_id, now, None)
     session.execute(
@@ -234,15 +238,21 @@ def step(session: Session, now: float, reader: UtilisationReader | None = None) 
 # --- what a job holds ---------------------------------------------------------------------
 
 
-def held_items(session: Session, pods: Sequence[Any], pool: CapacityPool) -> list[Held]:
-    """The billable items of a recorded placement (its devices by the one device naming)."""
+def held_items(
+    session: Session, pods: Sequence[Any], pool: CapacityPool,
+    typed: Sequence[TypedPod] | None = None,
+) -> list[Held]:  # fmt: skip
+    """The billable items of a recorded placement (its devices by the one device naming);
+    ``typed``: its pods as the admission typed them, when it did."""
     names = sorted({str(p.get("node")) for p in pods if isinstance(p, Mapping)})
     nodes = _load_nodes(session, names)
-    try:
-        typed = typed_pods([p for p in pods if isinstance(p, Mapping)], nodes.get)
-    except (PlacementLost, InvalidValue) as exc:
-        log.warning("metering: cannot read a placement (%s); its devices are not recorded", exc)
-        return []
+    if typed is None:
+        try:
+            typed = typed_pods([p for p in pods if isinstance(p, Mapping)], nodes.get)
+        except (PlacementLost, InvalidValue) as exc:
+            log.warning("metering: cannot read a placement (%s); its devices are not recorded",
+                        exc)  # fmt: skip
+            return []
     out: list[Held] = []
     for pod in typed:
         node = nodes.get(pod.node)
