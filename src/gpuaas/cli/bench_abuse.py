@@ -43,6 +43,7 @@ from gpuaas.cli.bench_api import (
     Server,
     database_kind,
     percentile,
+    queue_spec,
     settled,
     write_fleet,
 )
@@ -52,27 +53,6 @@ ABUSER = "abuser"
 BUDGET_ENV = "GPUAAS_ADMISSION_PODS_PER_CYCLE"
 RECONCILE_INTERVAL = 0.5  # gpuaas serve's default (service/settings.py)
 ADMISSION_TIMEOUT = 300.0  # a deadline for the victims' jobs, not a measurement
-
-
-def queue_spec(cpu: int, gpus: int, memory: str) -> dict[str, Any]:
-    return {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                "flavors": [
-                    {
-                        "name": FLAVOR,
-                        "resources": [
-                            {"name": "nvidia.com/gpu", "nominalQuota": gpus},
-                            {"name": "cpu", "nominalQuota": cpu},
-                            {"name": "memory", "nominalQuota": memory},
-                        ],
-                    }
-                ],
-            }
-        ],
-    }
 
 
 def set_up(admin: Client, tenant: str, cpu: int, gpus: int, memory: str) -> str:

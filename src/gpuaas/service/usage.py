@@ -254,10 +254,22 @@ def held_items(
                         exc)  # fmt: skip
             return []
     out: list[Held] = []
+    # a device-less pod's items depend only on its node, CPU and memory: priced once per
+    # kind of pod (a gang of 10,000 ``cpu: 1m`` pods is one), named per pod
+    bare: dict[tuple[str, int, int], list[Held]] = {}
     for pod in typed:
         node = nodes.get(pod.node)
-        if node is not None:
+        if node is None:
+            continue
+        if pod.devices:
             out.extend(held_by(pod, node, pool))
+            continue
+        key = (pod.node, pod.cpu_milli, pod.memory_bytes)
+        items = bare.get(key)
+        if items is None:
+            items = bare[key] = held_by(pod, node, pool)
+        label = f"{pod.pod_set}-{pod.index}"
+        out.extend(Held(label, h.device, h.node, h.sku, h.fraction) for h in items)
     return out
 
 

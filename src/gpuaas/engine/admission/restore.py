@@ -117,6 +117,14 @@ def pods_in(entry: Mapping[str, Any]) -> int:
     return count
 
 
+def holds_devices(entry: Mapping[str, Any]) -> bool:
+    """Whether a recorded entry's pods hold any device (GPU, share, MIG instance, replica,
+    NIC VF or named device): readers of devices alone skip the rest (a run of ``cpu: 1m``
+    pods holds none)."""
+    a = entry.get("assignment") or {}
+    return any(a.get(k) for k in ("gpus", "mig", "replicas", "replicaIds", "nics", "devices"))
+
+
 def expand(recorded: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One entry per pod, in rank order (runs recorded with a ``count`` spelled out), for
     readers that show or walk each pod."""
