@@ -79,6 +79,12 @@ def test_every_reader_sees_each_pod_of_a_compact_placement(
         assert sorted(h[0] for h in cpu) == sorted(
             f"s{i}-{k}" for i in range(SETS) for k in range(PODS)
         )
+        # each pass's own CPU time is observed beside its wall time
+        registry = first.telemetry.registry
+        steps = registry.get_sample_value("gpuaas_reconcile_cycle_cpu_seconds_count")
+        assert steps == registry.get_sample_value("gpuaas_reconcile_cycle_seconds_count") == 1
+        cpu = registry.get_sample_value("gpuaas_reconcile_cycle_cpu_seconds_sum") or 0.0
+        assert 0 < cpu <= (registry.get_sample_value("gpuaas_reconcile_cycle_seconds_sum") or 0)
         # the backend (sim: launched within the step) was given every pod
         launched = first.backend._runs[job].job.pods  # type: ignore[attr-defined]
         assert [p.rank for p in launched] == list(range(SETS * PODS))

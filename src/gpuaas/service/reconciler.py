@@ -448,7 +448,7 @@ class Reconciler:
             return False
         if not was_leader:
             self.engine = None  # whatever happened while another process led: start afresh
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             self._step(now)
         except BaseException:
@@ -456,6 +456,7 @@ class Reconciler:
             raise
         finally:
             self.telemetry.cycle_seconds.observe(time.perf_counter() - started)
+            self.telemetry.cycle_cpu_seconds.observe(time.thread_time() - cpu)
         return True
 
     # --- one step -------------------------------------------------------------------------
