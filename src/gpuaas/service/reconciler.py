@@ -935,7 +935,7 @@ class Reconciler:
                 continue
             tracked.state = JobState.ADMITTED
             tracked.cluster_queue = aw.cluster_queue
-            tracked.placement = placement
+            tracked.placement = list(placement)  # without the typed pods: kept only this step
             self.telemetry.admissions.labels(aw.cluster_queue, tracked.queue, tracked.tenant).inc()
             self.telemetry.admission_wait.labels(aw.cluster_queue).observe(
                 max(0.0, now - tracked.queued_since)
