@@ -25,6 +25,9 @@ def test_small_run_reports_every_scenario_and_the_budget_spreads_the_abuser() ->
         assert row["victim_jobs"] == 3
         assert 0 <= row["victim_p50_ms"] <= row["victim_p99_ms"] <= row["victim_max_ms"]
         assert row["db_growth_mb"] >= 0 and row["server_cpu_s"] > 0
+        # the reconciler's passes over the measured phase, wall and CPU, from /metrics
+        assert row["step_cpu"]["steps"] == row["step_wall"]["steps"] > 0
+        assert 0 < row["step_cpu"]["mean_ms"] <= row["step_wall"]["mean_ms"] + 1
     assert rows[0]["abusive_submit_ms"] == [] and rows[0]["abusive_admission_steps"] == 0
     assert len(rows[1]["abusive_submit_ms"]) == 2 == len(rows[1]["abusive_admitted_s"])
     # a budget of 1 pod: one abusive job per reconcile step, whenever they arrived

@@ -19,6 +19,7 @@ of their p99 without it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import tempfile
@@ -31,6 +32,7 @@ from typing import Annotated, Any
 
 import httpx
 import typer
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
@@ -43,6 +45,7 @@ from gpuaas.cli.bench_api import (
     Server,
     database_kind,
     percentile,
+    queue_spec,
     settled,
     write_fleet,
 )
@@ -52,27 +55,6 @@ ABUSER = "abuser"
 BUDGET_ENV = "GPUAAS_ADMISSION_PODS_PER_CYCLE"
 RECONCILE_INTERVAL = 0.5  # gpuaas serve's default (service/settings.py)
 ADMISSION_TIMEOUT = 300.0  # a deadline for the victims' jobs, not a measurement
-
-
-def queue_spec(cpu: int, gpus: int, memory: str) -> dict[str, Any]:
-    return {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                "flavors": [
-                    {
-                        "name": FLAVOR,
-                        "resources": [
-                            {"name": "nvidia.com/gpu", "nominalQuota": gpus},
-                            {"name": "cpu", "nominalQuota": cpu},
-                            {"name": "memory", "nominalQuota": memory},
-                        ],
-                    }
-                ],
-            }
-        ],
-    }
 
 
 def set_up(admin: Client, tenant: str, cpu: int, gpus: int, memory: str) -> str:
@@ -113,6 +95,41 @@ def abusive_job(index: int, pod_sets: int, pods: int) -> dict[str, Any]:
             {"name": f"s{i}", "count": pods, "resources": {"cpu": "1m"}} for i in range(pod_sets)
         ],
     }
+
+
+STEP_WALL = "gpuaas_reconcile_cycle_seconds"
+STEP_CPU = "gpuaas_reconcile_cycle_cpu_seconds"
+
+
+def step_histograms(url: str) -> dict[str, dict[str, float]]:
+    """The reconciler's pass histograms (wall and CPU) from the server's ``/metrics``:
+    per histogram its cumulative bucket counts by bound, ``count`` and ``sum``."""
+    text = httpx.get(f"{url}/metrics", timeout=60.0).text
+    out: dict[str, dict[str, float]] = {STEP_WALL: {}, STEP_CPU: {}}
+    for family in text_string_to_metric_families(text):
+        if family.name not in out:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                out[family.name][sample.labels["le"]] = sample.value
+            elif sample.name.endswith(("_count", "_sum")):
+                out[family.name][sample.name.rpartition("_")[2]] = sample.value
+    return out
+
+
+def step_summary(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Passes between two readings, their mean, and the bucket bound the longest stayed
+    within (histograms keep no maximum: "at most" that bound, above the next lower one)."""
+    steps = after.get("count", 0.0) - before.get("count", 0.0)
+    total = after.get("sum", 0.0) - before.get("sum", 0.0)
+    bounds = sorted((float(b), b) for b in after if b not in ("count", "sum"))
+    longest = math.inf
+    for value, key in bounds:
+        if after[key] - before.get(key, 0.0) >= steps:
+            longest = value
+            break
+    return {"steps": steps, "mean_ms": round(1000 * total / steps, 1) if steps else 0.0,
+            "longest_at_most_s": longest}  # fmt: skip
 
 
 def database_bytes(workdir: Path) -> int:
@@ -206,6 +223,7 @@ def run_scenario(
             for tenant, tok in tokens.items():
                 wait_admitted(server.url, tok, tenant, 1)
             size_before = database_bytes(workdir)
+            steps_before = step_histograms(server.url)
             abusive_latencies: list[float] = []
             abusive_done = threading.Event()
 
@@ -254,6 +272,7 @@ def run_scenario(
                 steps = len({j["admittedAt"] for j in jobs})
             elapsed = time.perf_counter() - began
             size_after = database_bytes(workdir)
+            steps_after = step_histograms(server.url)
         finally:
             server.stop()
         cpu = children_cpu() - cpu_before
@@ -271,17 +290,28 @@ def run_scenario(
         # in how many reconcile steps the abusive jobs were admitted (the budget spreads them)
         "abusive_admission_steps": steps,
         "db_growth_mb": round((size_after - size_before) / 1e6, 1),
+        # the reconciler's passes over the measured phase: wall and CPU (its thread's)
+        "step_wall": step_summary(steps_before[STEP_WALL], steps_after[STEP_WALL]),
+        "step_cpu": step_summary(steps_before[STEP_CPU], steps_after[STEP_CPU]),
         "elapsed_s": round(elapsed, 1),
         "server_cpu_s": round(cpu, 1),
         "database": database_kind(db_url),
     }
 
 
+def shown_steps(summary: dict[str, float]) -> str:
+    longest = summary["longest_at_most_s"]
+    bound = f"<= {longest * 1000:,.0f}" if math.isfinite(longest) else "> 5,000"
+    return f"{summary['mean_ms']:,.0f} / {bound}"
+
+
 def show(result: dict[str, Any]) -> None:
     console = Console(width=max(Console().width, 150))
     table = Table(title=result["title"])
     for header in ("scenario", "victims p50 ms", "p99 ms", "max ms", "abusive submit ms",
-                   "abusive admitted s", "db growth MB", "server CPU s", "wall s"):  # fmt: skip
+                   "abusive admitted s", "steps", "step CPU mean / max ms",
+                   "step wall mean / max ms", "db growth MB", "server CPU s",
+                   "wall s"):  # fmt: skip
         table.add_column(header, justify="right")
     for row in result["scenarios"]:
         table.add_row(
@@ -291,6 +321,9 @@ def show(result: dict[str, Any]) -> None:
             f"{row['victim_max_ms']:.0f}",
             ", ".join(f"{x:.0f}" for x in row["abusive_submit_ms"]) or "-",
             ", ".join(f"{x:.1f}" for x in row["abusive_admitted_s"]) or "-",
+            f"{row['step_cpu']['steps']:.0f}",
+            shown_steps(row["step_cpu"]),
+            shown_steps(row["step_wall"]),
             f"{row['db_growth_mb']:.1f}",
             f"{row['server_cpu_s']:.1f}",
             f"{row['elapsed_s']:.1f}",

@@ -252,14 +252,9 @@ def settled(call: Callable[[], T], wait: float = 5.0) -> T:
             time.sleep(0.05)
 
 
-def set_up_tenant(admin: Client, gpus: int) -> str:
-    """Flavor, tenant with capacity, its cluster queue and local queue, and a tenant-user;
-    returns that user's token."""
-    cpu, memory = gpus * 24, f"{gpus * 256}Gi"
-    settled(lambda: admin.create_flavor(FLAVOR, {"nodeLabels": {POOL_LABEL: "bench"}}))
-    capacity = {FLAVOR: {"nvidia.com/gpu": str(gpus), "cpu": str(cpu), "memory": memory}}
-    settled(lambda: admin.create_tenant(TENANT, display_name="bench api", capacity=capacity))
-    spec = {
+def queue_spec(cpu: int, gpus: int, memory: str) -> dict[str, Any]:
+    """A ClusterQueue of the bench flavor with nominal quota for GPUs, CPU and memory."""
+    return {
         "namespaceSelector": {},
         "resourceGroups": [
             {
@@ -277,6 +272,16 @@ def set_up_tenant(admin: Client, gpus: int) -> str:
             }
         ],
     }
+
+
+def set_up_tenant(admin: Client, gpus: int) -> str:
+    """Flavor, tenant with capacity, its cluster queue and local queue, and a tenant-user;
+    returns that user's token."""
+    cpu, memory = gpus * 24, f"{gpus * 256}Gi"
+    settled(lambda: admin.create_flavor(FLAVOR, {"nodeLabels": {POOL_LABEL: "bench"}}))
+    capacity = {FLAVOR: {"nvidia.com/gpu": str(gpus), "cpu": str(cpu), "memory": memory}}
+    settled(lambda: admin.create_tenant(TENANT, display_name="bench api", capacity=capacity))
+    spec = queue_spec(cpu, gpus, memory)
     settled(lambda: admin.create_cluster_queue(CLUSTER_QUEUE, spec, owner=TENANT))
     settled(lambda: admin.create_local_queue(QUEUE, CLUSTER_QUEUE, tenant=TENANT))
     settled(lambda: admin.set_member(TENANT, USER, "tenant-user"))

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Text, cast, event, select, text
 from sqlalchemy.orm import Session
 
+from gpuaas.engine.admission.restore import expand
 from gpuaas.model.cluster import CLUSTER_LABEL
 from gpuaas.model.errors import GpuaasError, InvalidValue
 from gpuaas.model.job_state import ACTIVE
@@ -369,9 +370,8 @@ def placements_on(session: Session, node: str) -> list[tuple[Any, dict[str, Any]
         pattern = "%" + quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         stmt = stmt.where(cast(Job.placement, Text).like(pattern, escape="\\"))
     for job in session.execute(stmt.order_by(Job.id)):
-        for pod in job.placement or []:
-            if isinstance(pod, Mapping) and pod.get("node") == node:
-                out.append((job, dict(pod)))
+        mine = [p for p in job.placement or [] if isinstance(p, Mapping) and p.get("node") == node]
+        out.extend((job, pod) for pod in expand(mine))  # runs of identical pods, pod by pod
     return out
 
 

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from gpuaas.engine.admission.gpu_size import gpu_milli
 from gpuaas.engine.admission.nodes import pod_request
 from gpuaas.engine.admission.profiles import profile_requests
+from gpuaas.engine.admission.restore import expand
 from gpuaas.engine.reasons import CANCELLED, WAITING_FOR_ADMISSION, Code, Reason
 from gpuaas.model.dataset import DataLocality, DataRequest
 from gpuaas.model.errors import InvalidValue
@@ -524,11 +525,11 @@ def _nodes(job: Job) -> list[str]:
 
 def _pods(job: Job) -> list[PodView]:
     """The pods as admitted, with the devices named at admission (``given``: ``[[name,
-    uuid], ...]`` per pod, written by the reconciler; rows admitted before it show none)."""
+    uuid], ...]`` per pod, written by the reconciler; rows admitted before it show none);
+    a run of identical pods stored as one entry is listed pod by pod."""
     out: list[PodView] = []
-    for rank, pod in enumerate(job.placement or []):
-        if not isinstance(pod, Mapping):
-            continue
+    stored = [p for p in job.placement or [] if isinstance(p, Mapping)]
+    for rank, pod in enumerate(expand(stored)):
         given = pod.get("given") or []
         out.append(
             PodView(

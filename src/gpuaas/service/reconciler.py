@@ -55,7 +55,14 @@ from gpuaas.backends.dataset_cache import CacheError, NodeCacheAgent
 from gpuaas.backends.kubernetes.backend import KubernetesBackend
 from gpuaas.engine.admission import AdmissionEngine, fleet_diff
 from gpuaas.engine.admission.gpu_size import gpu_milli
-from gpuaas.engine.admission.restore import PlacementLost, readmit, record, typed_pods
+from gpuaas.engine.admission.restore import (
+    PlacementLost,
+    Recorded,
+    pods_in,
+    readmit,
+    record,
+    typed_pods,
+)
 from gpuaas.engine.admission.state import AdmittedWorkload
 from gpuaas.engine.reasons import (
     CANCELLED,
@@ -72,6 +79,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import AdmissionWorkload
 from gpuaas.model.job_state import ACTIVE, UNFINISHED, JobState
 from gpuaas.model.node import Node
+from gpuaas.model.placement import PodPlacement as TypedPod
 from gpuaas.service import usage, usage_volumes
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
@@ -440,7 +448,7 @@ class Reconciler:
             return False
         if not was_leader:
             self.engine = None  # whatever happened while another process led: start afresh
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             self._step(now)
         except BaseException:
@@ -448,6 +456,7 @@ class Reconciler:
             raise
         finally:
             self.telemetry.cycle_seconds.observe(time.perf_counter() - started)
+            self.telemetry.cycle_cpu_seconds.observe(time.thread_time() - cpu)
         return True
 
     # --- one step -------------------------------------------------------------------------
@@ -908,10 +917,14 @@ class Reconciler:
             tracked = self.jobs.get(job_id)
             if tracked is None or tracked.state is not JobState.PENDING:
                 continue
-            placement = record(aw.placement) if aw.placement is not None else []
+            placement = Recorded(record(aw.placement) if aw.placement is not None else [])
             self._replicas.name(job_id, tracked.attempt, placement, self._alive)
-            for pod, typed in zip(placement, typed_pods(placement, self._node), strict=True):
-                pod["given"] = [[d.name, d.uuid] for d in typed.devices]
+            # typed once per admission: metering (through transition) and the backend share it
+            placement.typed = typed_pods(placement, self._node)
+            rank = 0
+            for pod in placement:  # a run of identical pods holds no device: nothing given
+                pod["given"] = [[d.name, d.uuid] for d in placement.typed[rank].devices]
+                rank += pods_in(pod)
             if not transition(
                 session, job_id, (JobState.PENDING,), JobState.ADMITTED, now,
                 self._admission_reason(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
@@ -922,7 +935,7 @@ class Reconciler:
                 continue
             tracked.state = JobState.ADMITTED
             tracked.cluster_queue = aw.cluster_queue
-            tracked.placement = placement
+            tracked.placement = list(placement)  # without the typed pods: kept only this step
             self.telemetry.admissions.labels(aw.cluster_queue, tracked.queue, tracked.tenant).inc()
             self.telemetry.admission_wait.labels(aw.cluster_queue).observe(
                 max(0.0, now - tracked.queued_since)
@@ -931,7 +944,7 @@ class Reconciler:
             if name is None:
                 self._reject_spanning(tracked, now, deferred)
             else:
-                launches.append((name, self._backend_job(tracked)))
+                launches.append((name, self._backend_job(tracked, placement.typed)))
         for write in deferred:
             self._apply(session, write, [])
         return launches
@@ -997,12 +1010,15 @@ class Reconciler:
             with serialized_writes(self.db.engine), self.db.session() as session:
                 session.execute(statement, rows[i : i + REASONS_BATCH])
 
-    def _backend_job(self, tracked: Tracked) -> BackendJob:
+    def _backend_job(
+        self, tracked: Tracked, typed: tuple[TypedPod, ...] | None = None
+    ) -> BackendJob:
+        """``typed``: the pods as typed at admission in this step, else typed here."""
         return BackendJob(
             tracked.id,
             tracked.spec.get("name", str(tracked.id)),
             tracked.spec,
-            typed_pods(tracked.placement or (), self._node),
+            typed if typed is not None else typed_pods(tracked.placement or (), self._node),
             tracked.started_at,
             tracked.attempt,
             tracked.tenant,

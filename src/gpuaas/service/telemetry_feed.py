@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gpuaas.backends.base import Backend, TelemetrySource
-from gpuaas.engine.admission.restore import PlacementLost, typed_pods
+from gpuaas.engine.admission.restore import PlacementLost, holds_devices, typed_pods
 from gpuaas.model.cluster import CLUSTER_LABEL
 from gpuaas.model.node import Node
 from gpuaas.service.cluster_names import label_value
@@ -108,7 +108,8 @@ class TelemetryFeed:
         out: dict[int, Holding] = {}
         for job_id, tenant, spec, placement in jobs:
             try:
-                pods = typed_pods(placement, node_of)
+                # only pods holding devices are metered: runs of cpu-only pods are skipped
+                pods = typed_pods([p for p in placement if holds_devices(p)], node_of)
             except PlacementLost:
                 continue  # its node left: the reconciler requeues it
             devices = {

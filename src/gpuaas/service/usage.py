@@ -42,7 +42,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, bindparam, delete, func, select, update
+from sqlalchemy import Select, and_, bindparam, delete, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
@@ -67,6 +67,7 @@ from gpuaas.model.billing import CapacityPool, PriceEntry, Shape, UsageRecord
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.job_state import ACTIVE
 from gpuaas.model.node import Node
+from gpuaas.model.placement import PodPlacement as TypedPod
 from gpuaas.model.telemetry import UtilisationReader
 from gpuaas.store.tables import (
     ClusterRow,
@@ -107,6 +108,11 @@ _OPENING = (
     .join(_TENANT, _TENANT.c.id == _JOB.c.tenant_id)
     .join(_USER, _USER.c.id == _JOB.c.user_id)
     .where(_JOB.c.id == bindparam("job"))
+)  # fmt: skip
+#: the same without the stored placement, for a caller that gives it (it can be megabytes)
+_OPENING_GIVEN = _OPENING.with_only_columns(
+    _JOB.c.attempts, _JOB.c.local_queue, _JOB.c.spec, literal(None), _JOB.c.tenant_id,
+    _TENANT.c.name, _USER.c.name,
 )  # fmt: skip
 _PRICES = (
     select(_PRICE)
@@ -184,14 +190,17 @@ def open_(
     session: Session, job_id: int, now: float, placement: Sequence[Any] | None = None
 ) -> None:
     """Record that job ``job_id`` holds its placement from ``now`` (see the module)."""
-    row = session.execute(_OPENING, {"job": job_id}).one_or_none()
+    # the stored placement is read back only when not given (a 10,000-pod one is megabytes)
+    opening = _OPENING if placement is None else _OPENING_GIVEN
+    row = session.execute(opening, {"job": job_id}).one_or_none()
     if row is None:
         return
     attempt, queue, spec, stored, tenant_id, tenant, user = row
     pods = list(placement if placement is not None else stored or [])
     cluster = str((spec or {}).get("cluster") or "")
     pool = pool_of(session, tenant_id, cluster)
-    held = [list(_flat(h)) for h in held_items(session, pods, pool)]
+    typed = getattr(placement, "typed", None)  # typed at admission (restore.Recorded)
+    held = [list(_flat(h)) for h in held_items(session, pods, pool, typed)]
     values = {"job_id": job_id, "attempt": attempt or 0, "since": now, "tenant": tenant,
               "user": user, "queue": queue, "cluster": cluster, "held": held}  # fmt: skip
     insert_open = _insert_ignoring(session, _OPEN, "job_id")
@@ -244,20 +253,38 @@ def step(session: Session, now: float, reader: UtilisationReader | None = None) 
 # --- what a job holds ---------------------------------------------------------------------
 
 
-def held_items(session: Session, pods: Sequence[Any], pool: CapacityPool) -> list[Held]:
-    """The billable items of a recorded placement (its devices by the one device naming)."""
+def held_items(
+    session: Session, pods: Sequence[Any], pool: CapacityPool,
+    typed: Sequence[TypedPod] | None = None,
+) -> list[Held]:  # fmt: skip
+    """The billable items of a recorded placement (its devices by the one device naming);
+    ``typed``: its pods as the admission typed them, when it did."""
     names = sorted({str(p.get("node")) for p in pods if isinstance(p, Mapping)})
     nodes = _load_nodes(session, names)
-    try:
-        typed = typed_pods([p for p in pods if isinstance(p, Mapping)], nodes.get)
-    except (PlacementLost, InvalidValue) as exc:
-        log.warning("metering: cannot read a placement (%s); its devices are not recorded", exc)
-        return []
+    if typed is None:
+        try:
+            typed = typed_pods([p for p in pods if isinstance(p, Mapping)], nodes.get)
+        except (PlacementLost, InvalidValue) as exc:
+            log.warning("metering: cannot read a placement (%s); its devices are not recorded",
+                        exc)  # fmt: skip
+            return []
     out: list[Held] = []
+    # a device-less pod's items depend only on its node, CPU and memory: priced once per
+    # kind of pod (a gang of 10,000 ``cpu: 1m`` pods is one), named per pod
+    bare: dict[tuple[str, int, int], list[Held]] = {}
     for pod in typed:
         node = nodes.get(pod.node)
-        if node is not None:
+        if node is None:
+            continue
+        if pod.devices:
             out.extend(held_by(pod, node, pool))
+            continue
+        key = (pod.node, pod.cpu_milli, pod.memory_bytes)
+        items = bare.get(key)
+        if items is None:
+            items = bare[key] = held_by(pod, node, pool)
+        label = f"{pod.pod_set}-{pod.index}"
+        out.extend(Held(label, h.device, h.node, h.sku, h.fraction) for h in items)
     return out
 
 
