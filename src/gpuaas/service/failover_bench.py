@@ -343,7 +343,8 @@ class _Server:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.log = log
         command = [sys.executable, "-c", "from gpuaas.cli.main import app; app()", "serve",
-                   "--db", db_url, "--data-dir", str(data_dir), "--port", str(self.port)]  # fmt: skip
+                   "--db", db_url, "--data-dir", str(data_dir),
+                   "--port", str(self.port)]  # fmt: skip
         env = dict(os.environ, GPUAAS_ADMIN_TOKEN=secrets.token_urlsafe(24))
         with log.open("ab") as out:
             self.process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
@@ -415,9 +416,9 @@ def kill(db: Database, settings: Settings, freed: int, limit: float = 600.0) -> 
     while the leader leads (its engine still holds them: it learns of ends from its backend,
     so it does not admit onto them), then the leader is killed with SIGKILL, and the clock
     starts (the leader frozen with SIGSTOP a moment before, so that nothing it stores can pass
-    for the new leader's). Timed: until a job is admitted at or after the kill (the database polled every 10
-    ms; the new leader stamps its step's time), wall seconds and the standby's reconciler
-    process's CPU seconds. The full load is not visible from outside (reported as NaN)."""
+    for the new leader's). Timed: until a job is admitted at or after the kill (the database
+    polled every 10 ms; the new leader stamps its step's time), wall seconds and the standby's
+    reconciler process's CPU seconds. The full load is not visible from outside (NaN here)."""
     work = settings.data_dir
     leader = _Server(db.url, work / "leader", work / "leader.log")
     standby: _Server | None = None
