@@ -31,3 +31,20 @@ def test_bench_failover_takes_only_postgresql_for_db(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "failover", "--pending", "5", "--db", url])
     assert result.exit_code == 2
     assert "PostgreSQL" in result.output
+
+
+def test_bench_failover_kill_mode_times_a_real_takeover() -> None:
+    """Two `gpuaas serve` on one SQLite file; the leader SIGKILLed; the standby admits."""
+    result = CliRunner().invoke(app, ["bench", "failover", "--pending", "30", "--sizes", "",
+                                      "--nodes", "1", "--tenants", "2", "--freed", "2",
+                                      "--modes", "kill", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["mode"] == "kill" and run["admitted_by_first_admission"] >= 1
+    assert run["first_admission_s"] > 0 and run["full_load_s"] is None
+
+
+def test_bench_failover_names_an_unknown_mode() -> None:
+    result = CliRunner().invoke(app, ["bench", "failover", "--modes", "restart,reboot"])
+    assert result.exit_code == 2
+    assert "reboot" in result.output

@@ -19,13 +19,28 @@ Then, twice on the same database:
 Each reports the seconds (wall and this process's CPU) from its start to the end of the step
 that stored its first admission, and to the end of the step after which every pending job of the
 database was in its engine.
+
+And, on request, a real takeover (*kill*, :func:`kill`): two ``gpuaas serve`` processes on the
+database, the leader killed with SIGKILL, timed from the kill to the standby's first admission
+(wall, and the standby's reconciler process's CPU).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
+import os
 import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, insert, select, text, update
@@ -223,12 +238,15 @@ class Timing:
     steps_to_full_load: int
     admitted_at_first: int
 
-    def to_json(self) -> dict[str, float | int]:
+    def to_json(self) -> dict[str, float | int | None]:
+        def seconds(value: float) -> float | None:
+            return None if math.isnan(value) else round(value, 3)
+
         return {
             "first_admission_s": round(self.first_admission, 3),
             "first_admission_cpu_s": round(self.first_admission_cpu, 3),
-            "full_load_s": round(self.full_load, 3),
-            "full_load_cpu_s": round(self.full_load_cpu, 3),
+            "full_load_s": seconds(self.full_load),
+            "full_load_cpu_s": seconds(self.full_load_cpu),
             "steps_to_full_load": self.steps_to_full_load,
             "admitted_by_first_admission": self.admitted_at_first,
         }
@@ -289,3 +307,148 @@ def takeover(db: Database, settings: Settings, freed: int) -> Timing:
     finally:
         leader.stop()
         standby.stop()
+
+
+# --- a real takeover: two servers on one database, the leader killed ----------------------
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s child processes (Linux: /proc/PID/task/*/children)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Server:
+    """``gpuaas serve --db URL`` on a free port, its output in ``log``; :meth:`health` polls
+    ``/healthz`` (which says whether the process leads)."""
+
+    def __init__(self, db_url: str, data_dir: Path, log: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        command = [sys.executable, "-c", "from gpuaas.cli.main import app; app()", "serve",
+                   "--db", db_url, "--data-dir", str(data_dir),
+                   "--port", str(self.port)]  # fmt: skip
+        env = dict(os.environ, GPUAAS_ADMIN_TOKEN=secrets.token_urlsafe(24))
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+
+    def health(self) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as r:
+                return dict(json.loads(r.read()))
+        except (OSError, ValueError):
+            return None
+
+    def wait(self, leader: bool | None, limit: float) -> None:
+        """Until ``/healthz`` answers (and says ``leader``, unless None)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited: {self.log.read_text()[-2000:]}")
+            health = self.health()
+            if health is not None and (leader is None or health.get("leader") is leader):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"the server did not come up (leader={leader}) in {limit:.0f} s")
+
+    def reconciler(self) -> int | None:
+        """The pid of its reconciler process (the child multiprocessing spawned; not the
+        resource tracker beside it)."""
+        for pid in _children(self.process.pid):
+            with contextlib.suppress(OSError):
+                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+        return None
+
+    def signal(self, signum: int) -> None:
+        """``signum`` to the server and its reconciler process both."""
+        child = self.reconciler()
+        self.process.send_signal(signum)
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signum)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def _settle(pid: int, limit: float, window: float = 1.0) -> None:
+    """Until process ``pid`` spends almost no CPU over ``window`` seconds (a standby's
+    reconciler process imports for seconds after the server answers, then only asks for the
+    lock every step)."""
+    deadline = time.monotonic() + limit
+    before = _cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(window)
+        now = _cpu_seconds(pid)
+        if now - before < 0.05 * window:
+            return
+        before = now
+    raise TimeoutError(f"the standby's reconciler did not settle in {limit:.0f} s")
+
+
+def kill(db: Database, settings: Settings, freed: int, limit: float = 600.0) -> Timing:
+    """Two ``gpuaas serve`` processes on the database; the first leads (its reconciler process
+    loads the backlog) and the second stands by. ``freed`` running jobs end in the database
+    while the leader leads (its engine still holds them: it learns of ends from its backend,
+    so it does not admit onto them), then the leader is killed with SIGKILL, and the clock
+    starts (the leader frozen with SIGSTOP a moment before, so that nothing it stores can pass
+    for the new leader's). Timed: until a job is admitted at or after the kill (the database
+    polled every 10 ms; the new leader stamps its step's time), wall seconds and the standby's
+    reconciler process's CPU seconds. The full load is not visible from outside (NaN here)."""
+    work = settings.data_dir
+    leader = _Server(db.url, work / "leader", work / "leader.log")
+    standby: _Server | None = None
+    try:
+        leader.wait(leader=True, limit=limit)
+        standby = _Server(db.url, work / "standby", work / "standby.log")
+        standby.wait(leader=False, limit=limit)
+        reconciler = standby.reconciler()
+        assert reconciler is not None, "the standby runs no reconciler process"
+        _settle(reconciler, limit)  # a warm standby: imported, and refused the lock since
+        free(db, freed)
+        # frozen first: whatever the old leader stored, it stored before ``start``
+        leader.signal(signal.SIGSTOP)
+        cpu = _cpu_seconds(reconciler)
+        start = time.time()
+        wall = time.perf_counter()
+        leader.signal(signal.SIGKILL)  # as a machine or an OOM kill would
+        leader.process.wait(10)
+        while True:
+            admitted = _admitted_since(db, start)
+            if admitted:
+                break
+            if time.perf_counter() - wall > limit:
+                raise TimeoutError(f"no admission {limit:.0f} s after the leader was killed")
+            if standby.process.poll() is not None:
+                raise RuntimeError(f"the standby exited: {standby.log.read_text()[-2000:]}")
+            time.sleep(0.01)
+        first, first_cpu = time.perf_counter() - wall, _cpu_seconds(reconciler) - cpu
+        return Timing(first, first_cpu, math.nan, math.nan, 0, admitted)
+    finally:
+        leader.stop()
+        if standby is not None:
+            standby.stop()

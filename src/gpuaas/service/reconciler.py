@@ -84,7 +84,7 @@ from gpuaas.service import usage, usage_volumes
 from gpuaas.service.autoscaler import Autoscaler
 from gpuaas.service.backend_driver import BackendDriver
 from gpuaas.service.backends import Backends, backend_of_node
-from gpuaas.service.backlog import Backlog
+from gpuaas.service.backlog import PENDING_COLUMNS, Backlog
 from gpuaas.service.budget_watch import BudgetWatch
 from gpuaas.service.cluster_worker import ClusterWorker
 from gpuaas.service.datasets import ReportedByBackend, WarmSync
@@ -710,7 +710,7 @@ class Reconciler:
             chunk = new[i : i + _CHUNK]
             # core rows, not ORM objects: a busy queue brings hundreds of jobs per step
             for job in session.execute(
-                select(_JOBS).where(_JOBS.c.id.in_(chunk)).order_by(_JOBS.c.id)
+                select(*PENDING_COLUMNS).where(_JOBS.c.id.in_(chunk)).order_by(_JOBS.c.id)
             ):
                 if job.state == JobState.PENDING.value and job.id not in self.jobs:
                     self._add_pending(engine, job, writes, now)  # type: ignore[arg-type]

@@ -193,6 +193,10 @@ class Job(Base):
         UniqueConstraint("tenant_id", "user_id", "idempotency_key", name="uq_job_idempotency"),
         Index("ix_jobs_tenant_id_id", "tenant_id", "id"),
         Index("ix_jobs_state", "state"),
+        # a new leader pages its backlog in queue order (service/backlog.py), and every
+        # reconcile step asks for cancel requests (rare): neither scans the pending jobs
+        Index("ix_jobs_queue_order", "state", "priority", "created_at", "id"),
+        Index("ix_jobs_cancel_requested", "cancel_requested"),
     )
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
