@@ -16,7 +16,8 @@ per-node value is the full fit rule (CPU, memory, every GPU form, and whatever r
 those of a full pass whatever the pod asks, with no per-resource bookkeeping in
 ``Snapshot.reserve``; the cost per query is the changed nodes (read from the journal; before
 the journal, one vectorised compare of the version array, 10-20 us at 25,000 nodes). The
-values are a function of each node's state alone, so re-evaluating a node gives what a full pass would give for it.
+values are a function of each node's state alone, so re-evaluating a node gives what a full
+pass would give for it.
 
 Counts are keyed by ``Snapshot.uid``: a copy and a layout change (nodes added or removed,
 taints changed) get a new uid, so they start afresh, and a snapshot never sees another's
