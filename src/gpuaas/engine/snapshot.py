@@ -438,14 +438,16 @@ class Snapshot:
         """The nodes (ascending, each once, int64) whose version moved after :meth:`tick`
         returned ``tick``; exactly ``np.flatnonzero(version != seen)`` for the versions ``seen``
         at that tick, since versions only move forward. None when the journal no longer
-        reaches back that far (compare the versions then)."""
+        reaches back that far, or when so many changes came since that comparing the versions
+        is cheaper (measured: deduping costs ~0.1 us an entry, the compare ~15 us at 25,000
+        nodes); the caller compares them then."""
         start = tick - self._journal_start
         if start < 0:
             return None
         entries = self._journal[start:]
-        if len(entries) <= _JOURNAL_FEW:
-            return np.array(sorted(set(entries)), dtype=np.int64)
-        return np.unique(np.array(entries, dtype=np.int64))
+        if len(entries) * _JOURNAL_COMPARE > len(self.version) and len(entries) > 16:
+            return None
+        return np.array(sorted(set(entries)), dtype=np.int64)
 
     # ------------------------------------------------------------------ fleet changes
     def add_nodes(self, nodes: Sequence[Node]) -> np.ndarray:
@@ -1000,8 +1002,9 @@ class Snapshot:
 
 #: Journal entries kept before the older half is dropped (a Python list of ints: ~2 MB).
 _JOURNAL_MAX = 1 << 18
-#: Up to this many entries, :meth:`Snapshot.changed_since` dedupes in plain Python.
-_JOURNAL_FEW = 64
+#: Past one journal entry per this many nodes, comparing the version array is cheaper than
+#: reading the journal (:meth:`Snapshot.changed_since`).
+_JOURNAL_COMPARE = 160
 
 #: Per-node arrays and what a hole holds in them (see :meth:`Snapshot._grow_rows`).
 _HOLE_FILL: dict[str, int | bool] = {
