@@ -72,8 +72,8 @@ class TrackedCounts:
 
     def sync(self, snap: Snapshot) -> None:
         """Re-evaluate the nodes whose version moved since the last sync (read from the
-        snapshot's journal; compared over the whole version array only when the journal no
-        longer reaches back to the last sync)."""
+        snapshot's journal; compared over the whole version array when the journal no longer
+        reaches back to the last sync or holds more changes than the compare costs)."""
         changed = snap.changed_since(self.tick)
         self.tick = snap.tick()
         if changed is None:

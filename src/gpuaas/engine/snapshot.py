@@ -360,7 +360,7 @@ class Snapshot:
 
     def _apply(self, a: Assignment, sign: int) -> None:
         n = a.node
-        self.version[n] += 1
+        self.version[n] += 1  # as _moved(n), inline: this is every reservation's path
         self._journal.append(n)
         if len(self._journal) > _JOURNAL_MAX:
             self._trim_journal()
@@ -444,10 +444,10 @@ class Snapshot:
         start = tick - self._journal_start
         if start < 0:
             return None
-        entries = self._journal[start:]
-        if len(entries) * _JOURNAL_COMPARE > len(self.version) and len(entries) > 16:
+        count = len(self._journal) - start
+        if count > 16 and count * _JOURNAL_COMPARE > len(self.version):
             return None
-        return np.array(sorted(set(entries)), dtype=np.int64)
+        return np.array(sorted(set(self._journal[start:])), dtype=np.int64)
 
     # ------------------------------------------------------------------ fleet changes
     def add_nodes(self, nodes: Sequence[Node]) -> np.ndarray:
