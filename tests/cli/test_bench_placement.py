@@ -117,3 +117,20 @@ def test_node_churn_replaces_nodes_and_reports_their_cost() -> None:
     assert quiet["node_churn"]["changes"] == 0
     bad = runner.invoke(app, ["bench", "placement", "--nodes", "5", "--node-churn", "-1"])
     assert bad.exit_code == 2 and "must be at least 0" in bad.output
+
+
+def test_decision_hash_is_the_same_for_the_same_decisions_only() -> None:
+    """``--decision-hash``: a seed's decisions hash alike run after run (so old and new engines
+    can be compared by digest); other decisions (another policy) hash differently."""
+    result = runner.invoke(
+        app,
+        ["bench", "placement", "--nodes", "80", "--workloads", "300", "--json", "--decision-hash"],
+    )
+    assert result.exit_code == 0, result.output
+    digest = json.loads(result.stdout)["decision_sha256"]
+    assert len(digest) == 64
+    again = run_placement_bench(80, 300, decision_hash=True)
+    assert again["decision_sha256"] == digest
+    other = run_placement_bench(80, 300, policy_name="packing", decision_hash=True)
+    assert other["decision_sha256"] != digest
+    assert "decision_sha256" not in run_placement_bench(80, 50)

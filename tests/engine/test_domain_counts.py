@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_snapshot_fleet_changes import INITIAL, OPS, Fleet, make_node
 
-from gpuaas.engine import domain_counts
+from gpuaas.engine import domain_counts, snapshot
 from gpuaas.engine.domain_counts import counts_of
 from gpuaas.engine.framework import PodShape
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, Snapshot
@@ -82,13 +82,16 @@ def _check(snap: Snapshot, probes: list[int]) -> None:
     INITIAL,
     st.lists(st.tuples(OPS, st.lists(st.integers(0, len(PROBES) - 1), max_size=3)), max_size=40),
     st.sampled_from([0, 16]),
+    st.sampled_from([snapshot._JOURNAL_MAX, 3]),
 )
 def test_tracked_counts_equal_a_computation_from_scratch(
-    initial: list, steps: list, few: int
+    initial: list, steps: list, few: int, journal: int
 ) -> None:
-    """``few``: sums moved by ``np.add.at`` (0) or in Python for up to 16 moved nodes."""
-    saved = domain_counts._FEW
+    """``few``: sums moved by ``np.add.at`` (0) or in Python for up to 16 moved nodes;
+    ``journal``: a journal so short that counts often fall back to comparing versions."""
+    saved = domain_counts._FEW, snapshot._JOURNAL_MAX
     domain_counts._FEW = few
+    snapshot._JOURNAL_MAX = journal
     try:
         fleet = Fleet([make_node(f"i{k}", *spec) for k, spec in enumerate(initial)])
         _check(fleet.snap, list(range(len(PROBES))))
@@ -97,7 +100,46 @@ def test_tracked_counts_equal_a_computation_from_scratch(
             _check(fleet.snap, probes)  # often none: changes pile up between queries
         _check(fleet.snap, list(range(len(PROBES))))
     finally:
-        domain_counts._FEW = saved
+        domain_counts._FEW, snapshot._JOURNAL_MAX = saved
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    INITIAL,
+    st.lists(st.tuples(OPS, st.booleans()), max_size=40),
+    st.sampled_from([snapshot._JOURNAL_MAX, 2, 5]),
+    st.sampled_from([snapshot._JOURNAL_COMPARE, 0]),
+)
+def test_the_journal_lists_exactly_the_nodes_whose_version_moved(
+    initial: list, steps: list, journal: int, compare: int
+) -> None:
+    """At any tick read before, ``changed_since`` is the version compare's answer (ascending,
+    each node once), or None once the journal was trimmed past that tick or holds more entries
+    than comparing costs (``compare`` 0: the journal is always read)."""
+    saved = snapshot._JOURNAL_MAX, snapshot._JOURNAL_COMPARE
+    snapshot._JOURNAL_MAX, snapshot._JOURNAL_COMPARE = journal, compare
+    try:
+        fleet = Fleet([make_node(f"i{k}", *spec) for k, spec in enumerate(initial)])
+        readers = [(fleet.snap.uid, fleet.snap.tick(), fleet.snap.version.copy())]
+        for op, read in steps:
+            fleet.apply(op)
+            snap = fleet.snap
+            for uid, tick, seen in readers:
+                if uid != snap.uid or len(seen) != snap.size:
+                    continue  # a layout change: readers key on the uid and start afresh
+                got = snap.changed_since(tick)
+                want = np.flatnonzero(snap.version != seen)
+                if got is None:
+                    entries = snap.tick() - tick
+                    assert tick < snap._journal_start or (
+                        entries > 16 and entries * compare > snap.size
+                    )
+                else:
+                    assert got.dtype == np.int64 and got.tolist() == want.tolist()
+            if read:
+                readers.append((snap.uid, snap.tick(), snap.version.copy()))
+    finally:
+        snapshot._JOURNAL_MAX, snapshot._JOURNAL_COMPARE = saved
 
 
 def test_a_copy_keeps_its_own_counts() -> None:

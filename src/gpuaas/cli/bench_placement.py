@@ -20,11 +20,18 @@ change (:meth:`~gpuaas.engine.snapshot.Snapshot.remove_node`,
 :meth:`~gpuaas.engine.snapshot.Snapshot.add_nodes`). The cost of one removal and of one
 addition is timed on its own; the placement rates of the same run are the throughput while
 nodes come and go (the first decision after a change pays for the policy caches it rebuilds).
+
+With ``--decision-hash`` the JSON carries ``decision_sha256``: a SHA-256 over every decision in
+order (the workload, and either its scopes and each pod's pod set, index, node and exact
+assignment, or its reason code and sentence), computed outside the timed part. Two engine
+versions that give the same digest for a seed made every decision the same, which is how a
+speed-up shows it changed nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import resource
 import time
@@ -113,6 +120,7 @@ def run_placement_bench(
     node_churn: int = 0,
     nics_per_node: int = 0,
     network_share: float = 0.0,
+    decision_hash: bool = False,
 ) -> dict[str, Any]:
     """Build the synthetic fleet and mix, place every workload, and return the figures.
 
@@ -120,7 +128,8 @@ def run_placement_bench(
     (0 = its adaptive default, see :class:`~gpuaas.engine.place.NodeSampling`); None scores
     every feasible node. ``nics_per_node``: the fleet's nodes carry RDMA NICs, and
     ``network_share`` of the 8-GPU pods ask one aligned VF per GPU (see
-    :mod:`gpuaas.sim.synthetic`)."""
+    :mod:`gpuaas.sim.synthetic`). ``decision_hash``: add ``decision_sha256`` (see the module
+    docstring)."""
     if nodes < 1 or workloads < 1:
         raise GpuaasError("--nodes and --workloads must be at least 1")
     if node_churn < 0:
@@ -150,6 +159,7 @@ def run_placement_bench(
     reasons: dict[str, str] = {}
     clock = time.perf_counter
     cpu_clock = time.process_time
+    digest = hashlib.sha256() if decision_hash else None
     for serial, workload in enumerate(mix):
         if changes.due(serial):
             for done in changes.apply(live, policy):
@@ -170,6 +180,8 @@ def run_placement_bench(
         cpu = cpu_clock() - c0
         ok = not isinstance(result, Unschedulable)
         (gang if is_gang(workload) else single).add(elapsed, cpu, ok, workload.pod_count)
+        if digest is not None:
+            digest.update(decision_line(workload.name, result, snap).encode())
         if isinstance(result, Unschedulable):
             reasons.setdefault(workload.labels.get("kind", "?"), result.reason)
             continue
@@ -217,7 +229,18 @@ def run_placement_bench(
         "node_churn": changes.summary(),
         "nics_per_node": nics_per_node,
         "network_share": network_share,
+        **({"decision_sha256": digest.hexdigest()} if digest is not None else {}),
     }
+
+
+def decision_line(workload: str, result: GangPlacement | Unschedulable, snap: Snapshot) -> str:
+    """One decision as a line of text for ``--decision-hash``: what was decided, exactly."""
+    if isinstance(result, Unschedulable):
+        return f"U|{workload}|{result.code}|{result.reason}\n"
+    pods = [
+        (p.pod_set, p.index, snap.names[p.placement.node], repr(p.assignment)) for p in result.pods
+    ]
+    return f"P|{workload}|{result.scopes}|{pods}\n"
 
 
 class _NodeChurn:
@@ -397,6 +420,11 @@ def bench_placement(
         help="share of 8-GPU pods that ask one VF per GPU, aligned (needs --nics-per-node)",
     ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    decision_hash: bool = typer.Option(
+        False,
+        "--decision-hash",
+        help="add a SHA-256 over every decision (decision_sha256), to show a change keeps them",
+    ),
 ) -> None:
     """Time placing a synthetic workload mix into a synthetic cloud-scale fleet."""
     pack_level: Level | None = None
@@ -429,6 +457,7 @@ def bench_placement(
             node_churn,
             nics,
             network_share,
+            decision_hash,
         )
     except GpuaasError as error:
         typer.echo(f"error: {error}", err=True)

@@ -305,7 +305,7 @@ class DeviceClaims:
     _claim_classes: dict[tuple[str, ...], DeviceClass] = field(default_factory=dict)
     _profile_ids: dict[str, int] = field(default_factory=dict)
     #: Per claim index: (snapshot uid, node versions seen, most free devices per node).
-    _best: dict[tuple[object, ...], tuple[int, np.ndarray, np.ndarray]] = field(
+    _best: dict[tuple[object, ...], tuple[int, np.ndarray, np.ndarray, int]] = field(
         default_factory=dict
     )
     #: Per pod object: the request its nodes are ranked by (see :meth:`scoring_request`).
@@ -435,10 +435,13 @@ class DeviceClaims:
         cached = self._best.get(key)
         if cached is None or cached[0] != snap.uid or len(cached[1]) != snap.size:
             best = self._best_of(snap, index, None)
-            self._best[key] = (snap.uid, snap.version.copy(), best)
+            self._best[key] = (snap.uid, snap.version.copy(), best, snap.tick())
             return best
-        _, version, best = cached
-        changed = np.flatnonzero(version != snap.version)
+        uid, version, best, tick = cached
+        changed = snap.changed_since(tick)  # the snapshot's journal: the nodes that moved
+        if changed is None:
+            changed = np.flatnonzero(version != snap.version)
+        self._best[key] = (uid, version, best, snap.tick())
         if len(changed) > snap.size // 8:
             best[:] = self._best_of(snap, index, None)
         elif len(changed):

@@ -154,6 +154,12 @@ class Snapshot:
     _shared: bool = False
     #: The RDMA NICs and their free VFs (:mod:`gpuaas.engine.nics`); empty without NICs.
     nics: NicIndex = field(default_factory=NicIndex)
+    #: The journal of changed nodes: every move of ``version`` appends the node's index, so a
+    #: cache that remembers :meth:`tick` learns which nodes moved since from the entries after
+    #: it (:meth:`changed_since`), not from a compare of the whole version array. Only its
+    #: recent part is kept (``_journal_start`` is the tick of its first entry).
+    _journal: list[int] = field(default_factory=list)
+    _journal_start: int = 0
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -354,7 +360,10 @@ class Snapshot:
 
     def _apply(self, a: Assignment, sign: int) -> None:
         n = a.node
-        self.version[n] += 1
+        self.version[n] += 1  # as _moved(n), inline: this is every reservation's path
+        self._journal.append(n)
+        if len(self._journal) > _JOURNAL_MAX:
+            self._trim_journal()
         if a.nics:
             self.nics.apply(n, a.nics, sign)
         if a.cpu_milli:
@@ -406,6 +415,39 @@ class Snapshot:
             index.free_gpus[d] += full_delta
             if node_delta:
                 index.free_nodes[d] += node_delta
+
+    # ------------------------------------------------------------------ the journal
+    def _moved(self, n: int) -> None:
+        """Node ``n`` changed: its version moves, and the journal says so."""
+        self.version[n] += 1
+        self._journal.append(n)
+        if len(self._journal) > _JOURNAL_MAX:
+            self._trim_journal()
+
+    def _trim_journal(self) -> None:
+        """Drop the older half: a cache that read nothing for that long compares versions."""
+        drop = len(self._journal) // 2
+        del self._journal[:drop]
+        self._journal_start += drop
+
+    def tick(self) -> int:
+        """The journal's position now: :meth:`changed_since` of it lists later changes."""
+        return self._journal_start + len(self._journal)
+
+    def changed_since(self, tick: int) -> np.ndarray | None:
+        """The nodes (ascending, each once, int64) whose version moved after :meth:`tick`
+        returned ``tick``; exactly ``np.flatnonzero(version != seen)`` for the versions ``seen``
+        at that tick, since versions only move forward. None when the journal no longer
+        reaches back that far, or when so many changes came since that comparing the versions
+        is cheaper (measured: deduping costs ~0.1 us an entry, the compare ~15 us at 25,000
+        nodes); the caller compares them then."""
+        start = tick - self._journal_start
+        if start < 0:
+            return None
+        count = len(self._journal) - start
+        if count > 16 and count * _JOURNAL_COMPARE > len(self.version):
+            return None
+        return np.array(sorted(set(self._journal[start:])), dtype=np.int64)
 
     # ------------------------------------------------------------------ fleet changes
     def add_nodes(self, nodes: Sequence[Node]) -> np.ndarray:
@@ -491,7 +533,7 @@ class Snapshot:
         else:
             tainted.discard(node)
         self.tainted = np.array(sorted(tainted), dtype=np.int64)
-        self.version[node] += 1
+        self._moved(node)
         self._layout_changed()
 
     def devices_kept(self, assignment: Assignment, new: Node) -> bool:
@@ -704,7 +746,7 @@ class Snapshot:
             if jj == j:
                 self.mig_profile_of[(n, gg, k)] = profiles[p]
         self.live[n] = True
-        self.version[n] += 1
+        self._moved(n)
         if self.taints[n]:
             self.tainted = np.union1d(self.tainted, [n]).astype(np.int64)
         free_node = int(self.node_is_free(n))
@@ -749,7 +791,7 @@ class Snapshot:
         for name, fill in _HOLE_FILL.items():
             if name != "version":  # versions only move forward (policy caches compare them)
                 getattr(self, name)[n] = fill
-        self.version[n] += 1
+        self._moved(n)
         self.live[n] = False
         self.holes.append(n)
         self.holes.sort()
@@ -957,6 +999,12 @@ class Snapshot:
             nics=self.nics.copy(),
         )
 
+
+#: Journal entries kept before the older half is dropped (a Python list of ints: ~2 MB).
+_JOURNAL_MAX = 1 << 18
+#: Past one journal entry per this many nodes, comparing the version array is cheaper than
+#: reading the journal (:meth:`Snapshot.changed_since`).
+_JOURNAL_COMPARE = 160
 
 #: Per-node arrays and what a hole holds in them (see :meth:`Snapshot._grow_rows`).
 _HOLE_FILL: dict[str, int | bool] = {
