@@ -34,6 +34,7 @@ from typing import Any
 
 from sqlalchemy import Insert, insert
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
 
 from gpuaas.engine.reasons import Code
 from gpuaas.model.job_state import JobState
@@ -62,6 +63,17 @@ def _insert_job(dialect: str) -> Insert:
     )
 
 
+def _insert_jobs(dialect: str) -> Insert:
+    """:func:`_insert_job` for many rows at once, returning what matches a row to its request."""
+    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    c = _JOBS.c
+    return (
+        make(_JOBS)
+        .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
+        .returning(c.id, c.tenant_id, c.user_id, c.idempotency_key)
+    )
+
+
 @dataclass(slots=True)
 class _Pending:
     """One request's prepared job and where to send its answer."""
@@ -81,6 +93,7 @@ class SubmissionWriter:
         self.db = db
         self.max_batch = max_batch
         self._insert = _insert_job(db.engine.dialect.name)
+        self._insert_many = _insert_jobs(db.engine.dialect.name)
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         #: batches written and jobs in them (``/metrics``-free counters for tests and benches)
@@ -156,8 +169,8 @@ class SubmissionWriter:
         with serialized_writes(self.db.engine), self.db.sessions() as session:
             try:
                 events = []
+                self._insert_rows(session, batch)
                 for item in batch:
-                    item.job_id = session.execute(self._insert, item.values).scalar()
                     if item.job_id is None:
                         continue  # a repeated idempotency key: answered after the commit
                     events.append(
@@ -180,6 +193,32 @@ class SubmissionWriter:
                 raise
         self.batches += 1
         self.jobs += len(batch)
+
+    def _insert_rows(self, session: Session, batch: Sequence[_Pending]) -> None:
+        """Set each item's ``job_id`` (None: its key had already made a job).
+
+        The jobs with an idempotency key go in one multi-row ``INSERT ... RETURNING`` (one
+        statement per batch instead of one per job); the returned rows are matched to the
+        requests by (tenant, user, key), the first request of a key repeated within the batch
+        taking the row (rows are inserted in the order given, so it is that request's). A job
+        without a key has nothing to match by and is inserted alone.
+        """
+        keyed = [item for item in batch if item.values["idempotency_key"] is not None]
+        for item in batch:
+            if item.values["idempotency_key"] is None:
+                item.job_id = session.execute(self._insert, item.values).scalar()
+        if len(keyed) == 1:
+            keyed[0].job_id = session.execute(self._insert, keyed[0].values).scalar()
+        elif keyed:
+            made = {
+                (tenant, user, key): job_id
+                for job_id, tenant, user, key in session.execute(
+                    self._insert_many, [item.values for item in keyed]
+                )
+            }
+            for item in keyed:
+                v = item.values
+                item.job_id = made.pop((v["tenant_id"], v["user_id"], v["idempotency_key"]), None)
 
     def _answer_stored(self, batch: Sequence[_Pending]) -> None:
         repeats = [item for item in batch if item.job_id is None]

@@ -32,7 +32,12 @@ from gpuaas.service.auth import (
     require_platform,
     tenant_for,
 )
-from gpuaas.service.deps import PrincipalDep, SessionDep, authenticate_request, bearer_token
+from gpuaas.service.deps import (
+    PrincipalDep,
+    SessionDep,
+    authenticate_request,
+    bearer_token_on_loop,
+)
 from gpuaas.service.errors import ApiError, invalid, not_found, problem
 from gpuaas.service.group_commit import SubmissionWriter
 from gpuaas.service.job_manifest import job_manifests
@@ -76,7 +81,7 @@ After = Annotated[
 #: The bearer token, taken as a dependency: FastAPI resolves dependencies before it validates
 #: the body, so a request without a token is a 401 whatever its body (authentication itself
 #: stays in the submission's own session).
-Token = Annotated[str, Depends(bearer_token)]
+Token = Annotated[str, Depends(bearer_token_on_loop)]
 #: ``?state=``: one of the states (the schema lists them; ``_filtered`` checks)
 KindQ = Annotated[str | None, Query(json_schema_extra={"enum": [k.value for k in JobKind]})]
 StateQ = Annotated[str | None, Query(json_schema_extra={"enum": [s.value for s in JobState]})]
