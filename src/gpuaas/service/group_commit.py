@@ -11,7 +11,10 @@ writer thread. The writer takes everything queued (at most ``max_batch``), inser
 with ``INSERT ... ON CONFLICT (tenant, user, idempotency key) DO NOTHING RETURNING id`` and the
 jobs' first events in one ``executemany``, commits once, and only then answers every request
 in the batch. No request waits on a timer: while one batch commits the next one gathers, so the
-batch grows with the load and a lone request is written at once.
+batch grows with the load and a lone request is written at once. The requests an event loop
+prepares in one iteration reach the writer as one item (handed over by a ``call_soon`` at the
+end of that iteration), one thread wake-up for all of them; the jobs of a batch that carry an
+idempotency key go in one multi-row ``INSERT ... RETURNING``.
 
 A row the conflict clause skipped is a repeated idempotency key: after the commit the writer
 reads the job that key made (answered 200, as before). Anything else the batch's transaction
@@ -94,7 +97,9 @@ class SubmissionWriter:
         self.max_batch = max_batch
         self._insert = _insert_job(db.engine.dialect.name)
         self._insert_many = _insert_jobs(db.engine.dialect.name)
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Pending] | None] = queue.SimpleQueue()
+        #: per event loop, the requests handed over since the loop last ran its callbacks
+        self._gathering: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
         self._thread: threading.Thread | None = None
         #: batches written and jobs in them (``/metrics``-free counters for tests and benches)
         self.batches = 0
@@ -119,8 +124,20 @@ class SubmissionWriter:
         created) once it is committed, like :func:`~gpuaas.service.jobs.submit_job`."""
         loop = asyncio.get_running_loop()
         pending = _Pending(values, tenant_name, loop, loop.create_future())
-        self._queue.put(pending)
+        gathering = self._gathering.get(loop)
+        if gathering is None:  # the first of this loop iteration: hand over once it ends
+            gathering = self._gathering[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        gathering.append(pending)
         return await asyncio.shield(pending.future)
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue what the loop gathered as one item: one wake-up of the writer thread (a
+        thread switch, measured at several percent of the server's CPU when done per request)
+        for every request the loop prepared in one iteration, not one each."""
+        gathered = self._gathering.pop(loop, None)
+        if gathered:
+            self._queue.put(gathered)
 
     # --- the writer thread ------------------------------------------------------------------
 
@@ -130,22 +147,24 @@ class SubmissionWriter:
             first = self._queue.get()
             if first is None:
                 break
-            batch = [first]
-            while len(batch) < self.max_batch:
+            waiting = list(first)
+            while len(waiting) < self.max_batch:
                 try:
-                    item = self._queue.get_nowait()
+                    more = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is None:
+                if more is None:
                     stopping = True
                     break
-                batch.append(item)
-            try:
-                self._write(batch)
-            except Exception as exc:  # never leave a request waiting
-                log.exception("submissions: writing a batch of %d failed", len(batch))
-                for item in batch:
-                    _answer(item, exc=exc)
+                waiting.extend(more)
+            for start in range(0, len(waiting), self.max_batch):
+                batch = waiting[start : start + self.max_batch]
+                try:
+                    self._write(batch)
+                except Exception as exc:  # never leave a request waiting
+                    log.exception("submissions: writing a batch of %d failed", len(batch))
+                    for item in batch:
+                        _answer(item, exc=exc)
 
     def _write(self, batch: list[_Pending]) -> None:
         try:
