@@ -4,9 +4,10 @@ concurrent clients, against the app served by uvicorn on a real socket and a rea
 
 Eight threads keep reading the tenant's jobs and submitting jobs (the submission's own
 authentication path) with one token while the provider acts. Every request a client *sent*
-after the action's answer came back must be refused; before, they succeeded. (The token cache
-this replaces kept a principal for 5 s and could be refilled by a request that had read before
-the revocation committed.)
+after the action's answer came back must be refused; before, they succeeded. (An earlier token
+cache kept a principal for 5 s and could be refilled by a request that had read before the
+revocation committed; the principal cache, service/principal_cache.py, empties when the change
+commits and refuses a refill read before it: this is the test that holds it to that.)
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from gpuaas.service.audit import AuditLog, AuditMiddleware
 from gpuaas.service.auth import TenantCache, bootstrap_admin, mark_bootstrapped
 from gpuaas.service.group_commit import SubmissionWriter
 from gpuaas.service.limits import BodyLimit
+from gpuaas.service.principal_cache import PrincipalCache
 from gpuaas.service.rate_limits import RateLimits, RateLimitSettings
 from gpuaas.service.routers import ROUTERS
 from gpuaas.service.settings import Settings
@@ -94,6 +95,10 @@ def start(
     db = Database(settings.url)
     db.upgrade()
     app.state.db = db
+    #: authenticated principals for at most a second, invalidated by this process's identity
+    #: writes at once (service/principal_cache.py)
+    app.state.principals = PrincipalCache()
+    app.state.principals.watch(db.sessions)
     app.state.audit.start(db)
     app.state.submissions = SubmissionWriter(db)  # group commit (service/group_commit.py)
     app.state.submissions.start()

@@ -147,8 +147,8 @@ def load_principal(db: Connection | Session, token: str, now: float) -> Principa
     """The principal a token stands for, or None (unknown, revoked, expired, user disabled, or
     minted in a tenant the user has left).
 
-    One indexed query per request, no cache: a revocation, a disabled user or a removed member
-    is refused on the very next request, in every replica.
+    One indexed query; requests go through :mod:`gpuaas.service.principal_cache`, which keeps a
+    valid answer for at most 1 s and empties on every identity change this process commits.
     """
     rows = _principal_rows(db, hash_token(token))
     if not rows:

@@ -11,7 +11,10 @@ writer thread. The writer takes everything queued (at most ``max_batch``), inser
 with ``INSERT ... ON CONFLICT (tenant, user, idempotency key) DO NOTHING RETURNING id`` and the
 jobs' first events in one ``executemany``, commits once, and only then answers every request
 in the batch. No request waits on a timer: while one batch commits the next one gathers, so the
-batch grows with the load and a lone request is written at once.
+batch grows with the load and a lone request is written at once. The requests an event loop
+prepares in one iteration reach the writer as one item (handed over by a ``call_soon`` at the
+end of that iteration), one thread wake-up for all of them; the jobs of a batch that carry an
+idempotency key go in one multi-row ``INSERT ... RETURNING``.
 
 A row the conflict clause skipped is a repeated idempotency key: after the commit the writer
 reads the job that key made (answered 200, as before). Anything else the batch's transaction
@@ -34,6 +37,7 @@ from typing import Any
 
 from sqlalchemy import Insert, insert
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
 
 from gpuaas.engine.reasons import Code
 from gpuaas.model.job_state import JobState
@@ -62,6 +66,17 @@ def _insert_job(dialect: str) -> Insert:
     )
 
 
+def _insert_jobs(dialect: str) -> Insert:
+    """:func:`_insert_job` for many rows at once, returning what matches a row to its request."""
+    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    c = _JOBS.c
+    return (
+        make(_JOBS)
+        .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
+        .returning(c.id, c.tenant_id, c.user_id, c.idempotency_key)
+    )
+
+
 @dataclass(slots=True)
 class _Pending:
     """One request's prepared job and where to send its answer."""
@@ -81,7 +96,10 @@ class SubmissionWriter:
         self.db = db
         self.max_batch = max_batch
         self._insert = _insert_job(db.engine.dialect.name)
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._insert_many = _insert_jobs(db.engine.dialect.name)
+        self._queue: queue.SimpleQueue[list[_Pending] | None] = queue.SimpleQueue()
+        #: per event loop, the requests handed over since the loop last ran its callbacks
+        self._gathering: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
         self._thread: threading.Thread | None = None
         #: batches written and jobs in them (``/metrics``-free counters for tests and benches)
         self.batches = 0
@@ -106,8 +124,20 @@ class SubmissionWriter:
         created) once it is committed, like :func:`~gpuaas.service.jobs.submit_job`."""
         loop = asyncio.get_running_loop()
         pending = _Pending(values, tenant_name, loop, loop.create_future())
-        self._queue.put(pending)
+        gathering = self._gathering.get(loop)
+        if gathering is None:  # the first of this loop iteration: hand over once it ends
+            gathering = self._gathering[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        gathering.append(pending)
         return await asyncio.shield(pending.future)
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue what the loop gathered as one item: one wake-up of the writer thread (a
+        thread switch, measured at several percent of the server's CPU when done per request)
+        for every request the loop prepared in one iteration, not one each."""
+        gathered = self._gathering.pop(loop, None)
+        if gathered:
+            self._queue.put(gathered)
 
     # --- the writer thread ------------------------------------------------------------------
 
@@ -117,22 +147,24 @@ class SubmissionWriter:
             first = self._queue.get()
             if first is None:
                 break
-            batch = [first]
-            while len(batch) < self.max_batch:
+            waiting = list(first)
+            while len(waiting) < self.max_batch:
                 try:
-                    item = self._queue.get_nowait()
+                    more = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is None:
+                if more is None:
                     stopping = True
                     break
-                batch.append(item)
-            try:
-                self._write(batch)
-            except Exception as exc:  # never leave a request waiting
-                log.exception("submissions: writing a batch of %d failed", len(batch))
-                for item in batch:
-                    _answer(item, exc=exc)
+                waiting.extend(more)
+            for start in range(0, len(waiting), self.max_batch):
+                batch = waiting[start : start + self.max_batch]
+                try:
+                    self._write(batch)
+                except Exception as exc:  # never leave a request waiting
+                    log.exception("submissions: writing a batch of %d failed", len(batch))
+                    for item in batch:
+                        _answer(item, exc=exc)
 
     def _write(self, batch: list[_Pending]) -> None:
         try:
@@ -156,8 +188,8 @@ class SubmissionWriter:
         with serialized_writes(self.db.engine), self.db.sessions() as session:
             try:
                 events = []
+                self._insert_rows(session, batch)
                 for item in batch:
-                    item.job_id = session.execute(self._insert, item.values).scalar()
                     if item.job_id is None:
                         continue  # a repeated idempotency key: answered after the commit
                     events.append(
@@ -180,6 +212,32 @@ class SubmissionWriter:
                 raise
         self.batches += 1
         self.jobs += len(batch)
+
+    def _insert_rows(self, session: Session, batch: Sequence[_Pending]) -> None:
+        """Set each item's ``job_id`` (None: its key had already made a job).
+
+        The jobs with an idempotency key go in one multi-row ``INSERT ... RETURNING`` (one
+        statement per batch instead of one per job); the returned rows are matched to the
+        requests by (tenant, user, key), the first request of a key repeated within the batch
+        taking the row (rows are inserted in the order given, so it is that request's). A job
+        without a key has nothing to match by and is inserted alone.
+        """
+        keyed = [item for item in batch if item.values["idempotency_key"] is not None]
+        for item in batch:
+            if item.values["idempotency_key"] is None:
+                item.job_id = session.execute(self._insert, item.values).scalar()
+        if len(keyed) == 1:
+            keyed[0].job_id = session.execute(self._insert, keyed[0].values).scalar()
+        elif keyed:
+            made = {
+                (tenant, user, key): job_id
+                for job_id, tenant, user, key in session.execute(
+                    self._insert_many, [item.values for item in keyed]
+                )
+            }
+            for item in keyed:
+                v = item.values
+                item.job_id = made.pop((v["tenant_id"], v["user_id"], v["idempotency_key"]), None)
 
     def _answer_stored(self, batch: Sequence[_Pending]) -> None:
         repeats = [item for item in batch if item.job_id is None]

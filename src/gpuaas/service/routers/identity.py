@@ -5,8 +5,9 @@ live: who may do what, what a token carries, what a write changes) and its answe
 routes add only HTTP's own parts (status codes, ``204`` bodies, query parameters). Provider
 admins manage tenants and users; a tenant admin manages the tenant's members (inviting users that
 exist already) and can hand a member a token for the tenant. Tokens are checked against the
-database on every request (no cache), so a removed member, a disabled user or a revoked token is
-refused on the very next request.
+database, a valid answer kept for at most 1 s (:mod:`gpuaas.service.principal_cache`): a member
+removed, a user disabled or a token revoked through this server is refused on the very next
+request (the change empties the cache when it commits), and through another replica within 1 s.
 """
 
 from __future__ import annotations
