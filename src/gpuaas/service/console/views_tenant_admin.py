@@ -31,8 +31,8 @@ router = APIRouter(include_in_schema=False)
 ADMINS = {"tenant-admin"}
 ROLES = ("tenant-admin", "tenant-user", "viewer")
 GPU = "nvidia.com/gpu"
-#: the most active jobs read to total what each ClusterQueue holds (pages of 1,000)
-ACTIVE_PAGES = 10
+#: the GPU resources a quota bar draws, and how many units make a GPU
+GPUS = {GPU: 1, "gpuaas.io/gpu-milli": 1000}
 
 add_page("Clusters", "/t/{tenant}/clusters", ADMINS, order=20)
 add_page("Queues and quotas", "/t/{tenant}/queues", ADMINS, order=21)
@@ -199,25 +199,15 @@ async def delete_cluster(name: str, c: Console = Depends(tenant_admin_console)) 
 # --- queues and quotas -------------------------------------------------------------------
 
 
-async def _held_by_queue(c: Console) -> tuple[dict[str, float], bool]:
-    """GPUs the tenant's admitted and running jobs hold, by ClusterQueue (and whether the
-    count stopped at :data:`ACTIVE_PAGES` pages)."""
-    held: dict[str, float] = {}
-    for state in ("Admitted", "Running"):
-        after = None
-        for _ in range(ACTIVE_PAGES):
-            answer = await c.api.get(c.v1("/jobs"), state=state, limit=1000, after=after)
-            if not answer.ok:
-                return held, False
-            for job in answer.items():
-                cq = job.get("clusterQueue") or ""
-                held[cq] = held.get(cq, 0.0) + float(job.get("gpus") or 0)
-            after = answer.next
-            if after is None:
-                break
-        if after is not None:
-            return held, True
-    return held, False
+def _held(cq: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """What the queue's jobs hold, per (flavor, resource), from its status (the API sums it:
+    ``status.flavorsUsage``, Kueue's form), in GPUs for the GPU resources."""
+    held: dict[tuple[str, str], float] = {}
+    for flavor in (cq.get("status") or {}).get("flavorsUsage", []):
+        for r in flavor.get("resources", []):
+            if r["name"] in GPUS:
+                held[(flavor["name"], r["name"])] = _num(r.get("total")) / GPUS[r["name"]]
+    return held
 
 
 def _gpu_bar(used: float, nominal: float, borrow: float | None, lend: float | None) -> dict:
@@ -243,18 +233,20 @@ def _gpu_bar(used: float, nominal: float, borrow: float | None, lend: float | No
     return {"parts": parts, "scale": scale}
 
 
-def _queue_rows(cqs: list[dict[str, Any]], held: dict[str, float]) -> list[dict[str, Any]]:
+def _queue_rows(cqs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for cq in cqs:
+        held = _held(cq)
         for group in cq["spec"].get("resourceGroups", []):
             for flavor in group.get("flavors", []):
                 for r in flavor.get("resources", []):
-                    if r["name"] != GPU:
+                    if r["name"] not in GPUS:
                         continue
-                    nominal = _num(r.get("nominalQuota"))
-                    borrow = _num(r["borrowingLimit"]) if "borrowingLimit" in r else None
-                    lend = _num(r["lendingLimit"]) if "lendingLimit" in r else None
-                    used = held.get(cq["name"], 0.0)
+                    per = GPUS[r["name"]]
+                    nominal = _num(r.get("nominalQuota")) / per
+                    borrow = _num(r["borrowingLimit"]) / per if "borrowingLimit" in r else None
+                    lend = _num(r["lendingLimit"]) / per if "lendingLimit" in r else None
+                    used = held.get((flavor["name"], r["name"]), 0.0)
                     rows.append({
                         "queue": cq["name"], "flavor": flavor["name"], "nominal": nominal,
                         "borrow": borrow, "lend": lend, "used": used,
@@ -270,8 +262,7 @@ async def queues(c: Console = Depends(tenant_admin_console)) -> Response:
         return failed(c, tenant, title="Queues and quotas")
     cqs = await c.api.get(c.v1("/cluster-queues"), limit=200)
     lqs = await c.api.get(c.v1("/local-queues"), limit=200)
-    held, partial = await _held_by_queue(c)
-    rows = _queue_rows(cqs.items(), held)
+    rows = _queue_rows(cqs.items())
     by_flavor: dict[str, float] = {}
     for row in rows:
         by_flavor[row["flavor"]] = by_flavor.get(row["flavor"], 0.0) + row["used"]
@@ -296,7 +287,6 @@ async def queues(c: Console = Depends(tenant_admin_console)) -> Response:
         terms=terms,
         rows=rows,
         local_queues=lqs.items(),
-        partial=partial,
     )
 
 
