@@ -29,6 +29,7 @@ from gpuaas.model.cluster import CLUSTER_LABEL
 from gpuaas.model.resources import GPU_MILLI, NVIDIA_GPU
 from gpuaas.service.fleet import fleet_file_entries, register_nodes
 from gpuaas.service.governance import document, put_objects
+from gpuaas.service.headless import CHROMIUM_ARGS
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 from gpuaas.store.tables import ClusterNodeRow, ClusterRow, Job, Tenant, UsageRow, User
@@ -544,7 +545,9 @@ def render_times(
     )
     out: dict[str, float] = {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(
+            executable_path=chromium, headless=True, args=list(CHROMIUM_ARGS)
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{base_url}/login")
@@ -560,14 +563,3 @@ def render_times(
         finally:
             browser.close()
     return out
-
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]

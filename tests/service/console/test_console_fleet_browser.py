@@ -14,7 +14,6 @@ message where one is missing."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,11 @@ from typing import Any
 import pytest
 
 from gpuaas.service import console_bench as cb
+from gpuaas.service.headless import CHROMIUM_ARGS, chromium_binary
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = chromium_binary()
 OPENB = Path(__file__).resolve().parents[3] / "../shared/data/openb/openb_node_list_gpu_node.csv"
 JOBS = 6000
 
@@ -81,7 +81,7 @@ def page(served: str) -> Iterator[Any]:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=cb.CHROMIUM_ARGS)  # fmt: skip
+                                    args=list(CHROMIUM_ARGS))  # fmt: skip
         try:
             pg = browser.new_page(viewport={"width": 1400, "height": 1000})
             pg.set_default_timeout(30_000)

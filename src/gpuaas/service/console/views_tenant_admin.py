@@ -16,12 +16,14 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from gpuaas.service.console.api import Answer
 from gpuaas.service.console.forms import Field, Form, options
 from gpuaas.service.console.frame import (
     Console,
     add_page,
     done,
     failed,
+    form_page,
     page,
     tenant_admin_console,
 )
@@ -82,27 +84,20 @@ def _cluster_form(c: Console, allowance: dict[str, Any]) -> Form:
     )  # fmt: skip
 
 
-async def _clusters_page(c: Console, form: Form | None = None, status: int = 200) -> Response:
+async def _clusters_page(c: Console, refused: Answer | None = None) -> Response:
     listing = await c.api.get(c.v1("/clusters"))
     if not listing.ok:
         return failed(c, listing, title="Clusters")
     allowance = await c.api.get(c.v1("/cluster-allowance"))
     allow = allowance.body if allowance.ok else {}
-    if form is None:
-        form = _cluster_form(c, allow)
-    else:
-        fresh = _cluster_form(c, allow)
-        form["flavor"].options = fresh["flavor"].options
-        form["gpu_model"].options = fresh["gpu_model"].options
-    return page(
+    return form_page(
         c,
         "admin/clusters.html",
         title="Clusters",
-        status=status,
-        live="admin/_clusters.html",
+        form=_cluster_form(c, allow),
+        refused=refused,
         clusters=listing.body,
         allowance=allow,
-        form=form,
     )
 
 
@@ -131,8 +126,7 @@ async def create_cluster(c: Console = Depends(tenant_admin_console)) -> Response
         return done(
             c, c.t(f"/clusters/{name}"), f"Cluster {name} created ({answer.body['state']})."
         )
-    form = _cluster_form(c, {}).fill(f).show(answer)
-    return await _clusters_page(c, form, answer.status)
+    return await _clusters_page(c, refused=answer)
 
 
 def _scale_form(c: Console, name: str, pool: dict[str, Any]) -> Form:
@@ -433,22 +427,21 @@ def _budget_view(b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _usage_page(c: Console, form: Form | None = None, status: int = 200) -> Response:
+async def _usage_page(c: Console, refused: Answer | None = None) -> Response:
     budgets = await c.api.get(c.v1("/budgets"), limit=200)
     if not budgets.ok:
         return failed(c, budgets, title="Usage and budgets")
     summary = await c.api.get(c.v1("/usage/summary"), by="sku,currency")
     showback = await c.api.get(c.v1("/showback"))
-    return page(
+    return form_page(
         c,
         "admin/usage.html",
         title="Usage and budgets",
-        status=status,
-        live="admin/_usage.html",
+        form=_budget_form(c),
+        refused=refused,
         budgets=[_budget_view(b) for b in budgets.items()],
         totals=summary.body.get("totals", []) if summary.ok else [],
         showback=showback.body if showback.ok and isinstance(showback.body, list) else [],
-        form=form or _budget_form(c),
     )
 
 
@@ -474,7 +467,7 @@ async def create_budget(c: Console = Depends(tenant_admin_console)) -> Response:
     answer = await c.api.post(c.v1("/budgets"), body)
     if answer.ok:
         return done(c, c.t("/usage"), f"Budget {answer.body['name']} created.")
-    return await _usage_page(c, _budget_form(c).fill(f).show(answer), answer.status)
+    return await _usage_page(c, refused=answer)
 
 
 @router.get("/t/{tenant}/alerts")
