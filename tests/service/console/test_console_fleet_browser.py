@@ -26,6 +26,10 @@ from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 
 CHROMIUM = chromium_binary()
+#: one worker runs the whole module: under ``--dist loadgroup`` a test without a group is
+#: scheduled on its own, so a test could land on another worker, with module fixtures of its
+#: own (another store, server and browser, no cookie): the "lost session" of 2026-11-26
+pytestmark = pytest.mark.xdist_group("console_fleet_browser")
 OPENB = Path(__file__).resolve().parents[3] / "../shared/data/openb/openb_node_list_gpu_node.csv"
 JOBS = 6000
 
@@ -105,8 +109,9 @@ def _labelled(page: Any) -> None:
 
 
 def _log_in(page: Any, served: str) -> None:
-    """Log in with the keyboard (each test does: CI under load lost the session between this
-    module's tests twice, cause not found; see the closing note of 2026-11-26)."""
+    """Log in with the keyboard. Each test does, so none depends on another's session: the
+    module's tests once ran on different xdist workers (it had no ``xdist_group``), and a
+    test on a fresh worker found a fresh browser without a cookie (a redirect to /login)."""
     page.context.clear_cookies()
     page.goto(f"{served}/login")
     _labelled(page)
