@@ -6,27 +6,18 @@ message where either is missing.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from gpuaas.service.headless import CHROMIUM_ARGS, chromium_binary
 from gpuaas.sim.fleet_auto import auto_fleet
 from gpuaas.sim.metrics import summarize
 from gpuaas.sim.report import render_html
 from gpuaas.sim.simulate import SimConfig, simulate
 from gpuaas.sim.traces import generate_jobs
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM = chromium_binary()
 
 
 def test_report_renders_plots_with_data_in_chromium(tmp_path: Path) -> None:
@@ -47,7 +38,9 @@ def test_report_renders_plots_with_data_in_chromium(tmp_path: Path) -> None:
     page_file.write_text(render_html([("default", result, summarize(result))], "browser check"))
 
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS)
+        )
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.goto(page_file.as_uri())
@@ -74,7 +67,9 @@ def test_report_renders_plots_with_data_in_chromium(tmp_path: Path) -> None:
 def browser_blank_png_size(sync_api: object) -> int:
     """Size of a screenshot of an empty page of the same viewport, for comparison."""
     with sync_api.sync_playwright() as p:  # type: ignore[attr-defined]
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS)
+        )
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.set_content("<html><body></body></html>")

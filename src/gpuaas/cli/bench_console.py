@@ -5,7 +5,6 @@ render (docs/benchmarks.md). Targets: server <= 200 ms, first render <= 1.5 s.""
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -37,11 +36,12 @@ def bench_console(
 
     from gpuaas.service import console_bench as cb
     from gpuaas.service.app import create_app
+    from gpuaas.service.headless import chromium_binary
     from gpuaas.store.db import Database
 
     if not nodes.exists():
         raise typer.BadParameter(f"{nodes}: not found (the openb node list, ../shared/data)")
-    binary = chromium or shutil.which("chromium") or "/usr/bin/chromium"
+    binary = chromium or chromium_binary()
     paths = [*cb.PROVIDER_PAGES, *(cb.TENANT_PAGES if tenant_pages else ())]
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'bench.db'}"

@@ -159,6 +159,7 @@ KINDS: tuple[ApiKind, ...] = (
         scopes=("provider", "tenant"),
         provider_read="platform",
         provider_request=f"{_MODELS}:ClusterQueueIn",
+        view=f"{_MODELS}:ClusterQueueOut",
         service=f"{_SERVICE}:ClusterQueues",
         fields=(
             SPEC,
@@ -170,6 +171,8 @@ KINDS: tuple[ApiKind, ...] = (
             OWNER,
             Column("COHORT", ("spec.cohortName", "spec.cohort")),
             Column("QUOTA (+BORROWING LIMIT)", ("spec.resourceGroups",), "quotas"),
+            Column("PENDING", ("status.pendingWorkloads",)),
+            Column("ADMITTED", ("status.admittedWorkloads",)),
         ),
     ),
     ApiKind(

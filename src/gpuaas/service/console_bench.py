@@ -26,7 +26,10 @@ from typing import Any
 from sqlalchemy import insert
 
 from gpuaas.model.cluster import CLUSTER_LABEL
+from gpuaas.model.resources import GPU_MILLI, NVIDIA_GPU
 from gpuaas.service.fleet import fleet_file_entries, register_nodes
+from gpuaas.service.governance import document, put_objects
+from gpuaas.service.headless import CHROMIUM_ARGS
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 from gpuaas.store.tables import ClusterNodeRow, ClusterRow, Job, Tenant, UsageRow, User
@@ -38,6 +41,7 @@ TENANTS = 24
 CLUSTERS = ((0, "train", 40), (1, "infer", 24), (2, "research", 16))
 POOL_NODES = 60
 POOL_TENANT = "idle-pool"
+FLAVOR = "default"
 CHUNK = 5000
 PRICE_NANO = 2_000_000_000  # per GPU-hour on demand
 POOL_PRICE_NANO = 900_000_000  # per GPU-hour in the idle pool
@@ -91,13 +95,16 @@ def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> B
                     name=f"tenant-{i:02d}",
                     display_name=f"Tenant {i:02d}",
                     capacity={
-                        "default": {
+                        FLAVOR: {
                             "cpu": str(gpus * 16),
                             "memory": f"{gpus * 64}Gi",
-                            "nvidia.com/gpu": str(gpus),
+                            NVIDIA_GPU: str(gpus),
+                            GPU_MILLI: str(gpus * 1000),
                         }
                     },
-                    borrowing={"default": {"nvidia.com/gpu": str(gpus // 2)}},
+                    borrowing={
+                        FLAVOR: {NVIDIA_GPU: str(gpus // 2), GPU_MILLI: str(gpus // 2 * 1000)}
+                    },
                     created_at=now,
                 )
             )
@@ -119,6 +126,7 @@ def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> B
                 carved[entry["name"]] = (tenant, name)
             at += n
         register_nodes(session, entries, now)
+        put_objects(session, _governance(shared, carved), now, by_provider=True)
         clusters: dict[tuple[int, str], ClusterRow] = {}
         for tenant, name, n in plan:
             spec: dict[str, Any] = {"pools": [{"name": "gpu", "count": n, "flavor": "default"}]}
@@ -164,6 +172,43 @@ def build(db: Database, nodes_csv: Path, jobs: int = 20_000, seed: int = 1) -> B
     return BenchStore(
         len(entries), gpus, len(rows), active, len(usage), len(tenants), time.perf_counter() - began
     )
+
+
+def _governance(shared: list[Tenant], carved: dict[str, tuple[Tenant, str]]) -> list[Any]:
+    """The flavor ``default``, and per tenant a ClusterQueue ``<tenant>-default`` holding its
+    grant (GPUs whole and by size, so shares are charged too) in its root cohort, fed by
+    its LocalQueue ``default`` and one LocalQueue per cluster (``cluster-<name>``)."""
+    out: list[Any] = [
+        (document("ResourceFlavor", FLAVOR, {"spec": {}}), None, None),
+    ]
+    clusters: dict[int, set[str]] = {}
+    for tenant, name in carved.values():
+        clusters.setdefault(tenant.id, set()).add(name)
+    for t in shared:
+        grant = t.capacity[FLAVOR]
+        gpus = int(grant[NVIDIA_GPU])
+        borrow = int(t.borrowing[FLAVOR][NVIDIA_GPU])
+        resources = [
+            {"name": "cpu", "nominalQuota": grant["cpu"]},
+            {"name": "memory", "nominalQuota": grant["memory"]},
+            {"name": NVIDIA_GPU, "nominalQuota": gpus, "borrowingLimit": borrow},
+            {"name": GPU_MILLI, "nominalQuota": gpus * 1000, "borrowingLimit": borrow * 1000},
+        ]
+        spec = {
+            "cohortName": t.name,  # the tenant's root cohort (its grant)
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", NVIDIA_GPU, GPU_MILLI],
+                    "flavors": [{"name": FLAVOR, "resources": resources}],
+                }
+            ],
+        }
+        cq = f"{t.name}-default"
+        out.append((document("ClusterQueue", cq, {"spec": spec}), t.id, None))
+        for lq in ["default", *(f"cluster-{c}" for c in sorted(clusters.get(t.id, ())))]:
+            body = {"spec": {"clusterQueue": cq}}
+            out.append((document("LocalQueue", lq, body, t.name), t.id, None))
+    return out
 
 
 def _chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -271,6 +316,9 @@ def _job(
         else None
     )
     queue = f"cluster-{cluster}" if cluster else "default"
+    shares = len(pairs) == 1 and milli < 1000
+    gpu = {GPU_MILLI: milli} if shares else {NVIDIA_GPU: milli // 1000} if pairs else {}
+    requests = {"cpu": 4000, "memory": 16 << 30, **gpu}
     return {
         "id": index + 1,
         "tenant_id": tenant.id,
@@ -283,15 +331,17 @@ def _job(
             "queue": queue,
             "cluster": cluster or None,
             "resolved": {
-                "podSets": [
-                    {"name": "main", "count": 1, "requests": {"cpu": 4000, "nvidia.com/gpu": milli}}
-                ]
+                "queue": f"{tenant.name}/{queue}",
+                "podSets": [{"name": "main", "count": 1, "requests": requests}],
             },
         },
         "state": state,
         "reason": "waiting for quota" if state == "Pending" else "",
         "reason_code": "WaitingForQuota" if state == "Pending" else "",
-        "cluster_queue": None if state == "Pending" else queue,
+        "cluster_queue": None if state == "Pending" else f"{tenant.name}-default",
+        "flavors": None
+        if state == "Pending"
+        else {"main": dict.fromkeys(["cpu", "memory", *gpu, GPU_MILLI], FLAVOR)},
         "placement": placement,
         "gpus": milli if pairs else 0,
         "attempts": 1,
@@ -423,11 +473,12 @@ def _percentile(values: list[float], q: float) -> float:
 def time_pages(client: Any, paths: Iterable[str], requests: int) -> list[PageTime]:
     """Time each page through ``client`` (a logged-in TestClient: the ASGI app in this
     process, no network), as described on :class:`PageTime`."""
-    from gpuaas.service import fleet_view
+    from gpuaas.service import fleet_view, usage_sums
 
     out = []
     for path in paths:
         fleet_view.forget()
+        usage_sums.forget()
         began = time.perf_counter()
         client.get(path)
         first_s = time.perf_counter() - began
@@ -494,7 +545,9 @@ def render_times(
     )
     out: dict[str, float] = {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(
+            executable_path=chromium, headless=True, args=list(CHROMIUM_ARGS)
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{base_url}/login")
@@ -510,14 +563,3 @@ def render_times(
         finally:
             browser.close()
     return out
-
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]

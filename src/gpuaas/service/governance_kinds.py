@@ -32,6 +32,7 @@ from gpuaas.service.fleet import text_cursor
 from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.governance import (
     ClusterQueueIn,
+    ClusterQueueOut,
     LocalQueueIn,
     LocalQueueOut,
     ObjectIn,
@@ -428,6 +429,45 @@ class ClusterQueues(SpecKind):
     def owner_of(self, at: At, body: ObjectIn, row: GovernanceObject | None) -> int | None:
         assert isinstance(body, ClusterQueueIn)
         return _owner_id(at.session, body.tenant)
+
+    def list(self, at: At, limit: int, after: str | None, **filters: Any) -> Page[Any]:
+        page = super().list(at, limit, after, **filters)
+        return Page(items=self._with_status(at, page.items), next=page.next)
+
+    def get(self, at: At, name: str) -> Any:
+        return self._with_status(at, [super().get(at, name)])[0]
+
+    def create(self, at: At, body: ObjectIn) -> Any:
+        return self._with_status(at, [super().create(at, body)], written=True)[0]
+
+    def update(self, at: At, name: str, body: ObjectIn) -> Any:
+        return self._with_status(at, [super().update(at, name, body)], written=True)[0]
+
+    @staticmethod
+    def _with_status(
+        at: At, items: list[ObjectOut], written: bool = False
+    ) -> list[ClusterQueueOut]:
+        """``items`` with each queue's status (:mod:`gpuaas.service.queue_status`), all of
+        them from one grouped query; after a write (``written``), against the governance
+        just stored, not the server's cached copy."""
+        # imported here: queue_status reads jobs (service.jobs), which imports this module
+        from gpuaas.service.queue_status import cluster_queue_statuses
+
+        stored = [o.name for o in items]
+        if at.tenant is not None:  # the names the tenant gave, back to the stored ones
+            own = at.session.scalars(
+                of_kind(gv.CLUSTER_QUEUE)
+                .where(GovernanceObject.tenant_id == at.tenant.id)
+                .with_only_columns(GovernanceObject.name)
+            )
+            given = {shown_name(at.tenant, n): n for n in own}
+            stored = [given.get(n, n) for n in stored]
+        gov = gv.load_governance(at.session)[0] if written else None
+        statuses = cluster_queue_statuses(at.session, stored, tenant_names(at.session), gov)
+        return [
+            ClusterQueueOut(**o.model_dump(), status=statuses.get(name))
+            for o, name in zip(items, stored, strict=True)
+        ]
 
     def provider_list(self, at: At, body_filters: Mapping[str, Any]) -> Any:
         stmt = of_kind(self.kind)

@@ -37,7 +37,7 @@ from gpuaas.billing.invoices import (
     usage_lines,
 )
 from gpuaas.billing.periods import Period, month, month_of, next_month
-from gpuaas.service import usage
+from gpuaas.service import usage, usage_sums
 from gpuaas.service.budgets import NANO, money_text, nano_of
 from gpuaas.service.errors import conflict, invalid
 from gpuaas.service.models.budgets import (
@@ -290,7 +290,7 @@ def showback(session: Session, tenant: str, label: str, by: str) -> list[Showbac
     column = SHOWBACK.get(by)
     if column is None:
         raise invalid("by", f"{by!r}: one of {', '.join(SHOWBACK)}")
-    found = usage.totals(session, period.start, period.end, tenant, by=(column,))
+    found = usage_sums.totals(session, period.start, period.end, tenant, by=(column,))
     rows = [
         ShowbackRow(name=str(t.group[column] or "-"), cost=_text(money(t.effective_cost)),
                     list_cost=_text(money(t.list_cost)),

@@ -473,22 +473,23 @@ def cancel_job(session: Session, job: Job, now: float) -> Job:
 # --- from a row to what the engine and the API see ----------------------------------------
 
 
+def pod_set_of(ps: Mapping[str, Any]) -> AdmissionPodSet:
+    """A pod set of a job's resolved spec (``spec.resolved.podSets``) as the engine sees it."""
+    topology = None
+    if ps.get("topology"):
+        topology = TopologyRequest(
+            Level.from_name(ps["topology"]["level"]), TopologyMode(ps["topology"]["mode"])
+        )
+    return AdmissionPodSet(
+        ps["name"], int(ps["count"]), {r: int(v) for r, v in ps["requests"].items()},
+        topology=topology, network=network_request(ps.get("network")),
+    )  # fmt: skip
+
+
 def workload_of(job: Job) -> AdmissionWorkload:
     """The job as the admission engine sees it (named by its id)."""
     resolved: Mapping[str, Any] = job.spec["resolved"]
-    pod_sets = []
-    for ps in resolved["podSets"]:
-        topology = None
-        if ps.get("topology"):
-            topology = TopologyRequest(
-                Level.from_name(ps["topology"]["level"]), TopologyMode(ps["topology"]["mode"])
-            )
-        pod_sets.append(
-            AdmissionPodSet(
-                ps["name"], int(ps["count"]), {r: int(v) for r, v in ps["requests"].items()},
-                topology=topology, network=network_request(ps.get("network")),
-            )
-        )  # fmt: skip
+    pod_sets = [pod_set_of(ps) for ps in resolved["podSets"]]
     dataset = job.spec.get("dataset")
     return AdmissionWorkload(
         name=str(job.id),

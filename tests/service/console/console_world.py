@@ -4,11 +4,38 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from fastapi.testclient import TestClient
+
+from gpuaas.service.app import create_app
+from gpuaas.service.settings import Settings
 
 DEMO_ADMIN = "gpa_console-test-admin-0123456789"
+World = tuple[TestClient, dict[str, str]]
+
+
+def demo_settings(data: Path) -> Settings:
+    """The demo on SQLite in ``data``: no reconciler (the tests drive what changes), the
+    demo's jobs submitted hourly (so none arrive during a test)."""
+    return Settings(
+        db_url=f"sqlite:///{data}/gpuaas.db",
+        data_dir=data,
+        demo=True,
+        reconcile=False,
+        admin_token=DEMO_ADMIN,
+        demo_job_interval=3600,
+    )
+
+
+@contextmanager
+def demo_world(data: Path) -> Iterator[World]:
+    """The demo-seeded app (:func:`demo_settings`) as a TestClient, and the demo's tokens."""
+    with TestClient(create_app(demo_settings(data))) as client:
+        yield client, demo_tokens(data)
 
 
 def demo_tokens(data_dir: Path) -> dict[str, str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,9 @@ from typing import Any
 import pytest
 from console_server import ConsoleServer
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from gpuaas.service.headless import CHROMIUM_ARGS, chromium_binary
+
+CHROMIUM = chromium_binary()
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("console_browser")]
 TENANT = "acme-ai"
 FOREIGN = "globex-research"
@@ -55,7 +47,7 @@ def browser(server: ConsoleServer) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
         try:
             yield b
         finally:

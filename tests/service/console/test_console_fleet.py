@@ -10,14 +10,11 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from console_world import DEMO_ADMIN, demo_tokens, log_in
+from console_world import DEMO_ADMIN, World, demo_world, log_in
 from fastapi.testclient import TestClient
 
-from gpuaas.service.app import create_app
 from gpuaas.service.fleet_view import BACKGROUND, contrast
-from gpuaas.service.settings import Settings
 
-World = tuple[TestClient, dict[str, str]]
 NODE = "h100-005"
 TABLES = ("/fleet/nodes", "/fleet/tenants")
 MIG_NODE = "a100-mig-03"
@@ -27,17 +24,8 @@ PAGES = ["/fleet", "/fleet/nodes", "/fleet/tenants", "/fleet/idle", "/fleet/util
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    data = tmp_path_factory.mktemp("console-fleet")
-    settings = Settings(
-        db_url=f"sqlite:///{data}/gpuaas.db",
-        data_dir=data,
-        demo=True,
-        reconcile=False,
-        admin_token=DEMO_ADMIN,
-        demo_job_interval=3600,
-    )
-    with TestClient(create_app(settings)) as client:
-        yield client, demo_tokens(data)
+    with demo_world(tmp_path_factory.mktemp("console-fleet")) as world:
+        yield world
 
 
 def _admin(client: TestClient) -> dict[str, str]:

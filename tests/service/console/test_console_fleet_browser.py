@@ -14,7 +14,6 @@ message where one is missing."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,15 @@ from typing import Any
 import pytest
 
 from gpuaas.service import console_bench as cb
+from gpuaas.service.headless import CHROMIUM_ARGS, chromium_binary
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = chromium_binary()
+#: one worker runs the whole module: under ``--dist loadgroup`` a test without a group is
+#: scheduled on its own, so a test could land on another worker, with module fixtures of its
+#: own (another store, server and browser, no cookie): the "lost session" of 2026-11-26
+pytestmark = pytest.mark.xdist_group("console_fleet_browser")
 OPENB = Path(__file__).resolve().parents[3] / "../shared/data/openb/openb_node_list_gpu_node.csv"
 JOBS = 6000
 
@@ -81,7 +85,7 @@ def page(served: str) -> Iterator[Any]:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=cb.CHROMIUM_ARGS)  # fmt: skip
+                                    args=list(CHROMIUM_ARGS))  # fmt: skip
         try:
             pg = browser.new_page(viewport={"width": 1400, "height": 1000})
             pg.set_default_timeout(30_000)
@@ -105,8 +109,9 @@ def _labelled(page: Any) -> None:
 
 
 def _log_in(page: Any, served: str) -> None:
-    """Log in with the keyboard (each test does: CI under load lost the session between this
-    module's tests twice, cause not found; see the closing note of 2026-11-26)."""
+    """Log in with the keyboard. Each test does, so none depends on another's session: the
+    module's tests once ran on different xdist workers (it had no ``xdist_group``), and a
+    test on a fresh worker found a fresh browser without a cookie (a redirect to /login)."""
     page.context.clear_cookies()
     page.goto(f"{served}/login")
     _labelled(page)

@@ -9,28 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from console_world import DEMO_ADMIN, csrf_of, demo_tokens, log_in
+from console_world import csrf_of, demo_world, log_in
 from fastapi.testclient import TestClient
 
-from gpuaas.service.app import create_app
 from gpuaas.service.console import vendor
 from gpuaas.service.console.session import COOKIE
-from gpuaas.service.settings import Settings
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    data = tmp_path_factory.mktemp("console")
-    settings = Settings(
-        db_url=f"sqlite:///{data}/gpuaas.db",
-        data_dir=data,
-        demo=True,
-        reconcile=False,
-        admin_token=DEMO_ADMIN,
-        demo_job_interval=3600,
-    )
-    with TestClient(create_app(settings)) as client:
-        yield client, demo_tokens(data)
+    with demo_world(tmp_path_factory.mktemp("console")) as world:
+        yield world
 
 
 def test_pages_need_a_session(world: tuple[TestClient, dict[str, str]]) -> None:

@@ -52,7 +52,13 @@ from gpuaas.engine.admission.nodes import (
 )
 from gpuaas.engine.admission.preemption import Preemptor
 from gpuaas.engine.admission.quota import QuotaNode, QuotaTree
-from gpuaas.engine.admission.state import AdmissionConfig, AdmittedWorkload, Eviction, Mode
+from gpuaas.engine.admission.state import (
+    AdmissionConfig,
+    AdmittedWorkload,
+    Eviction,
+    Mode,
+    ResourceTransformation,
+)
 from gpuaas.engine.framework import reserve_hooks
 from gpuaas.engine.gang import PodPlacement
 from gpuaas.engine.nics import quota_resource, vfs_per_pod
@@ -381,30 +387,8 @@ class AdmissionEngine:
         at all in one that does not (as Kueue's ``excludeResourcePrefixes`` would): a NIC
         pool is limited only where an operator writes quota for it.
         """
-        transformations = self.config.transformations
         covered = self._group_of[cq_name] if cq_name is not None else None
-        by_size = covered is not None and GPU_MILLI in covered
-        out: dict[str, int] = {}
-        for resource, amount in ps.requests.items():
-            if amount <= 0:
-                continue
-            t = transformations.get(resource) if transformations else None
-            if by_size and is_gpu_device(resource):
-                size = MILLI if resource == NVIDIA_GPU else mig_milli(resource)
-                out[GPU_MILLI] = out.get(GPU_MILLI, 0) + amount * ps.count * size
-                if t is None and resource not in covered:  # type: ignore[operator]
-                    continue
-            if t is None or t.retain:
-                out[resource] = out.get(resource, 0) + amount * ps.count
-            if t is not None:
-                for name, value in t.apply(amount * ps.count).items():
-                    out[name] = out.get(name, 0) + value
-        if ps.network is not None and covered is not None:
-            resource = quota_resource(ps.network)
-            vfs = vfs_per_pod(ps.network, ps.requests) * ps.count
-            if vfs and resource in covered:
-                out[resource] = out.get(resource, 0) + vfs
-        return out
+        return quota_charge(ps, covered, self.config.transformations)
 
     # --- the cycle ------------------------------------------------------------------------
 
@@ -1077,3 +1061,36 @@ class AdmissionEngine:
 
     def pending_names(self) -> list[str]:
         return sorted(name for pending in self.pending.values() for name in pending)
+
+
+def quota_charge(
+    ps: AdmissionPodSet,
+    covered: Mapping[str, int] | None,
+    transformations: Mapping[str, ResourceTransformation] | None = None,
+) -> dict[str, int]:
+    """What pod set ``ps`` is charged in quota in a ClusterQueue covering the resources
+    ``covered`` (resource -> its resource group; None: no ClusterQueue), with the config's
+    ``transformations``: the rule of :meth:`AdmissionEngine.quota_requests`, as a function so
+    the service can report a ClusterQueue's usage from stored jobs by the same rule."""
+    by_size = covered is not None and GPU_MILLI in covered
+    out: dict[str, int] = {}
+    for resource, amount in ps.requests.items():
+        if amount <= 0:
+            continue
+        t = transformations.get(resource) if transformations else None
+        if by_size and is_gpu_device(resource):
+            size = MILLI if resource == NVIDIA_GPU else mig_milli(resource)
+            out[GPU_MILLI] = out.get(GPU_MILLI, 0) + amount * ps.count * size
+            if t is None and resource not in covered:  # type: ignore[operator]
+                continue
+        if t is None or t.retain:
+            out[resource] = out.get(resource, 0) + amount * ps.count
+        if t is not None:
+            for name, value in t.apply(amount * ps.count).items():
+                out[name] = out.get(name, 0) + value
+    if ps.network is not None and covered is not None:
+        resource = quota_resource(ps.network)
+        vfs = vfs_per_pod(ps.network, ps.requests) * ps.count
+        if vfs and resource in covered:
+            out[resource] = out.get(resource, 0) + vfs
+    return out

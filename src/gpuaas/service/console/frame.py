@@ -29,6 +29,7 @@ from markupsafe import Markup
 
 from gpuaas.service.console import session as sessions
 from gpuaas.service.console.api import Answer, Api
+from gpuaas.service.console.forms import Form
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -269,6 +270,28 @@ def page(
     if flash:
         response.delete_cookie(sessions.FLASH, path="/")
     return response
+
+
+def form_page(
+    c: Console,
+    name: str,
+    *,
+    title: str,
+    form: Form,
+    refused: Answer | None = None,
+    **context: Any,
+) -> Response:
+    """A page holding a write form (template ``name``, its live region the fragment
+    ``_<name>`` beside it): the form fresh, or, after the API ``refused`` the write, as the
+    person typed it with the API's message next to each field it names, under the API's
+    status (nothing was written: the API checks before it stores)."""
+    status = 200
+    if refused is not None:
+        form = form.fill(c.form).show(refused)
+        status = refused.status
+    folder, _, base = name.rpartition("/")
+    live = f"{folder}/_{base}" if folder else f"_{base}"
+    return page(c, name, title=title, status=status, live=live, form=form, **context)
 
 
 def done(c: Console, where: str, message: str) -> Response:

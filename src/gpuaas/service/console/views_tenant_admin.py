@@ -16,12 +16,14 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from gpuaas.service.console.api import Answer
 from gpuaas.service.console.forms import Field, Form, options
 from gpuaas.service.console.frame import (
     Console,
     add_page,
     done,
     failed,
+    form_page,
     page,
     tenant_admin_console,
 )
@@ -31,8 +33,8 @@ router = APIRouter(include_in_schema=False)
 ADMINS = {"tenant-admin"}
 ROLES = ("tenant-admin", "tenant-user", "viewer")
 GPU = "nvidia.com/gpu"
-#: the most active jobs read to total what each ClusterQueue holds (pages of 1,000)
-ACTIVE_PAGES = 10
+#: the GPU resources a quota bar draws, and how many units make a GPU
+GPUS = {GPU: 1, "gpuaas.io/gpu-milli": 1000}
 
 add_page("Clusters", "/t/{tenant}/clusters", ADMINS, order=20)
 add_page("Queues and quotas", "/t/{tenant}/queues", ADMINS, order=21)
@@ -82,27 +84,20 @@ def _cluster_form(c: Console, allowance: dict[str, Any]) -> Form:
     )  # fmt: skip
 
 
-async def _clusters_page(c: Console, form: Form | None = None, status: int = 200) -> Response:
+async def _clusters_page(c: Console, refused: Answer | None = None) -> Response:
     listing = await c.api.get(c.v1("/clusters"))
     if not listing.ok:
         return failed(c, listing, title="Clusters")
     allowance = await c.api.get(c.v1("/cluster-allowance"))
     allow = allowance.body if allowance.ok else {}
-    if form is None:
-        form = _cluster_form(c, allow)
-    else:
-        fresh = _cluster_form(c, allow)
-        form["flavor"].options = fresh["flavor"].options
-        form["gpu_model"].options = fresh["gpu_model"].options
-    return page(
+    return form_page(
         c,
         "admin/clusters.html",
         title="Clusters",
-        status=status,
-        live="admin/_clusters.html",
+        form=_cluster_form(c, allow),
+        refused=refused,
         clusters=listing.body,
         allowance=allow,
-        form=form,
     )
 
 
@@ -131,8 +126,7 @@ async def create_cluster(c: Console = Depends(tenant_admin_console)) -> Response
         return done(
             c, c.t(f"/clusters/{name}"), f"Cluster {name} created ({answer.body['state']})."
         )
-    form = _cluster_form(c, {}).fill(f).show(answer)
-    return await _clusters_page(c, form, answer.status)
+    return await _clusters_page(c, refused=answer)
 
 
 def _scale_form(c: Console, name: str, pool: dict[str, Any]) -> Form:
@@ -199,25 +193,15 @@ async def delete_cluster(name: str, c: Console = Depends(tenant_admin_console)) 
 # --- queues and quotas -------------------------------------------------------------------
 
 
-async def _held_by_queue(c: Console) -> tuple[dict[str, float], bool]:
-    """GPUs the tenant's admitted and running jobs hold, by ClusterQueue (and whether the
-    count stopped at :data:`ACTIVE_PAGES` pages)."""
-    held: dict[str, float] = {}
-    for state in ("Admitted", "Running"):
-        after = None
-        for _ in range(ACTIVE_PAGES):
-            answer = await c.api.get(c.v1("/jobs"), state=state, limit=1000, after=after)
-            if not answer.ok:
-                return held, False
-            for job in answer.items():
-                cq = job.get("clusterQueue") or ""
-                held[cq] = held.get(cq, 0.0) + float(job.get("gpus") or 0)
-            after = answer.next
-            if after is None:
-                break
-        if after is not None:
-            return held, True
-    return held, False
+def _held(cq: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """What the queue's jobs hold, per (flavor, resource), from its status (the API sums it:
+    ``status.flavorsUsage``, Kueue's form), in GPUs for the GPU resources."""
+    held: dict[tuple[str, str], float] = {}
+    for flavor in (cq.get("status") or {}).get("flavorsUsage", []):
+        for r in flavor.get("resources", []):
+            if r["name"] in GPUS:
+                held[(flavor["name"], r["name"])] = _num(r.get("total")) / GPUS[r["name"]]
+    return held
 
 
 def _gpu_bar(used: float, nominal: float, borrow: float | None, lend: float | None) -> dict:
@@ -243,18 +227,20 @@ def _gpu_bar(used: float, nominal: float, borrow: float | None, lend: float | No
     return {"parts": parts, "scale": scale}
 
 
-def _queue_rows(cqs: list[dict[str, Any]], held: dict[str, float]) -> list[dict[str, Any]]:
+def _queue_rows(cqs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for cq in cqs:
+        held = _held(cq)
         for group in cq["spec"].get("resourceGroups", []):
             for flavor in group.get("flavors", []):
                 for r in flavor.get("resources", []):
-                    if r["name"] != GPU:
+                    if r["name"] not in GPUS:
                         continue
-                    nominal = _num(r.get("nominalQuota"))
-                    borrow = _num(r["borrowingLimit"]) if "borrowingLimit" in r else None
-                    lend = _num(r["lendingLimit"]) if "lendingLimit" in r else None
-                    used = held.get(cq["name"], 0.0)
+                    per = GPUS[r["name"]]
+                    nominal = _num(r.get("nominalQuota")) / per
+                    borrow = _num(r["borrowingLimit"]) / per if "borrowingLimit" in r else None
+                    lend = _num(r["lendingLimit"]) / per if "lendingLimit" in r else None
+                    used = held.get((flavor["name"], r["name"]), 0.0)
                     rows.append({
                         "queue": cq["name"], "flavor": flavor["name"], "nominal": nominal,
                         "borrow": borrow, "lend": lend, "used": used,
@@ -270,8 +256,7 @@ async def queues(c: Console = Depends(tenant_admin_console)) -> Response:
         return failed(c, tenant, title="Queues and quotas")
     cqs = await c.api.get(c.v1("/cluster-queues"), limit=200)
     lqs = await c.api.get(c.v1("/local-queues"), limit=200)
-    held, partial = await _held_by_queue(c)
-    rows = _queue_rows(cqs.items(), held)
+    rows = _queue_rows(cqs.items())
     by_flavor: dict[str, float] = {}
     for row in rows:
         by_flavor[row["flavor"]] = by_flavor.get(row["flavor"], 0.0) + row["used"]
@@ -296,7 +281,6 @@ async def queues(c: Console = Depends(tenant_admin_console)) -> Response:
         terms=terms,
         rows=rows,
         local_queues=lqs.items(),
-        partial=partial,
     )
 
 
@@ -443,22 +427,21 @@ def _budget_view(b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _usage_page(c: Console, form: Form | None = None, status: int = 200) -> Response:
+async def _usage_page(c: Console, refused: Answer | None = None) -> Response:
     budgets = await c.api.get(c.v1("/budgets"), limit=200)
     if not budgets.ok:
         return failed(c, budgets, title="Usage and budgets")
     summary = await c.api.get(c.v1("/usage/summary"), by="sku,currency")
     showback = await c.api.get(c.v1("/showback"))
-    return page(
+    return form_page(
         c,
         "admin/usage.html",
         title="Usage and budgets",
-        status=status,
-        live="admin/_usage.html",
+        form=_budget_form(c),
+        refused=refused,
         budgets=[_budget_view(b) for b in budgets.items()],
         totals=summary.body.get("totals", []) if summary.ok else [],
         showback=showback.body if showback.ok and isinstance(showback.body, list) else [],
-        form=form or _budget_form(c),
     )
 
 
@@ -484,7 +467,7 @@ async def create_budget(c: Console = Depends(tenant_admin_console)) -> Response:
     answer = await c.api.post(c.v1("/budgets"), body)
     if answer.ok:
         return done(c, c.t("/usage"), f"Budget {answer.body['name']} created.")
-    return await _usage_page(c, _budget_form(c).fill(f).show(answer), answer.status)
+    return await _usage_page(c, refused=answer)
 
 
 @router.get("/t/{tenant}/alerts")

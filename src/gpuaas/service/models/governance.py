@@ -47,6 +47,37 @@ class ObjectOut(CamelOut):
     updated_at: float
 
 
+class ResourceUsage(CamelOut):
+    name: str = Field(description="the resource")
+    total: str = Field(description="what the queue's workloads hold, a quantity")
+    borrowed: str = Field(description="the part of total above the nominal quota (0: none)")
+
+
+class FlavorUsage(CamelOut):
+    name: str = Field(description="the ResourceFlavor")
+    resources: list[ResourceUsage]
+
+
+class ClusterQueueStatus(CamelOut):
+    """Kueue's ClusterQueue status (gpuaas.service.queue_status)."""
+
+    flavors_usage: list[FlavorUsage] = Field(
+        description="per flavor and resource of the spec (then any other held): what the "
+        "admitted and running workloads hold, and how much of it is borrowed"
+    )
+    pending_workloads: int = Field(description="jobs waiting in a LocalQueue that feeds it")
+    reserving_workloads: int = Field(description="jobs holding its quota")
+    admitted_workloads: int = Field(description="jobs admitted (Admitted or Running)")
+
+
+class ClusterQueueOut(ObjectOut):
+    status: ClusterQueueStatus | None = Field(
+        default=None,
+        description="what the queue holds now; null only for a queue another server wrote "
+        "in the last second (not yet in this server's governance)",
+    )
+
+
 class LocalQueueIn(CamelIn):
     name: str | None = Field(default=None, json_schema_extra=_NAME)
     cluster_queue: str

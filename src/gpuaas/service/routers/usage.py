@@ -18,7 +18,7 @@ from fastapi import APIRouter, Query
 
 from gpuaas.billing.metering import period_bounds
 from gpuaas.model.billing import UsageRecord
-from gpuaas.service import usage
+from gpuaas.service import usage, usage_sums
 from gpuaas.service.auth import Need, Principal, Role, require_platform, tenant_for
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import invalid
@@ -115,7 +115,7 @@ def _summary(
     if unknown or not groups:
         raise invalid("by", f"unknown column {unknown} (allowed: {', '.join(usage.GROUPS)})")
     start, end = bounds
-    totals = usage.totals(session, start, end, tenant, by=groups, **filters)  # type: ignore[arg-type]
+    totals = usage_sums.totals(session, start, end, tenant, by=groups, **filters)
     return UsageSummary(
         start=start, end=end, by=groups,
         totals=[
