@@ -413,8 +413,8 @@ def _owner_id(session: Session, tenant: str | None) -> int | None:
     row = None
     if "\x00" not in tenant:
         row = session.scalar(select(Tenant).where(Tenant.name == tenant))
-    if row is None:
-        raise invalid("tenant", f"no tenant named {tenant!r}")
+    if row is None:  # a reference to what does not exist: 404, as a path would answer
+        raise not_found(f"tenant {tenant!r}")
     return row.id
 
 
