@@ -16,6 +16,7 @@ bodies of their own.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -112,6 +113,19 @@ def own_name(tenant: Tenant, name: str) -> str:
 def shown_name(tenant: Tenant, stored: str) -> str:
     """The name the tenant gave an object stored as ``stored``."""
     return stored.removeprefix(f"{tenant.name}.")
+
+
+def in_tenant_terms(tenant: str, value: Any) -> Any:
+    """``value`` (a stored name, a reason's sentence or field, or a structure of them) with
+    every ``<tenant>.<name>`` of ``tenant``'s own objects said as the tenant named them: what
+    the tenant reads never shows that another tenant holds ``<name>``."""
+    if isinstance(value, str):
+        return re.sub(rf"(?<![-a-z0-9.]){re.escape(tenant)}\.(?=[a-z0-9])", "", value)
+    if isinstance(value, Mapping):
+        return {k: in_tenant_terms(tenant, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [in_tenant_terms(tenant, v) for v in value]
+    return value
 
 
 def find_own(session: Session, kind: str, tenant: Tenant, name: str) -> GovernanceObject | None:

@@ -348,7 +348,7 @@ def _add_scheduler_routes(scheduler: str, what: str) -> None:
         export,
         methods=["GET"],
         response_class=Response,
-        responses={200: YAML},
+        responses={200: YAML, 404: {}, 409: {}},  # no such tenant; a name both kinds hold
         name=f"export_{scheduler}",
     )
     router.add_api_route(
