@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 from fastapi.testclient import TestClient
+from job_world import node_entries
 
 from conftest import ADMIN_TOKEN, Api, make_settings
-from job_world import node_entries
 from gpuaas.service.app import create_app
 from gpuaas.service.fleet import register_nodes
 from gpuaas.service.reconciler import Reconciler

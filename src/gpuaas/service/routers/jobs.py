@@ -478,7 +478,9 @@ def workloads(
         stmt = stmt.where(Job.user_id == p.user_id)
     jobs, nxt = paginate(session, stmt, Job.id, limit, _cursor(after))
     users = _user_names(session, jobs)
-    return Page(items=[workload_view(j, users.get(j.user_id, ""), row.name) for j in jobs], next=nxt)
+    return Page(
+        items=[workload_view(j, users.get(j.user_id, ""), row.name) for j in jobs], next=nxt
+    )
 
 
 @router.get("/v1/jobs", response_model=Page[JobView])
