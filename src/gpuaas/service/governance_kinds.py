@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from gpuaas.model.job_state import JobState
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Principal
-from gpuaas.service.errors import conflict, forbidden, invalid, not_found
+from gpuaas.service.errors import ApiError, conflict, forbidden, invalid, not_found
 from gpuaas.service.fleet import text_cursor
 from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.governance import (
@@ -101,8 +101,9 @@ def of_kind(kind: str, namespace: str = "") -> Any:
 # the tenant gives through its routes is a DNS-1123 label (no ``.``), so ``<tenant>.`` names
 # are the tenant's alone; the provider may give such a name only to an object of that
 # tenant. Only the tenant's own objects and the provider's can still answer 409 (the
-# provider's objects are not secret). Where a stored ``<tenant>.<name>`` shows (a job's
-# ClusterQueue, a reason, the provider's lists, the Kueue export) it names the tenant's own.
+# provider's objects are not secret). What the tenant reads of its jobs (ClusterQueue, reason,
+# events) says its names too (:func:`in_tenant_terms`); the stored ``<tenant>.<name>`` shows
+# only to the provider (its lists, ``/v1/jobs``, the Kueue export, whose ids must be distinct).
 
 
 def own_name(tenant: Tenant, name: str) -> str:
@@ -428,7 +429,7 @@ def _owner_id(session: Session, tenant: str | None) -> int | None:
     if "\x00" not in tenant:
         row = session.scalar(select(Tenant).where(Tenant.name == tenant))
     if row is None:  # a reference to what does not exist: 404, as a path would answer
-        raise not_found(f"tenant {tenant!r}")
+        raise ApiError(404, f"tenant: no tenant named {tenant!r}", "tenant")
     return row.id
 
 
