@@ -110,7 +110,13 @@ def test_the_openapi_document_serves_exactly_the_tables_routes(tmp_path: Path) -
             assert schema["$ref"].endswith(view if verb != "list" else f"Page_{view}_"), route
         if verb in ("create", "update"):
             body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-            assert body.endswith(resolve(kind.request_for(scope)).__name__), route
+            name = body.rsplit("/", 1)[-1]  # the table's model, as create or replace says it
+            assert name.startswith(resolve(kind.request_for(scope)).__name__), route
+            schema = document["components"]["schemas"][name]
+            if verb == "create" and schema["properties"]["name"].get("default") is None:
+                assert "name" in schema.get("required", []), route
+            if verb == "update":
+                assert schema["properties"]["name"]["readOnly"] is True, route
         else:
             assert "requestBody" not in operation, route
         params = {p["name"] for p in operation.get("parameters", [])}

@@ -250,7 +250,7 @@ def test_round_trip_where_it_maps(api: Api, scheduler: str) -> None:
 
 def test_export_is_the_providers(api: Api) -> None:
     assert api.as_(None).get("/v1/kai/export").status_code == 401
-    assert api.get("/v1/volcano/export", params={"tenant": "nobody"}).status_code == 422
+    assert api.get("/v1/volcano/export", params={"tenant": "nobody"}).status_code == 404
 
 
 def test_top_level_kai_queues_share_only_through_a_named_cohort(api: Api) -> None:

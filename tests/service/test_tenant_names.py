@@ -6,11 +6,19 @@ name it gave, while the engine's ids and the Kueue export stay valid and distinc
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 import yaml
+from fastapi.testclient import TestClient
+from job_world import node_entries
 
-from conftest import Api
+from conftest import ADMIN_TOKEN, Api, make_settings
+from gpuaas.service.app import create_app
+from gpuaas.service.fleet import register_nodes
+from gpuaas.service.reconciler import Reconciler
 from gpuaas.supply.kueue import load_objects
 
 GPU = "nvidia.com/gpu"
@@ -132,3 +140,46 @@ def test_a_tenant_gives_its_objects_labels_and_the_provider_keeps_to_tenants_pre
     # now acme's own "gpus" (stored as acme.gpus, made by the provider) is a conflict of its own
     r = acme.post("/v1/tenants/acme/cluster-queues", json={"name": "gpus", "spec": cq_spec(1, "acme")})  # fmt: skip
     assert r.status_code == 409 and "globex" not in r.text
+
+
+def test_a_job_reads_its_tenants_own_names(db_url: str, tmp_path: Path) -> None:
+    """A job in a ClusterQueue stored as ``acme.gpus`` shows ``gpus`` to acme: its
+    ``clusterQueue``, its reason (sentence and fields), its events and the workloads view; the
+    provider's ``/v1/jobs`` lists the stored name, as its ClusterQueue list does."""
+    app = create_app(make_settings(db_url, tmp_path))
+    with TestClient(app) as client:
+        api = Api(client, ADMIN_TOKEN)
+        globex, acme = world(api)
+        for answer in [*build_tenant(globex, "globex", 8), *build_tenant(acme, "acme", 2)]:
+            assert answer.status_code == 201, answer.text
+        assert api.get("/v1/cluster-queues/acme.gpus").json()["tenant"] == "acme"
+        job = {"name": "j", "queue": "main", "command": ["x"], "duration": 600,
+               "podSets": [{"name": "w", "count": 1, "resources": {GPU: 1}}]}  # fmt: skip
+        made = acme.post("/v1/tenants/acme/jobs", json=job)
+        assert made.status_code == 201, made.text
+        now = time.time()
+        with app.state.db.session() as session:
+            register_nodes(session, node_entries(1), now)
+        job_id = made.json()["id"]
+        reconciler = Reconciler(app.state.db, make_settings(db_url, tmp_path))
+        try:
+            reconciler.step(now + 1)  # admitted: the reason names the ClusterQueue
+            reason = acme.get(f"/v1/tenants/acme/jobs/{job_id}").json()["reason"]
+            assert reason["message"].startswith("admitted by ClusterQueue gpus "), reason
+            reconciler.step(now + 2)
+        finally:
+            reconciler.stop()
+        stored = api.get("/v1/jobs", params={"tenant": "acme"}).json()["items"][0]
+        assert "acme.gpus" in json.dumps(stored), stored  # the provider's: as stored
+        seen = [
+            acme.get(f"/v1/tenants/acme/jobs/{job_id}").json(),
+            acme.get("/v1/tenants/acme/jobs").json(),
+            acme.get(f"/v1/tenants/acme/jobs/{job_id}/events").json(),
+            acme.get("/v1/tenants/acme/workloads").json(),
+        ]
+        for answer in seen:
+            assert "acme." not in json.dumps(answer), answer
+        view, _, events, _ = seen
+        assert view["clusterQueue"] == "gpus", view
+        said = [e["reason"] for e in events["items"]]
+        assert any(r.startswith("admitted by ClusterQueue gpus ") for r in said), said

@@ -16,6 +16,7 @@ bodies of their own.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session
 from gpuaas.model.job_state import JobState
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Principal
-from gpuaas.service.errors import conflict, forbidden, invalid, not_found
+from gpuaas.service.errors import ApiError, conflict, forbidden, invalid, not_found
 from gpuaas.service.fleet import text_cursor
 from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.governance import (
@@ -101,8 +102,9 @@ def of_kind(kind: str, namespace: str = "") -> Any:
 # the tenant gives through its routes is a DNS-1123 label (no ``.``), so ``<tenant>.`` names
 # are the tenant's alone; the provider may give such a name only to an object of that
 # tenant. Only the tenant's own objects and the provider's can still answer 409 (the
-# provider's objects are not secret). Where a stored ``<tenant>.<name>`` shows (a job's
-# ClusterQueue, a reason, the provider's lists, the Kueue export) it names the tenant's own.
+# provider's objects are not secret). What the tenant reads of its jobs (ClusterQueue, reason,
+# events) says its names too (:func:`in_tenant_terms`); the stored ``<tenant>.<name>`` shows
+# only to the provider (its lists, ``/v1/jobs``, the Kueue export, whose ids must be distinct).
 
 
 def own_name(tenant: Tenant, name: str) -> str:
@@ -113,6 +115,19 @@ def own_name(tenant: Tenant, name: str) -> str:
 def shown_name(tenant: Tenant, stored: str) -> str:
     """The name the tenant gave an object stored as ``stored``."""
     return stored.removeprefix(f"{tenant.name}.")
+
+
+def in_tenant_terms(tenant: str, value: Any) -> Any:
+    """``value`` (a stored name, a reason's sentence or field, or a structure of them) with
+    every ``<tenant>.<name>`` of ``tenant``'s own objects said as the tenant named them: what
+    the tenant reads never shows that another tenant holds ``<name>``."""
+    if isinstance(value, str):
+        return re.sub(rf"(?<![-a-z0-9.]){re.escape(tenant)}\.(?=[a-z0-9])", "", value)
+    if isinstance(value, Mapping):
+        return {k: in_tenant_terms(tenant, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [in_tenant_terms(tenant, v) for v in value]
+    return value
 
 
 def find_own(session: Session, kind: str, tenant: Tenant, name: str) -> GovernanceObject | None:
@@ -414,8 +429,8 @@ def _owner_id(session: Session, tenant: str | None) -> int | None:
     row = None
     if "\x00" not in tenant:
         row = session.scalar(select(Tenant).where(Tenant.name == tenant))
-    if row is None:
-        raise invalid("tenant", f"no tenant named {tenant!r}")
+    if row is None:  # a reference to what does not exist: 404, as a path would answer
+        raise ApiError(404, f"tenant: no tenant named {tenant!r}", "tenant")
     return row.id
 
 

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -51,6 +52,7 @@ from gpuaas.service.datasets import resolve_for_job
 from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.fleet import VERSION_LISTENERS
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance, priority_value
+from gpuaas.service.governance_kinds import in_tenant_terms
 from gpuaas.service.job_checks import check_requests, network_request
 from gpuaas.service.models.common import ReasonCause, ReasonView
 from gpuaas.service.models.jobs import (
@@ -544,7 +546,18 @@ def _pods(job: Job) -> list[PodView]:
     return out
 
 
-def job_view(job: Job, tenant: str, user: str, replicas: ReplicasView | None = None) -> JobView:
+def job_view(
+    job: Job,
+    tenant: str,
+    user: str,
+    replicas: ReplicasView | None = None,
+    *,
+    stored_names: bool = False,
+) -> JobView:
+    """The job as its tenant reads it: its ClusterQueue and reason name the tenant's own
+    objects as the tenant named them (not ``<tenant>.<name>``, which would tell that another
+    tenant holds ``<name>``); ``stored_names`` for the provider, who lists them as stored."""
+    own = _stored if stored_names else partial(in_tenant_terms, tenant)
     return JobView(
         id=job.id,
         tenant=tenant,
@@ -555,8 +568,8 @@ def job_view(job: Job, tenant: str, user: str, replicas: ReplicasView | None = N
         priorityClass=job.priority_class,
         priority=job.priority,
         state=job.state,
-        reason=reason_view(job),
-        clusterQueue=job.cluster_queue,
+        reason=ReasonView.model_validate(own(reason_view(job).model_dump())),
+        clusterQueue=own(job.cluster_queue),
         flavors=job.flavors,
         nodes=_nodes(job),
         pods=_pods(job),
@@ -572,21 +585,27 @@ def job_view(job: Job, tenant: str, user: str, replicas: ReplicasView | None = N
     )
 
 
-def workload_view(job: Job, user: str) -> WorkloadView:
+def workload_view(job: Job, user: str, tenant: str) -> WorkloadView:
+    """The job as admission sees it, in its tenant's names (see :func:`job_view`)."""
+    own = partial(in_tenant_terms, tenant)
     return WorkloadView(
         id=job.id,
         name=job.name,
         user=user,
         queue=job.local_queue,
-        clusterQueue=job.cluster_queue,
+        clusterQueue=own(job.cluster_queue),
         priority=job.priority,
         state=job.state,
-        reason=reason_view(job),
+        reason=ReasonView.model_validate(own(reason_view(job).model_dump())),
         flavors=job.flavors,
         gpus=job.gpus / 1000,
         createdAt=job.created_at,
         admittedAt=job.admitted_at,
     )
+
+
+def _stored(value: Any) -> Any:
+    return value
 
 
 def stored_reason(reason: Reason) -> dict[str, Any]:
@@ -618,8 +637,10 @@ def reason_view(job: Job) -> ReasonView:
     )
 
 
-def event_view(event: JobEvent) -> JobEventView:
+def event_view(event: JobEvent, tenant: str) -> JobEventView:
+    """A job's event, its reason in the tenant's names (see :func:`job_view`)."""
+    reason = in_tenant_terms(tenant, event.reason)
     return JobEventView(
-        at=event.at, fromState=event.from_state, toState=event.to_state, reason=event.reason,
+        at=event.at, fromState=event.from_state, toState=event.to_state, reason=reason,
         code=event.reason_code or None,
     )  # fmt: skip

@@ -10,7 +10,10 @@ route (new routes are covered as they are written):
   (no, a bad, expired or revoked token), 403 (the token's role does not allow it) and 429
   (a rate limit or failed-authentication back-off, with ``Retry-After``);
 - a route with path parameters: 404 (the named object does not exist or the caller may not
-  see it);
+  see it); so does a write with a body, for an object the body names (a tenant, a queue): a
+  well-formed reference to nothing is a 404, not a 422, as a path would answer (a route that
+  answers 404 or 409 otherwise declares it in its decorator, e.g. an export the store cannot
+  be said in is a 409);
 - a route with a body: 413 (larger than the limit) and 422 (a field is wrong, or the body is not
   JSON/YAML at all; ``errors`` names each): a body is never a 400;
 - a route with query parameters: 422;
@@ -65,7 +68,8 @@ _PROBLEM_SCHEMA: dict[str, Any] = {
 _WHY = {
     "401": "no bearer token, or an invalid, expired or revoked one",
     "403": "the token's role does not allow this",
-    "404": "the object does not exist, or the caller may not see it",
+    "404": "the object (in the path, or named in the body or query) does not exist, or the "
+    "caller may not see it",
     "409": "it conflicts with what is stored",
     "413": "the body is larger than the server's limit",
     "422": "a field is wrong; errors names each",
@@ -95,6 +99,8 @@ def _statuses(path: str, method: str, op: dict[str, Any]) -> list[str]:
     if path.startswith("/v1/"):
         statuses += ["401", "403", "429"]
     if any(p.get("in") == "path" for p in params):
+        statuses.append("404")
+    if "requestBody" in op and method in _WRITES:
         statuses.append("404")
     if "requestBody" in op:
         statuses += ["413", "422"]

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.resources import canonical_amount
 from gpuaas.service import governance as gv
+from gpuaas.service.errors import conflict, not_found
 from gpuaas.service.kueue_io import ImportOutcome, NamespaceMapping, import_documents
 from gpuaas.store.tables import GovernanceObject, Tenant
 from gpuaas.supply.kai import kai_queues, read_kai_queues
@@ -45,12 +46,15 @@ EXPORTERS: dict[str, Callable[[Mapping[str, QueueNode]], list[dict[str, Any]]]] 
 
 def _tree(session: Session, tenant: str | None) -> dict[str, QueueNode]:
     gov, _ = gv.load_governance(session)
-    tree = queue_tree(gov)
+    try:
+        tree = queue_tree(gov)
+    except InvalidValue as exc:  # a valid request; what is stored has no form in KAI/Volcano
+        raise conflict(str(exc), exc.field) from None
     if tenant is None:
         return tree
     tenant_id = session.scalar(select(Tenant.id).where(Tenant.name == tenant))
-    if tenant_id is None:
-        raise InvalidValue("tenant", f"no tenant {tenant!r}")
+    if tenant_id is None:  # a well-formed name of no tenant: what does not exist is a 404
+        raise not_found(f"tenant {tenant!r}")
     owned = session.scalars(
         select(GovernanceObject.name).where(
             GovernanceObject.kind == gv.CLUSTER_QUEUE, GovernanceObject.tenant_id == tenant_id

@@ -80,7 +80,7 @@ class ClusterQueueOut(ObjectOut):
 
 class LocalQueueIn(CamelIn):
     name: str | None = Field(default=None, json_schema_extra=_NAME)
-    cluster_queue: str
+    cluster_queue: str = Field(json_schema_extra=_NAME)
     user_limit: int | None = Field(
         default=None, ge=1, description="most workloads of one user holding quota at once"
     )

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field, create_model
 
 from gpuaas.model.api_kinds import KINDS, METHODS, ApiKind, Scope, Verb
 from gpuaas.service.auth import Need, Principal, require_platform, tenant_for
@@ -30,7 +31,7 @@ from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.errors import ApiError, invalid
 from gpuaas.service.governance_kinds import At
 from gpuaas.service.kueue_io import NamespaceMapping, export_yaml, import_documents
-from gpuaas.service.models.common import MAX_LIMIT, PAGE_BOUNDS, Page
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, MAX_LIMIT, PAGE_BOUNDS, Page
 from gpuaas.service.models.governance import ImportResult
 from gpuaas.service.openapi import YAML
 from gpuaas.service.queue_io import export_queues, import_queues
@@ -80,6 +81,63 @@ def _param(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -
     )
 
 
+#: A name a tenant gives (and the provider's prices and idle pools, and every LocalQueue and
+#: volume): a DNS-1123 label. Other names the provider gives are DNS-1123 subdomains.
+_LABEL = {"pattern": DNS_LABEL_PATTERN, "minLength": 1, "maxLength": 63}
+_SUBDOMAIN = {
+    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    "minLength": 1,
+    "maxLength": 253,
+}
+_LABEL_NAMED = {"LocalQueue", "Volume", "Price", "IdlePool", "Dataset", "Budget"}
+
+
+def _name_rule(kind: ApiKind, scope: Scope) -> dict[str, Any]:
+    """What the kind's service checks of a new object's name on ``scope``'s routes."""
+    if kind.kind in _LABEL_NAMED:
+        return _LABEL
+    if scope == "tenant" and kind.kind != "WorkloadPriorityClass":
+        return _LABEL  # stored as ``<tenant>.<name>`` when another tenant holds it
+    return _SUBDOMAIN
+
+
+def body_model(kind: ApiKind, scope: Scope, verb: Verb) -> type[BaseModel]:
+    """The request model of ``verb``, as the document should say it: one model serves create
+    and replace, whose ``name`` is optional because PUT takes it from the path. So create's
+    body requires ``name`` (with the rule the service checks), and replace's marks it
+    ``readOnly`` (a client need not send it; if sent it must equal the path's, a rule across
+    path and body that JSON Schema cannot say, hence ``x-equals-path``)."""
+    model: type[BaseModel] = resolve(kind.request_for(scope))
+    if "name" not in model.model_fields:
+        return model
+    rule = _name_rule(kind, scope)
+    key = (model, verb, rule["maxLength"])
+    if key not in _BODIES:
+        _BODIES[key] = _variant(model, verb, rule)
+    return _BODIES[key]
+
+
+_BODIES: dict[tuple[type[BaseModel], Verb, int], type[BaseModel]] = {}
+
+
+def _variant(model: type[BaseModel], verb: Verb, rule: dict[str, Any]) -> type[BaseModel]:
+    if verb == "create":
+        default = model.model_fields["name"].default
+        how = "Label" if rule is _LABEL else "Subdomain"
+        if default is None:  # required
+            field = Field(json_schema_extra=rule)
+        else:
+            field = Field(default=default, json_schema_extra=rule)
+        return create_model(f"{model.__name__}Create{how}", __base__=model, name=(str, field))
+    extra = {
+        "readOnly": True,
+        "x-equals-path": "name",
+        "description": "the path's name (may be left out; if given, must equal it)",
+    }
+    field = Field(default=None, json_schema_extra=extra)
+    return create_model(f"{model.__name__}Replace", __base__=model, name=(str | None, field))
+
+
 def _add_route(kind: ApiKind, scope: Scope, verb: Verb, service: Any) -> None:
     method, status = METHODS[verb]
     one = verb not in ("list", "create")
@@ -90,7 +148,7 @@ def _add_route(kind: ApiKind, scope: Scope, verb: Verb, service: Any) -> None:
     if one:
         params.append(_param("name", str))
     if verb in ("create", "update"):
-        params.append(_param("body", resolve(kind.request_for(scope))))
+        params.append(_param("body", body_model(kind, scope, verb)))
     filters = kind.filters if scope == "provider" and verb == "list" else ()
     params += [_param(f.api, str | None, Query(None, description=f.help)) for f in filters]
     if verb == "list":
@@ -290,7 +348,7 @@ def _add_scheduler_routes(scheduler: str, what: str) -> None:
         export,
         methods=["GET"],
         response_class=Response,
-        responses={200: YAML},
+        responses={200: YAML, 404: {}, 409: {}},  # no such tenant; a name both kinds hold
         name=f"export_{scheduler}",
     )
     router.add_api_route(

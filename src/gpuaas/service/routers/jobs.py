@@ -327,7 +327,7 @@ def job_events(
         limit,
         _cursor(after),
     )
-    return Page(items=[event_view(e) for e in events], next=nxt)
+    return Page(items=[event_view(e, row.name) for e in events], next=nxt)
 
 
 TEXT = "text/plain; charset=utf-8"
@@ -494,7 +494,9 @@ def workloads(
         stmt = stmt.where(Job.user_id == p.user_id)
     jobs, nxt = paginate(session, stmt, Job.id, limit, _cursor(after))
     users = _user_names(session, jobs)
-    return Page(items=[workload_view(j, users.get(j.user_id, "")) for j in jobs], next=nxt)
+    return Page(
+        items=[workload_view(j, users.get(j.user_id, ""), row.name) for j in jobs], next=nxt
+    )
 
 
 @router.get("/v1/jobs", response_model=Page[JobView])
@@ -522,6 +524,9 @@ def all_jobs(
         rows = session.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(tenant_ids)))
         names = dict(rows.all())
     return Page(
-        items=[job_view(j, names.get(j.tenant_id, ""), users.get(j.user_id, "")) for j in jobs],
+        items=[
+            job_view(j, names.get(j.tenant_id, ""), users.get(j.user_id, ""), stored_names=True)
+            for j in jobs
+        ],
         next=nxt,
     )
