@@ -18,6 +18,7 @@ from job_world import node_entries
 from conftest import ADMIN_TOKEN, Api, make_settings
 from gpuaas.service.app import create_app
 from gpuaas.service.fleet import register_nodes
+from gpuaas.service.governance_kinds import in_tenant_terms
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.supply.kueue import load_objects
 
@@ -183,3 +184,20 @@ def test_a_job_reads_its_tenants_own_names(db_url: str, tmp_path: Path) -> None:
         assert view["clusterQueue"] == "gpus", view
         said = [e["reason"] for e in events["items"]]
         assert any(r.startswith("admitted by ClusterQueue gpus ") for r in said), said
+
+
+def test_only_the_tenants_own_qualified_names_are_rewritten() -> None:
+    """A tenant named like a resource's domain keeps its resources' names whole."""
+    said = in_tenant_terms(
+        "nvidia",
+        {
+            "message": "needs 8 nvidia.com/gpu in ClusterQueue nvidia.gpus",
+            "fields": {"clusterQueue": "nvidia.gpus", "resource": "nvidia.com/gpu"},
+            "causes": ["cohort nvidia.pool is full", "other.gpus", "xnvidia.gpus"],
+        },
+    )
+    assert said == {
+        "message": "needs 8 nvidia.com/gpu in ClusterQueue gpus",
+        "fields": {"clusterQueue": "gpus", "resource": "nvidia.com/gpu"},
+        "causes": ["cohort pool is full", "other.gpus", "xnvidia.gpus"],
+    }

@@ -122,7 +122,13 @@ def in_tenant_terms(tenant: str, value: Any) -> Any:
     every ``<tenant>.<name>`` of ``tenant``'s own objects said as the tenant named them: what
     the tenant reads never shows that another tenant holds ``<name>``."""
     if isinstance(value, str):
-        return re.sub(rf"(?<![-a-z0-9.]){re.escape(tenant)}\.(?=[a-z0-9])", "", value)
+        # a whole name token only, and never a domain-prefixed resource (``nvidia.com/gpu``
+        # for a tenant named ``nvidia``): governance names hold no ``/``
+        return re.sub(
+            rf"(?<![-a-z0-9.]){re.escape(tenant)}\.(?=[a-z0-9][-a-z0-9.]*(?![-a-z0-9./]))",
+            "",
+            value,
+        )
     if isinstance(value, Mapping):
         return {k: in_tenant_terms(tenant, v) for k, v in value.items()}
     if isinstance(value, list | tuple):
