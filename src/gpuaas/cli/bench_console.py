@@ -4,6 +4,7 @@ render (docs/benchmarks.md). Targets: server <= 200 ms, first render <= 1.5 s.""
 
 from __future__ import annotations
 
+import gc
 import json
 import tempfile
 from pathlib import Path
@@ -49,6 +50,9 @@ def bench_console(
         db.upgrade()
         store = cb.build(db, nodes, jobs)
         db.dispose()
+        # the store is written in this process, which a real server's is not: its garbage is
+        # collected now, not during the first page timed (service/collector.py)
+        gc.collect()
         settings = Settings(
             db_url=url, data_dir=Path(tmp), reconcile=False, admin_token=cb.ADMIN_TOKEN
         )

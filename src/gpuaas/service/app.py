@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gpuaas import __version__
-from gpuaas.service import console, errors, openapi
+from gpuaas.service import collector, console, errors, openapi
 from gpuaas.service.audit import AuditLog, AuditMiddleware
 from gpuaas.service.auth import TenantCache, bootstrap_admin, mark_bootstrapped
 from gpuaas.service.group_commit import SubmissionWriter
@@ -47,6 +47,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         start(app, settings, on_admin_token, announce_later)
+        collector.tune()
         try:
             yield
         finally:
