@@ -249,7 +249,6 @@ class Holdings:
     """The active jobs' parts, per node and GPU slot: ``(tenant id, milli)``."""
 
     parts: dict[str, dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
-    jobs: Counter[str] = field(default_factory=Counter)  # active jobs per node
 
 
 def active_signature(session: Session) -> tuple[int, float, int]:
@@ -296,7 +295,6 @@ def holdings(session: Session, layouts: Mapping[str, NodeLayout]) -> Holdings:
             layout = layouts.get(name) if isinstance(name, str) else None
             if layout is None:
                 continue
-            out.jobs[layout.name] += 1
             a = pod.get("assignment") or {}
             per_gpu = out.parts.setdefault(layout.name, {})
             for slot, milli in a.get("gpus") or ():
