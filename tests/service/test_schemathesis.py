@@ -87,6 +87,12 @@ UNCHECKED: dict[str, str] = {
     "POST /v1/volcano/import": "a YAML text of Volcano Queues, validated together with the store",
     "POST /v1/nodes": "a YAML/JSON text of node documents, the body a string",
     "PUT /v1/nodes": "a YAML/JSON text of node documents, the body a string",
+    "POST /v1/tenants/{tenant}/priority-classes": (
+        "value at most the provider's highest priority class (stored); answered 422 naming it"
+    ),
+    "PUT /v1/tenants/{tenant}/priority-classes/{name}": (
+        "as POST /v1/tenants/{tenant}/priority-classes"
+    ),
     "POST /v1/tenants/{tenant}/local-queues": (
         "clusterQueue must name a ClusterQueue available to the tenant (stored); answered 422 "
         "naming the ones available"
