@@ -12,7 +12,9 @@ Order and pruning, so that a cloud-sized fleet is cheap:
 2. pod sets largest first (by GPUs, then pods), so the hard part fails first and cheaply;
 3. per pod set, the scopes in topology order; within a scope, the pods one by one through the
    ordinary :func:`~gpuaas.engine.place.place_pod` restricted to the scope's nodes, so the
-   policy (packing, FGD, ...) still chooses nodes and devices.
+   policy (packing, FGD, ...) still chooses nodes and devices; or, where the policy's choice is
+   sticky for identical pods (best fit, packing, clustering), the scope's feasible nodes ranked
+   once and filled in that order (:mod:`gpuaas.engine.bulk`), with the same decisions.
 
 Every failure carries a reason a user can act on, e.g. ``gang train-7: pod set workers needs 16
 pods of 8 GPUs in one rack; best rack rack-0012 fits 13``.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuaas.engine.bulk import bulk_fill
 from gpuaas.engine.claims import DeviceClaims, place_with_claims
 from gpuaas.engine.framework import CycleState, PodShape, ReservePlugin, ScorePlugin, reserve_hooks
 from gpuaas.engine.place import (
@@ -193,7 +196,11 @@ def _place_in_scope(
     start = len(placed)
     pod = pod_set.pod
     shape = PodShape.of(pod)
-    for i in range(pod_set.count):
+    # identical pods under a policy whose choice is sticky: filled in bulk, same decisions
+    first = (
+        0 if sampling is not None else bulk_fill(snap, pod_set, nodes, policy, hooks, rng, placed)
+    )
+    for i in range(first, pod_set.count):
         if pod.claims:
             result = place_with_claims(
                 snap, pod, policy, claims, nodes, rng, feasible if i == 0 else None, sampling

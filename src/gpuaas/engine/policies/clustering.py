@@ -4,12 +4,17 @@ each its own kind, as in the authors' plugin). Node buckets, best first: only th
 (75..100], this kind among others (50..75], an idle node (25..50], other kinds only (0..25];
 within a bucket the fuller node wins (integer scores, as theirs). Equal scores go to the smallest
 node name, as in their simulator (see :func:`~gpuaas.engine.policies.base.name_order_ties`). It
-remembers what runs where through the reserve hooks."""
+remembers what runs where through the reserve hooks.
+
+A node's score depends on that node alone and never falls as pods of one kind are added to it
+(its bucket can only move up to this kind's, and it gets fuller), so a pod set of identical
+pods is filled in bulk in score order (:mod:`gpuaas.engine.bulk`), hooks told of every pod."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from gpuaas.engine.bulk import ranked
 from gpuaas.engine.framework import CycleState, PodShape
 from gpuaas.engine.policies.base import Policy, fullness, name_order_ties
 from gpuaas.engine.snapshot import Assignment, Snapshot
@@ -61,6 +66,12 @@ class GpuClusteringPolicy(Policy):
             np.where(kinds_on_node == 0, 25, 0),
         )
         return name_order_ties(snap, nodes, (base + used).astype(np.float64))
+
+    def fill_order(
+        self, state: CycleState, snap: Snapshot, feasible: np.ndarray
+    ) -> np.ndarray | None:
+        """The bulk fill's ranking: the scores of the first pod (see the module docstring)."""
+        return ranked(self.score(state, snap, feasible), feasible, state.rng)
 
     def on_reserve(self, snap: Snapshot, pod: PodRequest, assignment: Assignment) -> None:
         kind = gpu_kind(PodShape.of(pod))

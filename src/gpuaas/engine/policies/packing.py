@@ -5,12 +5,20 @@ on a node already in use (the fewer the better), then a completely free node (sm
 CPU-only tasks score the same everywhere. Scores are the integers of the authors' plugin and
 equal scores go to the smallest node name, as in their simulator (see
 :func:`~gpuaas.engine.policies.base.name_order_ties`).
+
+A pod set of identical pods is filled in bulk (:mod:`gpuaas.engine.bulk`) where the node chosen
+stays chosen until full: pods without whole-mode GPUs (every node scores 0, so name order) and
+whole GPUs (a node in use scores ``max(50 - GPUs, 33)`` whatever it holds, at least what an
+idle node of up to 33 GPUs scores, so a node never scores lower after taking a pod; a fleet
+with an idle node that outscores a used one keeps the one-at-a-time path). Shares do not: a
+node whose last partly used GPU fills up falls back from the shared bucket to 49.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gpuaas.engine.bulk import ranked
 from gpuaas.engine.framework import CycleState
 from gpuaas.engine.policies.base import Policy, name_order_ties
 from gpuaas.engine.snapshot import MILLI, Snapshot
@@ -43,3 +51,20 @@ class GpuPackingPolicy(Policy):
             # whole GPUs: the node has no partial GPU with 1000 free, so all are fully free ones
             busy = np.full(len(nodes), float(max(50 - shape.whole, 33)))
         return np.where(node_free, idle, busy)
+
+    def fill_order(
+        self, state: CycleState, snap: Snapshot, feasible: np.ndarray
+    ) -> np.ndarray | None:
+        """The bulk fill's ranking (see the module docstring); None for shares, and for whole
+        GPUs where an idle feasible node outscores a node in use."""
+        shape = state.shape
+        if shape.share:
+            return None
+        if shape.whole:
+            full = snap.full_free[feasible]
+            idle = full == snap.whole_gpus[feasible]
+            if idle.any():
+                busy = max(50 - shape.whole, 33)
+                if int(np.maximum(33 - full[idle], full[idle]).max()) > busy:
+                    return None
+        return ranked(self.score(state, snap, feasible), feasible, state.rng)
