@@ -170,8 +170,8 @@ def test_bulk_fill_decides_exactly_as_one_pod_at_a_time(
         rng = np.random.default_rng(7) if with_rng else None
         result = place_workload(snap, workload, policy, rng=rng, pack_level=pack_level)
         counts = getattr(inner, "_counts", None)  # clustering's memory of what runs where
-        runs.append((decisions(result, snap), snap.state(), None if counts is None
-                     else counts.tolist()))  # fmt: skip
+        runs.append((decisions(result, snap), snap.state(), snap.version.tobytes(), snap.tick(),
+                     None if counts is None else counts.tolist()))  # fmt: skip
     assert runs[0] == runs[1]
 
 

@@ -30,9 +30,11 @@ with the whole fleet's fragmentation (FGD, the default), declare nothing. Pods t
 that moves with every decision) are never bulk-filled. Each pod still gets its own
 :class:`~gpuaas.engine.gang.PodPlacement`, its devices chosen by the policy's ``assign`` on the
 node as it stands after the previous copies, and its own reservation (reserve hooks included),
-so releasing the gang is unchanged. The decisions (node and devices of every pod) are the
-one-at-a-time path's, which ``tests/engine/test_bulk_fill.py`` checks on drawn fleets and
-pod sets for every policy that declares bulk. A bulk-placed pod's ``score`` is its node's score
+so releasing the gang is unchanged (copies of a device-less pod share one assignment and are
+reserved at once, :meth:`~gpuaas.engine.snapshot.Snapshot.reserve_copies`). The decisions
+(node and devices of every pod) are the one-at-a-time path's, which
+``tests/engine/test_bulk_fill.py`` checks on drawn fleets and pod sets for every policy that
+declares bulk. A bulk-placed pod's ``score`` is its node's score
 in the first pod's ranking (nothing reads it; one pod at a time, later pods can score their
 node otherwise, e.g. higher as it fills).
 
@@ -153,17 +155,25 @@ def bulk_fill(
         if take <= 0:
             continue
         node_name = names[node]
-        assignment = policy.assign(state, snap, node) if same else None  # type: ignore[attr-defined]
-        for _ in range(take):
-            if not same:
-                assignment = policy.assign(state, snap, node)  # type: ignore[attr-defined]
-            assert assignment is not None
-            snap.reserve(node, assignment)
-            if hooks is not None:
-                hooks.on_reserve(snap, pod, assignment)
+        if same:  # one assignment for every copy, reserved at once
+            assignment = policy.assign(state, snap, node)  # type: ignore[attr-defined]
+            snap.reserve_copies(node, assignment, take)
             placement = Placement(node, node_name, assignment, score)
-            placed.append(PodPlacement(name, pod_set.count - left, pod, placement))
-            left -= 1
+            first = pod_set.count - left
+            placed.extend(PodPlacement(name, first + k, pod, placement) for k in range(take))
+            if hooks is not None:
+                for _ in range(take):
+                    hooks.on_reserve(snap, pod, assignment)
+            left -= take
+        else:  # devices differ from copy to copy: chosen on the node as it stands
+            for _ in range(take):
+                assignment = policy.assign(state, snap, node)  # type: ignore[attr-defined]
+                snap.reserve(node, assignment)
+                if hooks is not None:
+                    hooks.on_reserve(snap, pod, assignment)
+                placement = Placement(node, node_name, assignment, score)
+                placed.append(PodPlacement(name, pod_set.count - left, pod, placement))
+                left -= 1
         if left == 0:
             break
     return pod_set.count - left

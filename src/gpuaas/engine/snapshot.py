@@ -331,6 +331,28 @@ class Snapshot:
         """Give back exactly what :meth:`reserve` took."""
         self._apply(assignment, +1)
 
+    def reserve_copies(self, node: int, assignment: Assignment, copies: int) -> None:
+        """:meth:`reserve` of a CPU-and-memory-only ``assignment`` ``copies`` times, in one go
+        (the bulk fill of identical device-less pods, :mod:`gpuaas.engine.bulk`): the snapshot,
+        versions and journal included, ends exactly as after that many calls, and each copy is
+        given back by its own :meth:`unreserve`. Raises OvercommitError (changing nothing) if
+        they do not all fit, ValueError for an assignment that holds devices."""
+        a = assignment
+        if a.gpu_milli or a.mig or a.replicas or a.nics or a.devices:
+            raise ValueError("reserve_copies takes a CPU-and-memory-only assignment")
+        if a.node != node:
+            raise OvercommitError(f"assignment is for node {a.node}, not {node}")
+        if copies * a.cpu_milli > self.cpu_free[node] or (
+            copies * a.memory_bytes > self.mem_free[node]
+        ):
+            raise OvercommitError(f"{self.names[node]}: insufficient cpu or memory")
+        self.version[node] += copies
+        self._journal.extend([node] * copies)
+        if len(self._journal) > _JOURNAL_MAX:
+            self._trim_journal()
+        self.cpu_free[node] -= copies * a.cpu_milli
+        self.mem_free[node] -= copies * a.memory_bytes
+
     def _check(self, a: Assignment) -> None:
         n = a.node
         if a.cpu_milli > self.cpu_free[n] or a.memory_bytes > self.mem_free[n]:
