@@ -92,11 +92,13 @@ def open_items(session: Session, now: float) -> list[tuple[UsageOpen, str, Decim
         book.setdefault(entry.sku, []).append(entry)
     out = []
     for r in rows:
-        for _pod, _device, _node, sku, num, den in r.held or ():
+        for held in r.held or ():
+            _pod, _device, _node, sku, num, den = held[:6]
             entry = _in_force(book.get(str(sku), ()), now)
             if entry is not None:
                 rate = entry.contracted_per_hour * Decimal(int(num)) / Decimal(int(den))
-                out.append((r, str(sku), rate))
+                # a run of identical pods is one stored row (usage.held_rows): each pays
+                out.append((r, str(sku), rate * usage.held_count(held)))
     return out
 
 

@@ -200,7 +200,7 @@ def open_(
     cluster = str((spec or {}).get("cluster") or "")
     pool = pool_of(session, tenant_id, cluster)
     typed = getattr(placement, "typed", None)  # typed at admission (restore.Recorded)
-    held = [list(_flat(h)) for h in held_items(session, pods, pool, typed)]
+    held = held_rows(held_items(session, pods, pool, typed))
     values = {"job_id": job_id, "attempt": attempt or 0, "since": now, "tenant": tenant,
               "user": user, "queue": queue, "cluster": cluster, "held": held}  # fmt: skip
     insert_open = _insert_ignoring(session, _OPEN, "job_id")
@@ -328,14 +328,50 @@ def pool_of(session: Session, tenant_id: int, cluster: str) -> CapacityPool:
     return CapacityPool.RESERVED
 
 
-def _flat(item: Held) -> tuple[str, str, str, str, int, int]:
-    return (item.pod, item.device, item.node, item.sku, item.fraction.numerator,
-            item.fraction.denominator)  # fmt: skip
+def held_rows(items: Sequence[Held]) -> list[list[Any]]:
+    """``items`` as ``usage_open.held`` stores them: ``[pod, device, node, sku, numerator,
+    denominator]``, and one row ``[..., count]`` for a run of ``count`` pods of one pod set
+    with consecutive indexes (``<podSet>-<i>`` from the row's ``pod`` on) that hold the same
+    thing (device name, node, SKU, fraction: a gang of 10,000 ``cpu: 1m`` pods is two rows,
+    its CPU and its memory, not 20,000). Readers expand the runs (:func:`held_of`), so the
+    records written are still one per pod and device, keys and amounts unchanged."""
+    rows: list[list[Any]] = []
+    last: dict[tuple[str, str, str, Fraction], tuple[list[Any], str, int]] = {}
+    for item in items:
+        pod_set, _, index = item.pod.rpartition("-")
+        key = (item.device, item.node, item.sku, item.fraction)
+        run = last.get(key)
+        if run is not None and index.isdigit() and run[1] == pod_set and run[2] + 1 == int(index):
+            row = run[0]
+            if len(row) == 6:
+                row.append(1)
+            row[6] += 1
+            last[key] = (row, pod_set, run[2] + 1)
+            continue
+        row = [item.pod, item.device, item.node, item.sku, item.fraction.numerator,
+               item.fraction.denominator]  # fmt: skip
+        rows.append(row)
+        if index.isdigit():
+            last[key] = (row, pod_set, int(index))
+    return rows
 
 
-def _unflat(raw: Sequence[Any]) -> Held:
-    pod, device, node, sku, num, den = raw
-    return Held(str(pod), str(device), str(node), str(sku), Fraction(int(num), int(den)))
+def held_count(raw: Sequence[Any]) -> int:
+    """How many pods a stored ``held`` row stands for (see :func:`held_rows`)."""
+    return int(raw[6]) if len(raw) > 6 else 1
+
+
+def held_of(raw: Sequence[Any]) -> list[Held]:
+    """A stored ``held`` row as the items of each of its pods (see :func:`held_rows`)."""
+    pod, device, node, sku, num, den = raw[:6]
+    fraction = Fraction(int(num), int(den))
+    count = held_count(raw)
+    if count == 1:
+        return [Held(str(pod), str(device), str(node), str(sku), fraction)]
+    pod_set, _, first = str(pod).rpartition("-")
+    start = int(first)
+    return [Held(f"{pod_set}-{start + k}", str(device), str(node), str(sku), fraction)
+            for k in range(count)]  # fmt: skip
 
 
 # --- writing records ----------------------------------------------------------------------
@@ -365,7 +401,7 @@ def _write(
     session: Session, row: Any, start_us: int, end_us: int,
     reader: UtilisationReader | None,
 ) -> int:  # fmt: skip
-    held = [_unflat(h) for h in row.held or []]
+    held = [h for raw in row.held or [] for h in held_of(raw)]
     return write_pieces(session, row, cut(row.job_id, row.attempt, held, start_us, end_us), reader)
 
 
