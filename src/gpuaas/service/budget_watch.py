@@ -97,7 +97,7 @@ def open_items(session: Session, now: float) -> list[tuple[UsageOpen, str, Decim
             entry = _in_force(book.get(str(sku), ()), now)
             if entry is not None:
                 rate = entry.contracted_per_hour * Decimal(int(num)) / Decimal(int(den))
-                # a run of identical pods is one stored row (usage.held_rows): each pays
+                # a run of identical pods is one stored row (usage.held_runs): each pays
                 out.append((r, str(sku), rate * usage.held_count(held)))
     return out
 

@@ -200,7 +200,7 @@ def open_(
     cluster = str((spec or {}).get("cluster") or "")
     pool = pool_of(session, tenant_id, cluster)
     typed = getattr(placement, "typed", None)  # typed at admission (restore.Recorded)
-    held = held_rows(held_items(session, pods, pool, typed))
+    held = [stored_held(item, count) for item, count in held_items(session, pods, pool, typed)]
     values = {"job_id": job_id, "attempt": attempt or 0, "since": now, "tenant": tenant,
               "user": user, "queue": queue, "cluster": cluster, "held": held}  # fmt: skip
     insert_open = _insert_ignoring(session, _OPEN, "job_id")
@@ -256,9 +256,10 @@ def step(session: Session, now: float, reader: UtilisationReader | None = None) 
 def held_items(
     session: Session, pods: Sequence[Any], pool: CapacityPool,
     typed: Sequence[TypedPod] | None = None,
-) -> list[Held]:  # fmt: skip
-    """The billable items of a recorded placement (its devices by the one device naming);
-    ``typed``: its pods as the admission typed them, when it did."""
+) -> list[tuple[Held, int]]:  # fmt: skip
+    """The billable items of a recorded placement (its devices by the one device naming),
+    each with how many pods hold it (see :func:`held_runs`); ``typed``: its pods as the
+    admission typed them, when it did."""
     names = sorted({str(p.get("node")) for p in pods if isinstance(p, Mapping)})
     nodes = _load_nodes(session, names)
     if typed is None:
@@ -268,24 +269,44 @@ def held_items(
             log.warning("metering: cannot read a placement (%s); its devices are not recorded",
                         exc)  # fmt: skip
             return []
-    out: list[Held] = []
-    # a device-less pod's items depend only on its node, CPU and memory: priced once per
-    # kind of pod (a gang of 10,000 ``cpu: 1m`` pods is one), named per pod
+    return held_runs(typed, nodes, pool)
+
+
+def held_runs(
+    typed: Sequence[TypedPod], nodes: Mapping[str, Node], pool: CapacityPool
+) -> list[tuple[Held, int]]:
+    """What ``typed`` pods hold on ``nodes``, each item with the number of pods it stands for.
+    A pod with devices gives its own items (count 1). Device-less pods of one pod set with
+    consecutive indexes on one node, with the same CPU and memory, hold the same items under
+    their own names: a run of them is one item per resource, named by the run's first pod,
+    with the run's length (a gang of 10,000 ``cpu: 1m`` pods is two: its CPU and its memory,
+    priced once). :func:`held_of` names each pod of a run again."""
+    out: list[list[Any]] = []  # [item, count], counts grown in place as a run goes on
     bare: dict[tuple[str, int, int], list[Held]] = {}
+    run: tuple[tuple[str, int, int, str], list[list[Any]]] | None = None
+    following = -1  # the index that continues the run
     for pod in typed:
         node = nodes.get(pod.node)
         if node is None:
             continue
         if pod.devices:
-            out.extend(held_by(pod, node, pool))
+            out.extend([h, 1] for h in held_by(pod, node, pool))
+            run = None
             continue
-        key = (pod.node, pod.cpu_milli, pod.memory_bytes)
-        items = bare.get(key)
+        key = (pod.node, pod.cpu_milli, pod.memory_bytes, pod.pod_set)
+        if run is not None and run[0] == key and pod.index == following:
+            following += 1
+            for entry in run[1]:
+                entry[1] += 1
+            continue
+        items = bare.get(key[:3])
         if items is None:
-            items = bare[key] = held_by(pod, node, pool)
+            items = bare[key[:3]] = held_by(pod, node, pool)
         label = f"{pod.pod_set}-{pod.index}"
-        out.extend(Held(label, h.device, h.node, h.sku, h.fraction) for h in items)
-    return out
+        entries = [[Held(label, h.device, h.node, h.sku, h.fraction), 1] for h in items]
+        out.extend(entries)
+        run, following = (key, entries), pod.index + 1
+    return [(item, count) for item, count in out]
 
 
 def _load_nodes(session: Session, names: Sequence[str]) -> dict[str, Node]:
@@ -328,41 +349,23 @@ def pool_of(session: Session, tenant_id: int, cluster: str) -> CapacityPool:
     return CapacityPool.RESERVED
 
 
-def held_rows(items: Sequence[Held]) -> list[list[Any]]:
-    """``items`` as ``usage_open.held`` stores them: ``[pod, device, node, sku, numerator,
-    denominator]``, and one row ``[..., count]`` for a run of ``count`` pods of one pod set
-    with consecutive indexes (``<podSet>-<i>`` from the row's ``pod`` on) that hold the same
-    thing (device name, node, SKU, fraction: a gang of 10,000 ``cpu: 1m`` pods is two rows,
-    its CPU and its memory, not 20,000). Readers expand the runs (:func:`held_of`), so the
-    records written are still one per pod and device, keys and amounts unchanged."""
-    rows: list[list[Any]] = []
-    last: dict[tuple[str, str, str, Fraction], tuple[list[Any], str, int]] = {}
-    for item in items:
-        pod_set, _, index = item.pod.rpartition("-")
-        key = (item.device, item.node, item.sku, item.fraction)
-        run = last.get(key)
-        if run is not None and index.isdigit() and run[1] == pod_set and run[2] + 1 == int(index):
-            row = run[0]
-            if len(row) == 6:
-                row.append(1)
-            row[6] += 1
-            last[key] = (row, pod_set, run[2] + 1)
-            continue
-        row = [item.pod, item.device, item.node, item.sku, item.fraction.numerator,
-               item.fraction.denominator]  # fmt: skip
-        rows.append(row)
-        if index.isdigit():
-            last[key] = (row, pod_set, int(index))
-    return rows
+def stored_held(item: Held, count: int = 1) -> list[Any]:
+    """``item`` as ``usage_open.held`` stores it: ``[pod, device, node, sku, numerator,
+    denominator]``, and ``count`` after them for a run of pods (see :func:`held_runs`: the
+    pods ``<podSet>-<i>`` from ``pod``'s index on)."""
+    row = [item.pod, item.device, item.node, item.sku, item.fraction.numerator,
+           item.fraction.denominator]  # fmt: skip
+    return [*row, count] if count > 1 else row
 
 
 def held_count(raw: Sequence[Any]) -> int:
-    """How many pods a stored ``held`` row stands for (see :func:`held_rows`)."""
+    """How many pods a stored ``held`` row stands for (see :func:`stored_held`)."""
     return int(raw[6]) if len(raw) > 6 else 1
 
 
 def held_of(raw: Sequence[Any]) -> list[Held]:
-    """A stored ``held`` row as the items of each of its pods (see :func:`held_rows`)."""
+    """A stored ``held`` row as the items of each of its pods (see :func:`stored_held`):
+    readers expand the runs, so the records written are one per pod and device as before."""
     pod, device, node, sku, num, den = raw[:6]
     fraction = Fraction(int(num), int(den))
     count = held_count(raw)
