@@ -135,6 +135,13 @@ def decisions(result: GangPlacement | Unschedulable, snap: Snapshot) -> object:
     )
 
 
+@st.composite
+def shares(draw: st.DrawFn) -> PodRequest:
+    """GPU shares placed before the pod set, so GPUs are partly used (packing's shared bucket)."""
+    return PodRequest(draw(st.sampled_from([0, 250])), 0, gpus=1,
+                      gpu_milli=draw(st.sampled_from([100, 300, 500, 700])))  # fmt: skip
+
+
 def test_the_policies_that_declare_bulk() -> None:
     mix = TaskMix.from_pods([PodRequest(1000, GI, gpus=1)])
     declared = {n for n in POLICY_NAMES if fills_in_bulk(make_policy(n, mix=mix)) is not None}
@@ -145,7 +152,7 @@ def test_the_policies_that_declare_bulk() -> None:
 @given(
     st.sampled_from(BULK_POLICIES),
     fleets(),
-    st.lists(pods(), max_size=8),
+    st.lists(st.one_of(pods(), shares()), max_size=10),
     workloads(),
     st.booleans(),
     st.sampled_from([None, Level.RACK]),
@@ -208,6 +215,35 @@ def test_a_full_node_moves_the_fill_to_the_next_and_a_shortfall_is_left_to_the_c
     assert (
         bulk.reason == alone.reason == "gang w: pod set s needs 6 CPU-only pods; the fleet fits 5"
     )
+
+
+def test_pods_that_ask_nothing_all_go_to_the_first_node() -> None:
+    snap = Snapshot.from_nodes([Node("b", 1000, GI, []), Node("a", 1000, GI, [])])
+    placed: list[PodPlacement] = []
+    pod_set = PodSet("s", 5, PodRequest())
+    assert bulk_fill(snap, pod_set, None, make_policy("packing"), None, None, placed) == 5
+    assert {p.placement.node_name for p in placed} == {"a"}
+
+
+def test_packing_keeps_shares_one_at_a_time_where_a_node_falls_out_of_the_shared_bucket() -> None:
+    """n's partly used GPU takes one more share, then n has only a free GPU (49) and m's partly
+    used GPU (95) wins: a fill of n to its capacity would decide otherwise."""
+    gpus = [GPU(0, "n-0", "T4", 1, Partition.whole()), GPU(1, "n-1", "T4", 1, Partition.whole())]
+    fleet = [
+        Node("n", 8000, GI, gpus),
+        Node("m", 8000, GI, [GPU(0, "m-0", "T4", 1, Partition.whole())]),
+    ]
+    share = PodRequest(gpus=1, gpu_milli=300)
+    runs = []
+    for policy in (make_policy("packing"), one_at_a_time(make_policy("packing"))):
+        snap = Snapshot.from_nodes(fleet)
+        for node, milli in ((0, 700), (1, 500)):  # n-0 has 300 free, m-0 500
+            reserve(snap, share, Placement(node, fleet[node].name,
+                    Assignment(node, gpu_milli=((0, milli),)), 0.0), policy)  # fmt: skip
+        result = place_workload(snap, Workload("w", (PodSet("s", 3, share),)), policy)
+        runs.append(decisions(result, snap))
+    assert runs[0] == runs[1]
+    assert [pod[2] for pod in runs[1][2]] == ["n", "m", "n"]  # type: ignore[index]
 
 
 def test_policies_that_spread_keep_one_pod_at_a_time() -> None:

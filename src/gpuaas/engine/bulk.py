@@ -144,7 +144,7 @@ def bulk_fill(
     left = pod_set.count
     if asks_nothing(shape):
         counts = np.array([left], dtype=np.int64)
-        order = order[:1]
+        order, scores = order[:1], scores[:1]
     else:
         counts = fit_count(snap, shape, order, len(order))
     same = device_less(shape)
