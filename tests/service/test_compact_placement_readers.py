@@ -1,6 +1,7 @@
 """A gang of identical device-less pods is stored as a few entries with a count, and every
 reader of a job's placement still sees each pod: the job's API view, the node's allocation,
-metering (one CPU item per pod), the backend's job, and a restarted reconciler."""
+metering (a run of pods is one held row, read as one CPU item per pod), the backend's job,
+and a restarted reconciler."""
 
 from __future__ import annotations
 
