@@ -45,7 +45,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -428,6 +428,30 @@ def reclaim_for(
     pool, disturbed = _pool_nodes(session, row)
     chosen = reclaim(pool, count, matches, disturbed)
     return start_reclaim(session, row, chosen, demand or {"by": "reclaim_for"}, now)
+
+
+def reclaim_candidates(session: Session) -> tuple[list[PoolNode], set[int]]:
+    """What a scale-out may take back from the idle pool (the cluster autoscaler's
+    :func:`~gpuaas.engine.autoscale.nodes_for_scale_out` chooses among them): the pool's
+    nodes not yet being reclaimed with their pool jobs, and the jobs already in their grace.
+    No pool (or one being removed): nothing."""
+    row = pool_row(session)
+    if row is None or row.state == ClusterState.DELETING:
+        return [], set()
+    return _pool_nodes(session, row)
+
+
+def reclaim_nodes(
+    session: Session, nodes: Sequence[str], now: float, demand: Mapping[str, Any]
+) -> list[str]:
+    """Start reclaiming pool ``nodes`` (chosen by the caller among
+    :func:`reclaim_candidates`) for ``demand``, in the caller's transaction; returns those
+    marked (free once their pool jobs' grace period is over)."""
+    row = pool_row(session)
+    if row is None or not nodes or row.state == ClusterState.DELETING:
+        return []
+    take_turn_on(session, FLEET_VERSION)
+    return start_reclaim(session, row, nodes, demand, now)
 
 
 def _pool_nodes(session: Session, row: ClusterRow) -> tuple[list[PoolNode], set[int]]:
