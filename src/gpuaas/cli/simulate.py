@@ -495,6 +495,11 @@ def whatif_cmd(
         help="how long a cluster's oldest waiting job waits before a scale-out takes back a "
         "node the cluster released within 10 min, when no other will do (never: no node flaps)",
     ),
+    pool_hold: str = typer.Option(
+        "0s",
+        "--pool-hold",
+        help="a node reclaimed from the pool does not settle back into it within this long",
+    ),
     grace: str = typer.Option("30s", "--grace", help="pool jobs' grace period on reclaim (>= 30s)"),
     settle: str = typer.Option("5m", "--settle", help="idle time before a node enters the pool"),
     join: str = typer.Option("10s", "--join", help="a node's time from handover to allocatable"),
@@ -559,6 +564,7 @@ def whatif_cmd(
             pool=pool,
             tick=parse_seconds(tick, "--tick"),
             join_seconds=parse_seconds(join, "--join"),
+            pool_hold=parse_seconds(pool_hold, "--pool-hold"),
             flap_wait=math.inf if flap_wait == "never" else parse_seconds(flap_wait, "--flap-wait"),
             until=days * 86400.0,
             seed=seed,

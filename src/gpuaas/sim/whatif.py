@@ -178,6 +178,8 @@ class WhatIfConfig:
     # how long a cluster's oldest waiting job waits before a scale-out takes back a node the
     # cluster released within the flap window, when no other will do (inf: never, 0: at once)
     flap_wait: float = math.inf
+    # a node reclaimed from the pool is not settled back into it within this long (0: no hold)
+    pool_hold: float = 0.0
     until: float | None = None
     seed: int = 0
     policy: str = "gpuaas"
@@ -200,6 +202,8 @@ class WhatIfConfig:
             raise InvalidValue("tick", "must be above 0")
         if self.join_seconds < 0 or self.flap_window < 0:
             raise InvalidValue("join_seconds", "join_seconds and flap_window must be >= 0")
+        if not self.pool_hold >= 0:
+            raise InvalidValue("pool_hold", f"must be >= 0, got {self.pool_hold}")
         if not self.flap_wait >= 0:
             raise InvalidValue("flap_wait", f"must be >= 0 (inf: never flap), got {self.flap_wait}")
 
@@ -869,12 +873,18 @@ class WhatIf:
         # is giving nodes to tenants)
         if pool is not None and not any(self.nodes[r].leaving for r in self.pool_nodes):
             free = [
-                FreeNode(n.node.name, n.idle_since, n.gpus)
+                FreeNode(
+                    n.node.name,
+                    n.idle_since,
+                    n.gpus,
+                    n.left_pool if math.isfinite(n.left_pool) else None,
+                )
                 for n in self.nodes
                 if n.where == FREE and n.ready
             ]
             if free:
-                for name in self.settle(free, pool, len(self.pool_nodes), self.now):
+                hold = self.config.pool_hold
+                for name in self.settle(free, pool, len(self.pool_nodes), self.now, hold):
                     r = self.by_name[name].rank
                     node = self.nodes[r]
                     if node.where != FREE:
