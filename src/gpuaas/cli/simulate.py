@@ -496,7 +496,7 @@ def whatif_cmd(
         "node the cluster released within 10 min, when no other will do (never: no node flaps)",
     ),
     pool_hold: str = typer.Option(
-        "0s",
+        "10m",
         "--pool-hold",
         help="a node reclaimed from the pool does not settle back into it within this long",
     ),

@@ -179,7 +179,7 @@ class WhatIfConfig:
     # cluster released within the flap window, when no other will do (inf: never, 0: at once)
     flap_wait: float = math.inf
     # a node reclaimed from the pool is not settled back into it within this long (0: no hold)
-    pool_hold: float = 0.0
+    pool_hold: float = FLAP_WINDOW_SECONDS
     until: float | None = None
     seed: int = 0
     policy: str = "gpuaas"
