@@ -31,19 +31,23 @@ tests call :meth:`Autoscaler.step`), one step:
 2. **Plan**: :func:`~gpuaas.engine.autoscale.plan`.
 3. **Carry out**, one transaction per decision, taking the fleet's turn first (as every
    cluster and fleet change does), so each decision is checked again on what the
-   transaction sees: a scale-out carves through :func:`~gpuaas.service.clusters.grow_pool`
-   (held to the pool's max counting leaving nodes, to the tenant's node limit, never
-   re-adding a node this cluster gave back within its cooldown: no flaps); a scale-in marks
+   transaction sees: a scale-out's nodes, free and from the idle pool, are chosen by
+   :func:`~gpuaas.engine.autoscale.nodes_for_scale_out` (the what-if's one rule: never a
+   node this cluster released within ``max(cooldown, 10 min)`` while another will do, and
+   otherwise held back for at most that window, ``flap_wait``: no node flaps); the free ones
+   are carved through :func:`~gpuaas.service.clusters.grow_pool` (held to the pool's max
+   counting leaving nodes, to the tenant's node limit); a scale-in marks
    nodes through :func:`~gpuaas.service.clusters.release_pool_nodes` (drained, their jobs
    requeued with their grace period, given back by the cluster worker, as a manual
    scale-in). Every decision is a cluster event with its reason (the nodes carved added to
    its fields); a ``ScaleOutAtMax`` or ``ScaleOutShort`` is recorded when it differs from
    the cluster's last event, not every step. When too few free nodes match a scale-out, the
-   idle pool is asked to give some back (``reclaim``, when one is given); what is still
-   missing is a ``ScaleOutShort`` event with the pool and the count missing. The idle pool
-   (:func:`gpuaas.service.idle_pool.reclaim_for`) is asked only for what its reclaims already
-   in flight for this pool do not cover; the nodes it frees after the pool jobs' grace period
-   are carved by a later step, since the jobs still wait.
+   idle pool's nodes chosen start being reclaimed
+   (:func:`gpuaas.service.idle_pool.reclaim_nodes`, when ``reclaim``); what is still missing
+   is a ``ScaleOutShort`` event with the pool, the count missing and the nodes held back. The
+   choice counts the reclaims already in flight for this pool, so the pool is asked only for
+   what they do not cover; the nodes it frees after the pool jobs' grace period are carved
+   by a later step, since the jobs still wait.
 """
 
 from __future__ import annotations
