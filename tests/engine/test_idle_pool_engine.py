@@ -33,6 +33,17 @@ def test_settle_keeps_the_pool_within_max_nodes() -> None:
     assert settle(free, spec, 7, now=100) == []  # over the limit: nothing, and nothing given back
 
 
+def test_settle_holds_a_node_reclaimed_from_the_pool_for_the_hold() -> None:
+    """A node the pool gave back less than ``hold`` ago does not go back in yet (a pool flap);
+    without a hold, or once it has passed, it settles as any idle node."""
+    back = FreeNode("back", 0, 8, left_pool=500.0)
+    other = FreeNode("other", 0, 8)
+    assert settle([back, other], SPEC, 0, now=1000) == ["back", "other"]
+    assert settle([back, other], SPEC, 0, now=1000, hold=600) == ["other"]
+    assert settle([back, other], SPEC, 0, now=1100, hold=600) == ["other"]  # exactly the hold
+    assert settle([back, other], SPEC, 0, now=1101, hold=600) == ["back", "other"]
+
+
 def test_settle_never_takes_a_node_without_gpus() -> None:
     assert settle([FreeNode("cpu", 0, 0), FreeNode("gpu", 0, 4)], SPEC, 0, now=1000) == ["gpu"]
 

@@ -1,8 +1,9 @@
 """The cluster autoscaler and the idle pool together, on the simulated fleet and a clock the
 test moves: a tenant cluster's scale-out finds no free node (the pool holds them), asks the
-pool for one (reclaim_for: its pool job gets the checkpoint signal and the grace period), says
-so in a ScaleOutShort event, asks no more while that reclaim is in flight, and carves the node
-once the pool has given it back: the waiting job starts within grace + 30 s."""
+pool for one (nodes_for_scale_out, reclaim_nodes: its pool job gets the checkpoint signal
+and the grace period), says so in a ScaleOutShort event, asks no more while that reclaim is
+in flight, and carves the node once the pool has given it back: the waiting job starts
+within grace + 30 s."""
 
 from __future__ import annotations
 

@@ -198,3 +198,23 @@ def test_reclaim_for_gives_the_autoscaler_pool_nodes_after_the_grace(world: Pool
     assert world.state(busy) == "Pending"
     with world.db.session() as s:  # the nodes are free: none left to reclaim
         assert reclaim_for(s, 1, lambda n: True, world.now) == []
+
+
+def test_a_node_given_back_does_not_settle_back_within_the_flap_window(world: PoolWorld) -> None:
+    """A pool flap (a node reclaimed from the pool and given back to it within 10 min) is held
+    off: once the tenant job that took the node ends, the node stays free, settle time or
+    not, until 10 min after its reclaim; then it settles as any idle node."""
+    world.build()
+    world.run_until(lambda: len(world.pool()["nodes"]) == 4, limit=15)
+    world.run_until(lambda: world.pool()["state"] == "Ready", limit=5)
+    tenant_job = world.submit("ann", "acme", {**job("short"), "duration": 60})
+    asked = world.now
+    world.run_until(lambda: world.state(tenant_job) == "Running", limit=GRACE + 30)
+    (taken,) = world.nodes_of(tenant_job)
+    world.run_until(lambda: world.state(tenant_job) == "Succeeded", limit=120, seconds=5)
+    # free and idle far longer than the settle time (10 s), still out of the pool
+    world.run_until(lambda: world.now - asked >= 540, limit=600, seconds=10)
+    assert taken not in world.pool()["nodes"] and len(world.pool()["nodes"]) == 3
+    world.run_until(lambda: taken in world.pool()["nodes"], limit=90, seconds=5)
+    assert world.now - asked > 600
+    world.check_exclusive()

@@ -167,7 +167,7 @@ def test_the_requests_only_rule_drains_half_empty_nodes() -> None:
     st.sampled_from(list(ScaleInRule)),
     st.booleans(),
 )
-def test_any_trace_keeps_the_partition_max_and_grace(
+def test_any_trace_keeps_the_partition_max_and_grace_and_never_node_flaps(
     raw: list[tuple[int, float, int, float]], rule: ScaleInRule, pool: bool
 ) -> None:
     jobs = [
@@ -181,6 +181,9 @@ def test_any_trace_keeps_the_partition_max_and_grace(
     cfg = dataclasses.replace(config(pool=pool), clusters=clusters, rule=rule, until=3 * 3600.0)
     result = run_whatif(fleet(5), jobs, cfg)  # audit=True: the partition after every pass
     check_invariants(result)
+    # the scale-out's nodes (engine/autoscale.nodes_for_scale_out, flap_wait never): a
+    # cluster never takes back a node it released within the window (the flap)
+    assert result.node_flaps == 0
 
 
 def test_the_run_set_compares_like_with_like() -> None:

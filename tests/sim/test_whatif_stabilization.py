@@ -6,6 +6,7 @@ by where it sits."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -21,14 +22,18 @@ def job(name: str, at: float, gpus: int, run: float) -> SimJob:
     return SimJob(name, at, run, itp_workload(name, gpus), tenant="t0", checkpoint=60)
 
 
-def run(spec: AutoscaleSpec, jobs: list[SimJob]):  # type: ignore[no-untyped-def]
+def run(spec: AutoscaleSpec, jobs: list[SimJob], flap_wait: float = math.inf):  # type: ignore[no-untyped-def]
     nodes = synthetic_fleet(
         FleetSpec(
             nodes=4, model_shares=((H100, 1.0),), mig_node_share=0.0, time_sliced_node_share=0.0
         )
     )
     cfg = WhatIfConfig(
-        clusters=(ClusterSetup("t0", 0, 6, spec),), pool=None, audit=True, until=4 * 3600.0
+        clusters=(ClusterSetup("t0", 0, 6, spec),),
+        pool=None,
+        audit=True,
+        until=4 * 3600.0,
+        flap_wait=flap_wait,
     )
     return run_whatif(nodes, jobs, cfg)
 
@@ -36,8 +41,16 @@ def run(spec: AutoscaleSpec, jobs: list[SimJob]):  # type: ignore[no-untyped-def
 def test_a_burst_again_after_a_lull_flaps_without_the_window_and_not_with_it() -> None:
     burst = [job("a", 0, 16, 900), job("b", 10, 8, 600)]
     again = [*burst, job("c", 900 + 15 + 600 + 120, 24, 600)]  # soon after the release
-    plain = run(SPEC, again)
+    # a scale-out that takes a just-released node at once (flap_wait 0) flaps
+    plain = run(SPEC, again, flap_wait=0.0)
     assert plain.cluster_flaps >= 1 and plain.node_flaps >= 1
+    # by default it takes the one node the cluster did not release and waits for the others
+    # to leave the flap window: no node flap (the cluster still adds nodes: cluster flaps),
+    # and the third job waits, at most the window
+    waits = run(SPEC, again)
+    assert waits.node_flaps == 0 and waits.cluster_flaps >= 1
+    assert waits.summary()["held_back_nodes"] > 0
+    assert max(plain.delays) < max(waits.delays) <= 600 + 2 * 15 + 10
     held = run(dataclasses.replace(SPEC, stabilization_seconds=1800), again)
     assert held.node_flaps == 0 and held.cluster_flaps == 0
     assert held.max_exceeded == 0

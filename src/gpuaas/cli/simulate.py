@@ -489,6 +489,17 @@ def whatif_cmd(
         "--stabilization",
         help="never scale in below the most nodes needed within this window (0s: off)",
     ),
+    flap_wait: str = typer.Option(
+        "never",
+        "--flap-wait",
+        help="how long a cluster's oldest waiting job waits before a scale-out takes back a "
+        "node the cluster released within 10 min, when no other will do (never: no node flaps)",
+    ),
+    pool_hold: str = typer.Option(
+        "10m",
+        "--pool-hold",
+        help="a node reclaimed from the pool does not settle back into it within this long",
+    ),
     grace: str = typer.Option("30s", "--grace", help="pool jobs' grace period on reclaim (>= 30s)"),
     settle: str = typer.Option("5m", "--settle", help="idle time before a node enters the pool"),
     join: str = typer.Option("10s", "--join", help="a node's time from handover to allocatable"),
@@ -553,6 +564,8 @@ def whatif_cmd(
             pool=pool,
             tick=parse_seconds(tick, "--tick"),
             join_seconds=parse_seconds(join, "--join"),
+            pool_hold=parse_seconds(pool_hold, "--pool-hold"),
+            flap_wait=math.inf if flap_wait == "never" else parse_seconds(flap_wait, "--flap-wait"),
             until=days * 86400.0,
             seed=seed,
             policy=name,
@@ -609,7 +622,7 @@ def _whatif_table(out: dict[str, Any]) -> None:
         "reclaim p50/p99",
         "delay p95",
         "node-h prov./used",
-        "flaps node/cluster",
+        "flaps node/cluster/pool",
         "max exceeded",
         "cpu s",
     ):
@@ -624,7 +637,7 @@ def _whatif_table(out: dict[str, Any]) -> None:
             f"{lat['p50']:.0f} / {lat['p99']:.0f} s" if lat["count"] else "-",
             _fmt_s(r["queueing_delay_s"]["p95"]),
             f"{nh['provisioned']:.0f} / {nh['used']:.0f}",
-            f"{r['flaps']['node']} / {r['flaps']['cluster']}",
+            f"{r['flaps']['node']} / {r['flaps']['cluster']} / {r['flaps']['pool']}",
             str(r["max_exceeded"]),
             f"{r['cpu_seconds']:.1f}",
         )

@@ -57,7 +57,7 @@ Semantics, per pool of each autoscaled cluster, at most one decision per pool pe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -65,6 +65,7 @@ import numpy as np
 
 from gpuaas.engine.fit import RULES
 from gpuaas.engine.framework import CycleState, PodShape, default_assignment, feasible_nodes
+from gpuaas.engine.idle_pool import PoolNode, jobs_disturbed, reclaim
 from gpuaas.engine.reasons import PLACEMENT_CODES, Code, Reason, reason
 from gpuaas.engine.snapshot import Snapshot
 from gpuaas.model.autoscale import AutoscaleSpec
@@ -593,3 +594,97 @@ def _largest_first(pod_set: PodSet) -> tuple[int, int, int]:
 
 def _feasible(snap: Snapshot, pod: PodRequest) -> np.ndarray:
     return feasible_nodes(CycleState(pod=pod, shape=PodShape.of(pod)), snap, None)
+
+
+# --- which nodes a scale-out takes ------------------------------------------------------------
+
+#: The issue's flap: a node removed from a cluster and added back to it within this long.
+FLAP_WINDOW_SECONDS = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleOutNodes:
+    """The nodes a scale-out takes: ``free`` ones to carve now (in the caller's order) and
+    pool nodes to ``reclaim`` (in the order to take them); ``flaps``: those of them the
+    cluster released within the flap window (each a flap, taken because nothing else would
+    do and the demand had waited ``max_wait``); ``held``: recently released nodes that were
+    there but held back (the demand had not waited long enough: the scale-out is short by
+    them for now)."""
+
+    free: tuple[str, ...]
+    reclaim: tuple[str, ...]
+    flaps: tuple[str, ...] = ()
+    held: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.free) + len(self.reclaim)
+
+
+def nodes_for_scale_out(
+    count: int,
+    free: Sequence[str],
+    pool: Sequence[PoolNode],
+    matches: Callable[[str], bool],
+    released: Mapping[str, float],
+    now: float,
+    *,
+    window: float = FLAP_WINDOW_SECONDS,
+    disturbed: Collection[int] = (),
+    reclaiming: int = 0,
+    waited: float = 0.0,
+    max_wait: float = math.inf,
+) -> ScaleOutNodes:
+    """Which ``count`` nodes a cluster's scale-out takes, so that it does not take back a node
+    it released minutes ago when another would do (a flap: issue 17's "a node removed and
+    re-added within 10 min").
+
+    Semantics. ``free``: the free nodes that match the pool, in the caller's order of
+    preference (the service's topology rule, the simulator's rank); ``pool``: the idle pool's
+    nodes not already being reclaimed, of which ``matches`` accepts those the pool could use;
+    ``released``: when this cluster last released each node (older entries are ignored).
+    A node is *recent* when this cluster released it at or after ``now - window``. The
+    choice, in this order, until ``count`` nodes are had:
+
+    1. free nodes that are not recent (the caller's order);
+    2. pool nodes that are not recent, chosen by :func:`~gpuaas.engine.idle_pool.reclaim`
+       among them (fewest pool jobs disturbed; ``disturbed``: jobs already in their grace).
+       ``reclaiming`` nodes already on their way back from the pool for this demand count
+       here, so a scale-out does not reclaim twice what is coming;
+    3. only then recent nodes, and only once the demand has waited ``waited >= max_wait``:
+       recent free nodes released longest ago first, then recent pool nodes by the reclaim's
+       order (the jobs disturbed by step 2 cost nothing more). Each is a flap (``flaps``).
+       Before that they are ``held``: the scale-out is short by them, the demand waits, and
+       at most until the node's release leaves the window (or ``max_wait`` is reached).
+
+    ``max_wait`` is the policy for a cluster whose only candidates are nodes it just released:
+    0 takes one at once and counts the flap; ``inf`` (the default) never flaps and waits at
+    most ``window`` for that node; in between, a bounded wait. A recently released node is
+    preferred to nothing only by that rule, never to any other node: a free recent node comes
+    after a pool node that disturbs spot work (its grace period is the price of no flap)."""
+    if count <= 0:
+        return ScaleOutNodes((), ())
+    since = now - window
+
+    def recent(name: str) -> bool:
+        at = released.get(name)
+        return at is not None and at >= since
+
+    take = [n for n in free if not recent(n)][:count]
+    rest = count - len(take) - max(reclaiming, 0)
+    fresh_pool = [p for p in pool if not recent(p.name)]
+    back = reclaim(fresh_pool, rest, matches, disturbed) if rest > 0 else []
+    rest -= len(back)
+    if rest <= 0:
+        return ScaleOutNodes(tuple(take), tuple(back))
+    old_free = sorted((n for n in free if recent(n)), key=lambda n: released[n])
+    old_pool = [p for p in pool if recent(p.name) and matches(p.name)]
+    if waited < max_wait:
+        return ScaleOutNodes(
+            tuple(take), tuple(back), held=min(rest, len(old_free) + len(old_pool))
+        )
+    late_free = old_free[:rest]
+    rest -= len(late_free)
+    now_disturbed = set(disturbed) | jobs_disturbed(pool, back)
+    late_pool = reclaim(old_pool, rest, matches, now_disturbed) if rest > 0 else []
+    return ScaleOutNodes((*take, *late_free), (*back, *late_pool), flaps=(*late_free, *late_pool))

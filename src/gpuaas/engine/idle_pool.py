@@ -66,6 +66,7 @@ class FreeNode:
     name: str
     idle_since: float
     gpus: int
+    left_pool: float | None = None  # when it was last reclaimed from the pool (None: never)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +78,21 @@ class PoolNode:
     jobs: tuple[int, ...]
 
 
-def settle(free: Sequence[FreeNode], spec: IdlePoolSpec, pool_size: int, now: float) -> list[str]:
+def settle(
+    free: Sequence[FreeNode], spec: IdlePoolSpec, pool_size: int, now: float, hold: float = 0.0
+) -> list[str]:
     """Nodes idle for at least ``spec.settle_seconds`` that move into the pool now, within
-    ``spec.max_nodes``: the longest idle first."""
+    ``spec.max_nodes``: the longest idle first. ``hold``: a node reclaimed from the pool less
+    than this long ago does not go back yet (a pool flap: taken from the pool and given back
+    within minutes; 0: no hold)."""
     room = len(free) if spec.max_nodes <= 0 else max(spec.max_nodes - pool_size, 0)
-    ripe = [n for n in free if n.gpus > 0 and now - n.idle_since >= spec.settle_seconds]
+    ripe = [
+        n
+        for n in free
+        if n.gpus > 0
+        and now - n.idle_since >= spec.settle_seconds
+        and (n.left_pool is None or now - n.left_pool > hold or hold <= 0)
+    ]
     ripe.sort(key=lambda n: (n.idle_since, n.name))
     return [n.name for n in ripe[:room]]
 

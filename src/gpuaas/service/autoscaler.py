@@ -31,33 +31,39 @@ tests call :meth:`Autoscaler.step`), one step:
 2. **Plan**: :func:`~gpuaas.engine.autoscale.plan`.
 3. **Carry out**, one transaction per decision, taking the fleet's turn first (as every
    cluster and fleet change does), so each decision is checked again on what the
-   transaction sees: a scale-out carves through :func:`~gpuaas.service.clusters.grow_pool`
-   (held to the pool's max counting leaving nodes, to the tenant's node limit, never
-   re-adding a node this cluster gave back within its cooldown: no flaps); a scale-in marks
+   transaction sees: a scale-out's nodes, free and from the idle pool, are chosen by
+   :func:`~gpuaas.engine.autoscale.nodes_for_scale_out` (the what-if's one rule: never a
+   node this cluster released within ``max(cooldown, 10 min)`` while another will do, and
+   otherwise held back for at most that window, ``flap_wait``: no node flaps); the free ones
+   are carved through :func:`~gpuaas.service.clusters.grow_pool` (held to the pool's max
+   counting leaving nodes, to the tenant's node limit); a scale-in marks
    nodes through :func:`~gpuaas.service.clusters.release_pool_nodes` (drained, their jobs
    requeued with their grace period, given back by the cluster worker, as a manual
    scale-in). Every decision is a cluster event with its reason (the nodes carved added to
    its fields); a ``ScaleOutAtMax`` or ``ScaleOutShort`` is recorded when it differs from
    the cluster's last event, not every step. When too few free nodes match a scale-out, the
-   idle pool is asked to give some back (``reclaim``, when one is given); what is still
-   missing is a ``ScaleOutShort`` event with the pool and the count missing. The idle pool
-   (:func:`gpuaas.service.idle_pool.reclaim_for`) is asked only for what its reclaims already
-   in flight for this pool do not cover; the nodes it frees after the pool jobs' grace period
-   are carved by a later step, since the jobs still wait.
+   idle pool's nodes chosen start being reclaimed
+   (:func:`gpuaas.service.idle_pool.reclaim_nodes`, when ``reclaim``); what is still missing
+   is a ``ScaleOutShort`` event with the pool, the count missing and the nodes held back. The
+   choice counts the reclaims already in flight for this pool, so the pool is asked only for
+   what they do not cover; the nodes it frees after the pool jobs' grace period are carved
+   by a later step, since the jobs still wait.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpuaas.engine.admission.nodes import pod_request
 from gpuaas.engine.autoscale import (
+    FLAP_WINDOW_SECONDS,
     Action,
     ClusterView,
     Decision,
@@ -65,8 +71,11 @@ from gpuaas.engine.autoscale import (
     PeakWindow,
     Pending,
     PoolView,
+    ScaleOutNodes,
+    nodes_for_scale_out,
     nodes_needed,
     plan,
+    waits_for_capacity,
 )
 from gpuaas.engine.reasons import Code, Reason, reason
 from gpuaas.model.autoscale import AutoscaleSpec
@@ -79,6 +88,7 @@ from gpuaas.service.cluster_names import label_value, local_queue_name
 from gpuaas.service.clusters import (
     SCALE_IN_CODES,
     SCALE_OUT_CODES,
+    free_for_pool,
     grow_pool,
     hosts_of,
     last_event_at,
@@ -88,7 +98,7 @@ from gpuaas.service.clusters import (
     release_pool_nodes,
 )
 from gpuaas.service.fleet import FLEET_VERSION, nodes_from_rows, take_turn_on
-from gpuaas.service.idle_pool import reclaim_for
+from gpuaas.service.idle_pool import reclaim_candidates, reclaim_nodes
 from gpuaas.service.jobs import serialized_writes, workload_of
 from gpuaas.service.leader_loop import LeaderLoop
 from gpuaas.service.models.clusters import autoscale_spec
@@ -96,7 +106,6 @@ from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
 from gpuaas.store.tables import (
     ClusterEvent,
-    ClusterNodeRow,
     ClusterRow,
     IdlePoolReclaim,
     Job,
@@ -106,28 +115,18 @@ from gpuaas.store.tables import (
 
 log = logging.getLogger("gpuaas.autoscaler")
 
-
-class Reclaimer(Protocol):
-    """The idle pool's give-back (:func:`gpuaas.service.idle_pool.reclaim_for`): up to
-    ``count`` pool nodes that ``matches`` (a node name) accepts start being reclaimed, in the
-    caller's transaction, for ``demand``; returns their names (free once the pool jobs' grace
-    period is over)."""
-
-    def __call__(
-        self,
-        session: Session,
-        count: int,
-        matches: Callable[[str], bool],
-        now: float,
-        demand: Mapping[str, Any] | None = None,
-    ) -> list[str]: ...
+#: A scale-out whose only candidates are nodes the cluster just released waits for them to
+#: leave the flap window (at most FLAP_WINDOW_SECONDS) rather than flap; see docs/autoscaling.md.
+FLAP_WAIT_SECONDS = math.inf
 
 
 class Autoscaler:
     """See the module docstring. ``utilisation``: the windows the service keeps (any
-    :class:`~gpuaas.model.telemetry.UtilisationReader`); ``reclaim``: the idle pool's
-    give-back (by default :func:`gpuaas.service.idle_pool.reclaim_for`; None: a shortfall is
-    only recorded)."""
+    :class:`~gpuaas.model.telemetry.UtilisationReader`); ``reclaim``: whether a scale-out
+    short of free nodes takes some back from the idle pool (False: a shortfall is only
+    recorded); ``flap_wait``: how long a cluster's oldest job waiting for capacity waits before
+    a scale-out takes back a node the cluster released within the flap window, when no other
+    will do (``inf``: never; the wait is then at most the window)."""
 
     def __init__(
         self,
@@ -136,7 +135,8 @@ class Autoscaler:
         utilisation: UtilisationReader,
         is_leader: Callable[[], bool] = lambda: True,
         interval: float | None = None,
-        reclaim: Reclaimer | None = reclaim_for,
+        reclaim: bool = True,
+        flap_wait: float = FLAP_WAIT_SECONDS,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -144,6 +144,7 @@ class Autoscaler:
         self.is_leader = is_leader
         self.interval = interval if interval is not None else max(settings.reconcile_interval, 5.0)
         self.reclaim = reclaim
+        self.flap_wait = flap_wait
         #: node -> since when it has been unneeded (see the module docstring)
         self.unneeded: dict[str, float] = {}
         #: (cluster key, pool) -> its stabilization window (see the module docstring)
@@ -167,10 +168,14 @@ class Autoscaler:
         with self.db.sessions() as session:
             views, ids = self.views(session, now)
         decisions = plan(views, now)
-        specs = {v.key: v.spec for v in views}
+        by_key = {v.key: v for v in views}
         for decision in decisions:
+            view = by_key[decision.cluster]
+            waited = now - min(
+                (p.since for p in view.pending if waits_for_capacity(p.reason)), default=now
+            )
             try:
-                self._carry_out(ids[decision.cluster], specs[decision.cluster], decision, now)
+                self._carry_out(ids[decision.cluster], view.spec, decision, now, waited)
             except Exception:
                 log.exception("autoscaler: %s on %s failed", decision.action, decision.cluster)
         return decisions
@@ -312,7 +317,9 @@ class Autoscaler:
 
     # --- carrying decisions out -----------------------------------------------------------
 
-    def _carry_out(self, cluster_id: int, spec: AutoscaleSpec, d: Decision, now: float) -> None:
+    def _carry_out(
+        self, cluster_id: int, spec: AutoscaleSpec, d: Decision, now: float, waited: float = 0.0
+    ) -> None:
         with serialized_writes(self.db.engine), self.db.session() as session:
             take_turn_on(session, FLEET_VERSION)
             row = session.get(ClusterRow, cluster_id)
@@ -335,46 +342,70 @@ class Autoscaler:
             if d.count == 0:  # at max: said once, not every step
                 _record_once(session, row, d.reason, now)
                 return
-            avoid = _given_back_within(session, row.id, now - spec.cooldown_seconds)
-            grown = grow_pool(
-                session, row, tenant, d.pool, d.count, now, self.settings.backend, avoid
-            )
+            choice, recent, coming, demand = self._choose(session, row, spec, d, now, waited)
+            # grow_pool keeps its own (topology) choice among the free nodes allowed: every
+            # free node but the recent ones the engine did not take
+            grown = grow_pool(session, row, tenant, d.pool, d.count, now, self.settings.backend,
+                              recent - set(choice.free))  # fmt: skip
             if grown.carved:
                 why = d.reason.with_fields(count=len(grown.carved), nodes=sorted(grown.carved))
                 record(session, row, ClusterState.SCALING, why, now)
             if grown.missing:
-                self._short(session, row, d, grown.missing, grown.why, grown.fleet_short, now)
+                asked = (
+                    reclaim_nodes(session, choice.reclaim, now, demand) if grown.fleet_short else []
+                )
+                why = grown.why
+                if asked or coming:
+                    why += (
+                        f"; {len(asked) + coming} node(s) being reclaimed from the idle pool, "
+                        "free after its grace period"
+                    )
+                if choice.held:
+                    why += (
+                        f"; {choice.held} node(s) this cluster released within "
+                        f"{_window(spec):.0f}s held back (no flap)"
+                    )
+                short = reason(Code.SCALE_OUT_SHORT, pool=d.pool, missing=grown.missing,
+                               detail=why)  # fmt: skip
+                _record_once(session, row, short, now)
 
-    def _short(
+    def _choose(
         self,
         session: Session,
         row: ClusterRow,
+        spec: AutoscaleSpec,
         d: Decision,
-        missing: int,
-        why: str,
-        fleet_short: bool,
         now: float,
-    ) -> None:
-        """Too few free nodes for a scale-out: what the idle pool is already giving back for
-        this pool counts, the idle pool is asked for the rest, and the shortfall is an event
-        (once) naming what is coming back."""
+        waited: float,
+    ) -> tuple[ScaleOutNodes, set[str], int, dict[str, Any]]:
+        """The engine's choice of the scale-out's nodes (:func:`nodes_for_scale_out`, the
+        what-if's too): the free nodes of the pool, the idle pool's nodes that match it (when
+        ``reclaim``), what this cluster released within its flap window, what is already
+        being reclaimed for this pool. Returns the choice, the free nodes that are recent,
+        the reclaims in flight and the demand they are recorded for."""
+        window = _window(spec)
+        released = _given_back_within(session, row.id, now - window)
+        free = free_for_pool(session, row, d.pool, self.settings.backend)
         demand = {"by": "autoscaler", "cluster": d.cluster, "pool": d.pool}
         coming = sum(1 for r in session.scalars(select(IdlePoolReclaim)) if r.demand == demand)
-        asked: list[str] = []
-        if fleet_short and missing > coming and self.reclaim is not None:
-            stored = next(p for p in row.spec["pools"] if p["name"] == d.pool)
-            matches = matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
-            hosts = hosts_of(session, (r.node for r in session.scalars(select(ClusterNodeRow))))
-            asked = self.reclaim(
-                session, missing - coming, lambda n: n in hosts and matches(hosts[n]), now, demand
-            )
-        if asked or coming:
-            why += (
-                f"; {len(asked) + coming} node(s) being reclaimed from the idle pool, free "
-                "after its grace period"
-            )
-        short = reason(Code.SCALE_OUT_SHORT, pool=d.pool, missing=missing, detail=why)
-        _record_once(session, row, short, now)
+        pool, disturbed = reclaim_candidates(session) if self.reclaim else ([], set())
+        stored = next(p for p in row.spec["pools"] if p["name"] == d.pool)
+        matches = matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
+        hosts = hosts_of(session, (p.name for p in pool))
+        choice = nodes_for_scale_out(
+            d.count,
+            free,
+            pool,
+            lambda n: n in hosts and matches(hosts[n]),
+            released,
+            now,
+            window=window,
+            disturbed=disturbed,
+            reclaiming=coming,
+            waited=waited,
+            max_wait=self.flap_wait,
+        )
+        return choice, {n for n in free if n in released}, coming, demand
 
 
 # --- reading the database ------------------------------------------------------------------
@@ -466,17 +497,27 @@ def _last_scales(session: Session, cluster_id: int) -> tuple[float | None, float
     )
 
 
-def _given_back_within(session: Session, cluster_id: int, since: float) -> set[str]:
-    """Nodes the autoscaler released from this cluster since ``since`` (not re-added)."""
-    out: set[str] = set()
-    for fields in session.scalars(
-        select(ClusterEvent.reason_fields).where(
+def _window(spec: AutoscaleSpec) -> float:
+    """How long a node this cluster released is not taken back while another will do: the
+    issue's flap window, or the cluster's cooldown when that is longer."""
+    return max(spec.cooldown_seconds, FLAP_WINDOW_SECONDS)
+
+
+def _given_back_within(session: Session, cluster_id: int, since: float) -> dict[str, float]:
+    """Nodes the autoscaler released from this cluster since ``since``, each with when it
+    last did."""
+    out: dict[str, float] = {}
+    for at, fields in session.execute(
+        select(ClusterEvent.at, ClusterEvent.reason_fields)
+        .where(
             ClusterEvent.cluster_id == cluster_id,
             ClusterEvent.reason_code.in_([c.value for c in SCALE_IN_CODES]),
             ClusterEvent.at >= since,
         )
+        .order_by(ClusterEvent.at)
     ):
-        out.update((fields or {}).get("fields", {}).get("nodes") or ())
+        for name in (fields or {}).get("fields", {}).get("nodes") or ():
+            out[name] = float(at)
     return out
 
 

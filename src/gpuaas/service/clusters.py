@@ -941,6 +941,17 @@ def grow_pool(
     return Growth(list(plan.carve), missing, why, fleet_short=bool(missing) and not by_limit)
 
 
+def free_for_pool(
+    session: Session, row: ClusterRow, pool_name: str, default_backend: str
+) -> list[str]:
+    """The free nodes (in no cluster, not busy, cordoned or draining) that pool ``pool_name``
+    of cluster ``row`` could be grown with, by name: what :func:`grow_pool` chooses from."""
+    stored = next(p for p in row.spec["pools"] if p["name"] == pool_name)
+    fleet = _Fleet.load(session, default_backend)
+    matches = matcher(session, stored.get("flavor") or "", stored.get("gpuModel") or "")
+    return sorted(n.name for n in fleet.free(ClusterKind(row.kind), matches))
+
+
 def release_pool_nodes(
     session: Session, row: ClusterRow, pool_name: str, names: Iterable[str], now: float
 ) -> list[str]:

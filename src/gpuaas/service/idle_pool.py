@@ -36,7 +36,10 @@ write in one transaction, the signals sent before the deadline they start is sto
    pool's kind's backend) idle for ``settleSeconds`` join the pool, within ``maxNodes``,
    through the carving path (label, taint, cordoned until the provisioner has realised
    them). How long a node has been idle is kept by the leader in memory: a new leader
-   starts counting afresh, which only delays a settle.
+   starts counting afresh, which only delays a settle. A node reclaimed from the pool does
+   not settle back within ``hold`` seconds of its reclaim (default the flap window, 10 min:
+   no pool flaps); when it left is kept in memory too (a new leader forgets it, which can
+   only let a node settle sooner, never hold one longer).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +56,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpuaas.engine.admission.nodes import pod_request
+from gpuaas.engine.autoscale import FLAP_WINDOW_SECONDS
 from gpuaas.engine.idle_pool import FreeNode, PoolNode, fitting, nodes_for, reclaim, settle
 from gpuaas.engine.reasons import PLACEMENT_CODES, Code, reason
 from gpuaas.model.autoscale import IdlePoolSpec
@@ -430,6 +434,30 @@ def reclaim_for(
     return start_reclaim(session, row, chosen, demand or {"by": "reclaim_for"}, now)
 
 
+def reclaim_candidates(session: Session) -> tuple[list[PoolNode], set[int]]:
+    """What a scale-out may take back from the idle pool (the cluster autoscaler's
+    :func:`~gpuaas.engine.autoscale.nodes_for_scale_out` chooses among them): the pool's
+    nodes not yet being reclaimed with their pool jobs, and the jobs already in their grace.
+    No pool (or one being removed): nothing."""
+    row = pool_row(session)
+    if row is None or row.state == ClusterState.DELETING:
+        return [], set()
+    return _pool_nodes(session, row)
+
+
+def reclaim_nodes(
+    session: Session, nodes: Sequence[str], now: float, demand: Mapping[str, Any]
+) -> list[str]:
+    """Start reclaiming pool ``nodes`` (chosen by the caller among
+    :func:`reclaim_candidates`) for ``demand``, in the caller's transaction; returns those
+    marked (free once their pool jobs' grace period is over)."""
+    row = pool_row(session)
+    if row is None or not nodes or row.state == ClusterState.DELETING:
+        return []
+    take_turn_on(session, FLEET_VERSION)
+    return start_reclaim(session, row, nodes, demand, now)
+
+
 def _pool_nodes(session: Session, row: ClusterRow) -> tuple[list[PoolNode], set[int]]:
     """The pool's nodes not yet being reclaimed, with their pool jobs, and the jobs already
     being disturbed by reclaims in flight."""
@@ -464,13 +492,17 @@ class IdlePool:
         signal: Signal,
         telemetry: Telemetry | None = None,
         every: float = EVERY,
+        hold: float = FLAP_WINDOW_SECONDS,
     ) -> None:
         self.db = db
         self.default_backend = default_backend
         self.signal = signal
         self.telemetry = telemetry
         self.every = every
+        self.hold = hold
         self.idle_since: dict[str, float] = {}
+        #: node -> when the pool was asked for it back (see the module docstring)
+        self.left_pool: dict[str, float] = {}
         self._last = -math.inf
 
     def step(self, now: float) -> None:
@@ -569,6 +601,7 @@ class IdlePool:
                 self.telemetry.idle_pool_reclaims.inc()
                 self.telemetry.idle_pool_reclaim_seconds.observe(seconds)
             self.idle_since[rec.node] = now
+            self.left_pool[rec.node] = rec.requested_at
             session.delete(rec)
         if done:
             spec = dict(row.spec)
@@ -676,12 +709,16 @@ class IdlePool:
         names = {n.name for n in free}
         for gone in set(self.idle_since) - names:
             del self.idle_since[gone]
+        for gone in [n for n, at in self.left_pool.items() if now - at > self.hold]:
+            del self.left_pool[gone]
         offered = [
-            FreeNode(n.name, self.idle_since.setdefault(n.name, now), len(n.gpus)) for n in free
-        ]
+            FreeNode(n.name, self.idle_since.setdefault(n.name, now), len(n.gpus),
+                     self.left_pool.get(n.name))
+            for n in free
+        ]  # fmt: skip
         members = node_rows(session, row.id)
         staying = [r for r in members if not r.releasing]
-        chosen = settle(offered, spec, len(staying), now)
+        chosen = settle(offered, spec, len(staying), now, self.hold)
         if not chosen:
             return False
         tenant = _tenant_name(session, row)

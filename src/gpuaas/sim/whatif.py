@@ -13,8 +13,10 @@ engine functions:
 
 1. **Plan** (:func:`gpuaas.engine.autoscale.plan`): each cluster's view (its nodes with their
    allocation, measured utilisation and since when they have been unneeded, its pending jobs
-   with the scheduler's structured reasons, cooldown times). A scale-out takes free nodes
-   first, then pool nodes chosen by :func:`gpuaas.engine.idle_pool.reclaim`; a node is in the
+   with the scheduler's structured reasons, cooldown times). A scale-out's nodes are chosen
+   by :func:`gpuaas.engine.autoscale.nodes_for_scale_out`, as the service's: free nodes
+   first, then pool nodes by :func:`gpuaas.engine.idle_pool.reclaim`, never one the cluster
+   released within the flap window while another will do (``flap_wait``); a node is in the
    cluster (counted against its max) from the decision on, and allocatable ``join_seconds``
    after it is handed over. A scale-in drains the named nodes (their jobs, if any, are requeued
    from their last checkpoint) and frees them.
@@ -46,9 +48,10 @@ between events. Idle = fleet GPUs - GPUs allocated to tenant jobs; it is split, 
 integrated on its own, into pool-used (spot jobs), unallocated in clusters, free nodes, and
 unused pool nodes, so ``pool_used + idle_unsold == idle`` checks the bookkeeping.
 **Flaps**: a node removed from a cluster and added back to it within ``flap_window``
-(default 10 min); and, stricter, a cluster that adds any node within the window after it
-released one. **Max**: a cluster's nodes (joining ones included) are compared with its max
-after every change.
+(default 10 min, the issue's flap); stricter, a cluster that adds any node within the window
+after it released one; and on the pool's side, a node reclaimed from the pool and settled
+back into it within the window. **Max**: a cluster's nodes (joining ones included) are
+compared with its max after every change.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ import numpy as np
 from gpuaas.engine import autoscale, idle_pool
 from gpuaas.engine.admission.fleet_changes import AddNode, CordonNode, RemoveNode
 from gpuaas.engine.autoscale import (
+    FLAP_WINDOW_SECONDS,
     Action,
     ClusterView,
     NodeFacts,
@@ -170,7 +174,12 @@ class WhatIfConfig:
     rule: ScaleInRule = ScaleInRule.TELEMETRY
     tick: float = 15.0
     join_seconds: float = 10.0
-    flap_window: float = 600.0
+    flap_window: float = FLAP_WINDOW_SECONDS
+    # how long a cluster's oldest waiting job waits before a scale-out takes back a node the
+    # cluster released within the flap window, when no other will do (inf: never, 0: at once)
+    flap_wait: float = math.inf
+    # a node reclaimed from the pool is not settled back into it within this long (0: no hold)
+    pool_hold: float = FLAP_WINDOW_SECONDS
     until: float | None = None
     seed: int = 0
     policy: str = "gpuaas"
@@ -193,6 +202,10 @@ class WhatIfConfig:
             raise InvalidValue("tick", "must be above 0")
         if self.join_seconds < 0 or self.flap_window < 0:
             raise InvalidValue("join_seconds", "join_seconds and flap_window must be >= 0")
+        if not self.pool_hold >= 0:
+            raise InvalidValue("pool_hold", f"must be >= 0, got {self.pool_hold}")
+        if not self.flap_wait >= 0:
+            raise InvalidValue("flap_wait", f"must be >= 0 (inf: never flap), got {self.flap_wait}")
 
 
 def job_util(name: str) -> float:
@@ -218,6 +231,7 @@ class _Node:
     unneeded_since: float | None = None
     slot: int = -1  # its index in its cluster's snapshot while it is there and ready
     moves: int = 0  # bumped at every move: a join still under way for an older move is stale
+    left_pool: float = -math.inf  # when a cluster last reclaimed it from the pool
 
 
 @dataclass(slots=True)
@@ -262,6 +276,8 @@ class WhatIfResult:
     reclaim_latency: list[float]
     node_flaps: int
     cluster_flaps: int
+    pool_flaps: int
+    held_back: int
     max_exceeded: int
     grace_violations: int
     scale_outs: int
@@ -324,7 +340,17 @@ class WhatIfResult:
                 "provisioned": self.node_s_provisioned / 3600.0,
                 "used": g["tenant"] / self.gpus_per_node,
             },
-            "flaps": {"node": self.node_flaps, "cluster": self.cluster_flaps},
+            # node: the issue's flap (a node re-added to the cluster that released it within
+            # the window); cluster: any node added within the window after a release; pool: a
+            # node reclaimed from the pool and settled back into it within the window
+            "flaps": {
+                "node": self.node_flaps,
+                "cluster": self.cluster_flaps,
+                "pool": self.pool_flaps,
+            },
+            "flap_wait_s": self.config.flap_wait if math.isfinite(self.config.flap_wait) else None,
+            # recently released nodes a scale-out held back rather than flap, summed over passes
+            "held_back_nodes": self.held_back,
             "max_exceeded": self.max_exceeded,
             "grace_violations": self.grace_violations,
             "scale_outs": self.scale_outs,
@@ -339,8 +365,8 @@ class WhatIfResult:
 
 
 class WhatIf:
-    """One run; call :meth:`run` once. ``planner``, ``settle`` and ``reclaim`` default to the
-    engine's (the service's) functions."""
+    """One run; call :meth:`run` once. ``planner``, ``settle`` and ``choose`` (the nodes of a
+    scale-out, free and reclaimed) default to the engine's (the service's) functions."""
 
     def __init__(
         self,
@@ -349,7 +375,7 @@ class WhatIf:
         config: WhatIfConfig,
         planner: Callable[[Sequence[ClusterView], float], list[autoscale.Decision]] | None = None,
         settle: Callable[..., list[str]] | None = None,
-        reclaim: Callable[..., list[str]] | None = None,
+        choose: Callable[..., autoscale.ScaleOutNodes] | None = None,
     ) -> None:
         config.check()
         if not nodes:
@@ -357,7 +383,7 @@ class WhatIf:
         self.config = config
         self.plan = planner or autoscale.plan
         self.settle = settle or idle_pool.settle
-        self.reclaim = reclaim or idle_pool.reclaim
+        self.choose = choose or autoscale.nodes_for_scale_out
         self.nodes = [_Node(r, n, len(n.gpus)) for r, n in enumerate(nodes)]
         self.by_name = {n.node.name: n for n in self.nodes}
         self.template = nodes[0]
@@ -417,6 +443,9 @@ class WhatIf:
         self.reclaim_started: dict[int, float] = {}
         self.node_flaps = 0
         self.cluster_flaps = 0
+        self.pool_flaps = 0  # a node reclaimed from the pool and settled back within the window
+        self.held_back = 0  # nodes a scale-out held back rather than flap, summed over passes
+        self.waited: dict[int, float] = {}  # per cluster: its oldest waiting job's wait, now
         self.max_exceeded = 0
         self.grace_violations = 0
         self.scale_outs = 0
@@ -598,15 +627,22 @@ class WhatIf:
         )
 
     def _scale_out(self, k: int, count: int) -> None:
+        """The planner asked cluster ``k`` for ``count`` nodes: which ones is the engine's
+        :func:`~gpuaas.engine.autoscale.nodes_for_scale_out` (the service's one rule): free
+        nodes first (by rank), then pool nodes, never one this cluster released within the
+        flap window while another will do; when only such nodes are left, one is taken once
+        the cluster's oldest waiting job has waited ``flap_wait`` (a flap, counted)."""
         c = self.clusters[k]
         t = self.now
-        free = [n.rank for n in self.nodes if n.where == FREE and n.ready]
-        take = free[:count]
-        matches = self._matches
-        rest = count - len(take)
-        reclaimed: list[int] = []
-        if rest > 0 and self.pool_nodes:
-            views = [
+        window = self.config.flap_window
+        for r in [r for r, at in c.removed_at.items() if at < t - window]:
+            del c.removed_at[r]
+        released = {self.nodes[r].node.name: at for r, at in c.removed_at.items()}
+        free = [n.node.name for n in self.nodes if n.where == FREE and n.ready]
+        pool: list[PoolNode] = []
+        signalled: list[int] = []
+        if self.pool_nodes:
+            pool = [
                 PoolNode(self.nodes[r].node.name, self.nodes[r].gpus, self._pool_jobs(r))
                 for r in sorted(self.pool_nodes)
                 if not self.nodes[r].leaving
@@ -616,22 +652,35 @@ class WhatIf:
                 for k, s in enumerate(self.spots)
                 if s.status == RUNNING and s.signalled is not None
             ]
-            chosen = self.reclaim(views, rest, matches, signalled)
-            reclaimed = [self.by_name[name].rank for name in chosen]
+        choice = self.choose(
+            count,
+            free,
+            pool,
+            self._matches,
+            released,
+            t,
+            window=window,
+            disturbed=signalled,
+            waited=self.waited.get(k, 0.0),
+            max_wait=self.config.flap_wait,
+        )
+        take = [self.by_name[name].rank for name in choice.free]
+        reclaimed = [self.by_name[name].rank for name in choice.reclaim]
         self.unmet += count - len(take) - len(reclaimed)
+        self.held_back += choice.held
         added = take + reclaimed
         if not added:
             return
         self.scale_outs += 1
         c.last_out = t
         for r in added:
-            if c.removed_at.get(r, -math.inf) >= t - self.config.flap_window:
+            if c.removed_at.get(r, -math.inf) >= t - window:
                 self.node_flaps += 1
             c.nodes.add(r)
             self.held_gpus += self.nodes[r].gpus
         matched = 0
         while c.released and matched < len(added):
-            if c.released[0] >= t - self.config.flap_window:
+            if c.released[0] >= t - window:
                 matched += 1
             c.released.pop(0)
         self.cluster_flaps += matched
@@ -657,6 +706,7 @@ class WhatIf:
         after the grace period (at once when it runs none)."""
         assert self.pool_sched is not None
         node = self.nodes[r]
+        node.left_pool = t
         if not node.ready:  # still joining the pool: not in its scheduler yet, runs nothing
             self.pool_nodes.discard(r)
             self.pool_gpus -= node.gpus
@@ -782,6 +832,8 @@ class WhatIf:
         for k, c in enumerate(self.clusters):
             s = c.setup
             facts = self._facts(c)
+            pending = self._pending(k)
+            self.waited[k] = self.now - min((p.since for p in pending), default=self.now)
             peak = 0
             if s.spec.stabilization_seconds > 0:
                 if c.peak is None:
@@ -801,7 +853,7 @@ class WhatIf:
                             recent_peak=peak,
                         ),
                     ),
-                    pending=self._pending(k),
+                    pending=pending,
                     last_scale_out=c.last_out,
                     last_scale_in=c.last_in,
                 )
@@ -821,16 +873,24 @@ class WhatIf:
         # is giving nodes to tenants)
         if pool is not None and not any(self.nodes[r].leaving for r in self.pool_nodes):
             free = [
-                FreeNode(n.node.name, n.idle_since, n.gpus)
+                FreeNode(
+                    n.node.name,
+                    n.idle_since,
+                    n.gpus,
+                    n.left_pool if math.isfinite(n.left_pool) else None,
+                )
                 for n in self.nodes
                 if n.where == FREE and n.ready
             ]
             if free:
-                for name in self.settle(free, pool, len(self.pool_nodes), self.now):
+                hold = self.config.pool_hold
+                for name in self.settle(free, pool, len(self.pool_nodes), self.now, hold):
                     r = self.by_name[name].rank
                     node = self.nodes[r]
                     if node.where != FREE:
                         raise InvalidValue("settle", f"node {name} is not free")
+                    if node.left_pool >= self.now - self.config.flap_window:
+                        self.pool_flaps += 1
                     node.where, node.ready = POOL, False
                     node.moves += 1
                     self.pool_nodes.add(r)
@@ -995,6 +1055,8 @@ class WhatIf:
             reclaim_latency=self.reclaim_latency,
             node_flaps=self.node_flaps,
             cluster_flaps=self.cluster_flaps,
+            pool_flaps=self.pool_flaps,
+            held_back=self.held_back,
             max_exceeded=self.max_exceeded,
             grace_violations=self.grace_violations,
             scale_outs=self.scale_outs,
