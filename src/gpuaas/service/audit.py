@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuaas.service.auth import hash_token
 from gpuaas.store.db import Database
-from gpuaas.store.pg_arrays import column_arrays, driver_cursor, quoted, unnest_rows
+from gpuaas.store.pg_rows import driver_cursor, json_rows, quoted, rows_param, stored
 from gpuaas.store.tables import NAME, AuditRow, Token, User
 
 log = logging.getLogger("gpuaas.audit")
@@ -265,13 +265,13 @@ def _last_after(session: Session, objects: set[str]) -> dict[str, str | None]:
 
 
 # --- PostgreSQL: a batch's look-up and insert as one statement each, of fixed text -----------
-# (store/pg_arrays.py: SQLAlchemy sent one INSERT per entry and an ``IN`` list of a new length
+# (store/pg_rows.py: SQLAlchemy sent one INSERT per entry and an ``IN`` list of a new length
 # per batch, neither ever prepared)
 
 _AUDIT = AuditRow.__table__
 _INSERT_PG = (
     f"INSERT INTO {_AUDIT.name} ({', '.join(quoted(c) for c in _FIELDS)})"
-    f" SELECT * FROM {unnest_rows(_AUDIT, _FIELDS)}"
+    f" SELECT {stored(_AUDIT, _FIELDS)} FROM {json_rows(_AUDIT, _FIELDS)} ORDER BY r.ordinality"
 )
 _LAST_AFTER_PG = (
     f"SELECT DISTINCT ON (object) object, after_digest FROM {_AUDIT.name}"
@@ -294,7 +294,7 @@ def _last_after_pg(session: Session, objects: set[str]) -> dict[str, str | None]
 def _insert_pg(session: Session, entries: Sequence[AuditEntry]) -> None:
     cursor = driver_cursor(session)
     try:
-        cursor.execute(_INSERT_PG, column_arrays(_AUDIT, _FIELDS, [e.row() for e in entries]))
+        cursor.execute(_INSERT_PG, [rows_param(e.row() for e in entries)])
     finally:
         cursor.close()
 

@@ -45,7 +45,7 @@ from gpuaas.service.errors import not_found
 from gpuaas.service.jobs import find_by_key, serialized_writes
 from gpuaas.service.replica_sets import create_set
 from gpuaas.store.db import Database
-from gpuaas.store.pg_arrays import column_arrays, driver_cursor, quoted, unnest_rows
+from gpuaas.store.pg_rows import driver_cursor, json_rows, quoted, rows_param, stored
 from gpuaas.store.tables import Job, JobEvent
 
 log = logging.getLogger("gpuaas.service")
@@ -266,13 +266,14 @@ def _first_event(item: _Pending) -> dict[str, Any]:
 
 # --- PostgreSQL: a batch's keyed jobs and their events in one prepared statement --------------
 #
-# ``WITH v AS (unnest of one array per column), j AS (INSERT INTO jobs ... SELECT FROM v ORDER BY
-# the request's place ON CONFLICT DO NOTHING RETURNING ...), e AS (INSERT INTO job_events ...
-# SELECT FROM j) SELECT ... FROM j``: one round trip and one statement (its text fixed, so
-# prepared after a few uses) where SQLAlchemy sent a multi-row VALUES of a new text per batch
-# size and then one INSERT per event. The rows go in the requests' order, so of a key repeated
-# in the batch the first request's row is the one stored (as with the multi-row VALUES); the
-# events are written for the rows inserted only (a repeated key made no job and no event).
+# ``WITH j AS (INSERT INTO jobs ... SELECT ... FROM json_to_recordset(the batch's rows as one
+# JSON parameter) ORDER BY the request's place ON CONFLICT DO NOTHING RETURNING ...), e AS
+# (INSERT INTO job_events ... SELECT FROM j) SELECT ... FROM j`` (store/pg_rows.py): one round
+# trip and one statement (its text fixed, so prepared after a few uses) where SQLAlchemy sent a
+# multi-row VALUES of a new text per batch size and then one INSERT per event. The rows go in the
+# requests' order, so of a key repeated in the batch the first request's row is the one stored
+# (as with the multi-row VALUES); the events are written for the rows inserted only (a repeated
+# key made no job and no event).
 
 _EVENT_CONSTANTS = (None, JobState.PENDING.value, "submitted", Code.SUBMITTED.value)
 #: the statement per set of columns (prepare_job's row has one, fixed)
@@ -285,9 +286,9 @@ def _keyed_sql(columns: tuple[str, ...]) -> str:
         names = ", ".join(quoted(name) for name in columns)
         events = _EVENTS_TABLE.name
         sql = _KEYED_SQL[columns] = (
-            f"WITH v AS (SELECT * FROM {unnest_rows(_JOBS, columns, 'r', ordinality=True)}),"
-            f" j AS (INSERT INTO {_JOBS.name} ({names}) SELECT {names} FROM v"
-            " ORDER BY v.ordinality"
+            f"WITH j AS (INSERT INTO {_JOBS.name} ({names})"
+            f" SELECT {stored(_JOBS, columns)} FROM {json_rows(_JOBS, columns)}"
+            " ORDER BY r.ordinality"
             " ON CONFLICT (tenant_id, user_id, idempotency_key) DO NOTHING"
             " RETURNING id, tenant_id, user_id, idempotency_key, created_at),"
             f" e AS (INSERT INTO {events} (job_id, at, from_state, to_state, reason, reason_code)"
@@ -301,11 +302,10 @@ def _store_keyed(session: Session, keyed: Sequence[_Pending]) -> None:
     """Insert ``keyed`` (every one with an idempotency key) and the first event of each job
     made; set each item's ``job_id`` (None: its key had already made a job)."""
     columns = tuple(keyed[0].values)
-    rows = [item.values for item in keyed]
     cursor = driver_cursor(session)
     try:
         cursor.execute(
-            _keyed_sql(columns), [*column_arrays(_JOBS, columns, rows), *_EVENT_CONSTANTS]
+            _keyed_sql(columns), [rows_param(item.values for item in keyed), *_EVENT_CONSTANTS]
         )
         made = {(tenant, user, key): job_id for job_id, tenant, user, key in cursor.fetchall()}
     finally:

@@ -3,8 +3,9 @@
 Every few seconds the reconciler stores why each pending job waits, where that changed: with a
 backlog that is a reason per submission (measured: 1.2 ``UPDATE jobs`` per submission under
 ``bench api``), which SQLAlchemy's ``executemany`` sends as one statement per job. Here a chunk
-is one ``UPDATE ... FROM unnest(...)`` of fixed text (:mod:`gpuaas.store.pg_arrays`), with the
-same condition as the per-job statement: a job that left ``Pending`` meanwhile keeps its reason.
+is one ``UPDATE ... FROM json_to_recordset(...)`` of fixed text (:mod:`gpuaas.store.pg_rows`),
+with the same condition as the per-job statement: a job that left ``Pending`` meanwhile keeps
+its reason.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from gpuaas.model.job_state import JobState
-from gpuaas.store.pg_arrays import column_arrays, driver_cursor, unnest_rows
+from gpuaas.store.pg_rows import driver_cursor, json_rows, rows_param
 from gpuaas.store.tables import Job
 
 _JOBS = Job.__table__
@@ -24,7 +25,8 @@ _KEYS = {"jid": "id", "why": "reason", "rcode": "reason_code", "rfields": "reaso
 _COLUMNS = tuple(_KEYS.values())
 _UPDATE = (
     f"UPDATE {_JOBS.name} SET reason = u.reason, reason_code = u.reason_code,"
-    f" reason_fields = u.reason_fields FROM {unnest_rows(_JOBS, _COLUMNS, 'u')}"
+    f" reason_fields = COALESCE(u.reason_fields, 'null'::json)"
+    f" FROM {json_rows(_JOBS, _COLUMNS, 'u')}"
     f" WHERE {_JOBS.name}.id = u.id AND {_JOBS.name}.state = %s"
 )
 
@@ -37,6 +39,6 @@ def store_reasons_pg(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     renamed = [{column: row[key] for key, column in _KEYS.items()} for row in rows]
     cursor = driver_cursor(session)
     try:
-        cursor.execute(_UPDATE, [*column_arrays(_JOBS, _COLUMNS, renamed), JobState.PENDING.value])
+        cursor.execute(_UPDATE, [rows_param(renamed), JobState.PENDING.value])
     finally:
         cursor.close()

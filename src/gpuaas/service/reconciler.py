@@ -1011,7 +1011,7 @@ class Reconciler:
             with serialized_writes(self.db.engine), self.db.session() as session:
                 if self.db.is_sqlite:
                     session.execute(statement, rows[i : i + REASONS_BATCH])
-                else:  # one statement for the chunk, not one per job (store/pg_arrays.py)
+                else:  # one statement for the chunk, not one per job (service/pending_reasons.py)
                     store_reasons_pg(session, rows[i : i + REASONS_BATCH])
 
     def _backend_job(
