@@ -14,7 +14,9 @@ in the batch. No request waits on a timer: while one batch commits the next one 
 batch grows with the load and a lone request is written at once. The requests an event loop
 prepares in one iteration reach the writer as one item (handed over by a ``call_soon`` at the
 end of that iteration), one thread wake-up for all of them; the jobs of a batch that carry an
-idempotency key go in one multi-row ``INSERT ... RETURNING``.
+idempotency key go in one multi-row ``INSERT ... RETURNING``. On PostgreSQL those jobs and their
+first events are one prepared statement of fixed text, the rows passed as one JSON parameter
+(:func:`_store_keyed`, :mod:`gpuaas.store.pg_rows`).
 
 A row the conflict clause skipped is a repeated idempotency key: after the commit the writer
 reads the job that key made (answered 200, as before). Anything else the batch's transaction
