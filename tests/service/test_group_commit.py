@@ -139,7 +139,7 @@ def test_a_batch_stores_exactly_what_one_insert_stores(
     rows = [prepared(db, world, f"b{i}", idempotencyKey=f"b{i}") for i in range(3)]
     for row in rows:
         row["created_at"] = row["updated_at"] = 1764140000.123456789 + len(row["name"]) / 7
-        row["spec"]["labels"] = {"note": "d\u00e9j\u00e0 \u2603 \"q\" \\ \U0001f600"}
+        row["spec"]["labels"] = {"note": 'd\u00e9j\u00e0 \u2603 "q" \\ \U0001f600'}
     results = asyncio.run(submit_all(writer, rows))
     assert all(created for _, created in results)
     alone = {**rows[0], "idempotency_key": "alone"}
@@ -149,8 +149,7 @@ def test_a_batch_stores_exactly_what_one_insert_stores(
     as_text = [cast(c, Text) if isinstance(c.type, JSON) else c for c in columns]
     with db.sessions() as s:
         by_key = {
-            key: tuple(rest)
-            for key, *rest in s.execute(select(Job.idempotency_key, *as_text))
+            key: tuple(rest) for key, *rest in s.execute(select(Job.idempotency_key, *as_text))
         }
         events = s.execute(select(JobEvent.at, JobEvent.from_state, JobEvent.reason_code)).all()
         nulls = s.scalar(select(func.count()).select_from(Job).where(Job.reason_fields.is_(None)))
