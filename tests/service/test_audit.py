@@ -50,13 +50,18 @@ def test_every_write_route_leaves_an_entry(sqlite_api: Api) -> None:
         assert entry["outcome"] == ("ok" if status < 400 else "refused"), entry
 
 
-def test_entries_chain_an_objects_changes_and_say_who(sqlite_api: Api) -> None:
-    made = sqlite_api.post("/v1/tenants", json={"name": "acme", "displayName": "Acme"})
+@pytest.mark.parametrize("read_between", [False, True], ids=["one-batch", "stored-lookup"])
+def test_entries_chain_an_objects_changes_and_say_who(api: Api, read_between: bool) -> None:
+    """On both databases; with ``read_between`` the create is stored (a read flushes the log)
+    before the patch, so the patch's ``before`` comes from the stored entries' look-up."""
+    made = api.post("/v1/tenants", json={"name": "acme", "displayName": "Acme"})
     assert made.status_code == 201
-    changed = sqlite_api.patch("/v1/tenants/acme", json={"displayName": "Acme Corp"})
+    if read_between:
+        _audit(api)
+    changed = api.patch("/v1/tenants/acme", json={"displayName": "Acme Corp"})
     assert changed.status_code == 200
-    assert sqlite_api.as_(None).patch("/v1/tenants/acme", json={}).status_code == 401
-    mine = [e for e in _audit(sqlite_api) if e["object"] == "/v1/tenants/acme"]
+    assert api.as_(None).patch("/v1/tenants/acme", json={}).status_code == 401
+    mine = [e for e in _audit(api) if e["object"] == "/v1/tenants/acme"]
     create, patch, anonymous = mine
     assert create["method"] == "POST" and create["before_digest"] is None
     assert create["after_digest"] == hashlib.sha256(made.content).hexdigest()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from job_world import build_world, job_spec
-from sqlalchemy import func, select
+from sqlalchemy import JSON, Text, cast, func, insert, select
 
 from gpuaas.service.errors import ApiError
 from gpuaas.service.group_commit import SubmissionWriter
@@ -128,3 +128,32 @@ def test_errors_reach_the_request(db: Database, world: dict[str, int]) -> None:
     results = asyncio.run(submit_all(writer, [row, row]))
     writer.stop()
     assert all(isinstance(r, Exception) and not isinstance(r, ApiError) for r in results)
+
+
+def test_a_batch_stores_exactly_what_one_insert_stores(
+    db: Database, world: dict[str, int], writer: SubmissionWriter
+) -> None:
+    """On PostgreSQL a batch goes as one JSON parameter (store/pg_rows.py): every column reads
+    back as SQLAlchemy's own insert stores it, to the byte: the spec's JSON text, a ``None``
+    reason_fields as JSON ``null`` (not SQL NULL), the float timestamps exactly."""
+    rows = [prepared(db, world, f"b{i}", idempotencyKey=f"b{i}") for i in range(3)]
+    for row in rows:
+        row["created_at"] = row["updated_at"] = 1764140000.123456789 + len(row["name"]) / 7
+        row["spec"]["labels"] = {"note": 'd\u00e9j\u00e0 \u2603 "q" \\ \U0001f600'}
+    results = asyncio.run(submit_all(writer, rows))
+    assert all(created for _, created in results)
+    alone = {**rows[0], "idempotency_key": "alone"}
+    with db.session() as s:
+        s.execute(insert(Job), alone)
+    columns = [c for c in Job.__table__.c if c.name not in ("id", "idempotency_key")]
+    as_text = [cast(c, Text) if isinstance(c.type, JSON) else c for c in columns]
+    with db.sessions() as s:
+        by_key = {
+            key: tuple(rest) for key, *rest in s.execute(select(Job.idempotency_key, *as_text))
+        }
+        events = s.execute(select(JobEvent.at, JobEvent.from_state, JobEvent.reason_code)).all()
+        nulls = s.scalar(select(func.count()).select_from(Job).where(Job.reason_fields.is_(None)))
+    assert by_key["b0"] == by_key["alone"]
+    assert by_key["b0"][[c.name for c in columns].index("created_at")] == rows[0]["created_at"]
+    assert nulls == 0  # JSON null, as SQLAlchemy's JSON stores None
+    assert sorted(events) == sorted((r["created_at"], None, "Submitted") for r in rows)

@@ -47,6 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuaas.service.auth import hash_token
 from gpuaas.store.db import Database
+from gpuaas.store.pg_rows import driver_cursor, json_rows, quoted, rows_param, stored
 from gpuaas.store.tables import NAME, AuditRow, Token, User
 
 log = logging.getLogger("gpuaas.audit")
@@ -195,8 +196,10 @@ class AuditLog:
 
     def _store(self, pending: Sequence[tuple[AuditEntry, str | None]]) -> list[AuditEntry]:
         assert self._db is not None
+        postgres = not self._db.is_sqlite
         with self._db.session() as session:
-            last = _last_after(session, {e.object for e, _ in pending})
+            objects = {e.object for e, _ in pending}
+            last = _last_after_pg(session, objects) if postgres else _last_after(session, objects)
             holders = _holders(session, {h for _, h in pending if h})
             stored = []
             for entry, token_hash in pending:
@@ -205,7 +208,10 @@ class AuditLog:
                 stored.append(done)
                 if entry.outcome == "ok":
                     last[entry.object] = entry.after_digest
-            session.execute(insert(AuditRow), [e.row() for e in stored])
+            if postgres:  # one statement for the batch, not one per entry
+                _insert_pg(session, stored)
+            else:
+                session.execute(insert(AuditRow), [e.row() for e in stored])
         return stored
 
     def _ship(self, entries: Iterable[AuditEntry]) -> None:
@@ -256,6 +262,41 @@ def _last_after(session: Session, objects: set[str]) -> dict[str, str | None]:
     for obj, after in rows:
         out[obj] = after
     return out
+
+
+# --- PostgreSQL: a batch's look-up and insert as one statement each, of fixed text -----------
+# (store/pg_rows.py: SQLAlchemy sent one INSERT per entry and an ``IN`` list of a new length
+# per batch, neither ever prepared)
+
+_AUDIT = AuditRow.__table__
+_INSERT_PG = (
+    f"INSERT INTO {_AUDIT.name} ({', '.join(quoted(c) for c in _FIELDS)})"
+    f" SELECT {stored(_AUDIT, _FIELDS)} FROM {json_rows(_AUDIT, _FIELDS)} ORDER BY r.ordinality"
+)
+_LAST_AFTER_PG = (
+    f"SELECT DISTINCT ON (object) object, after_digest FROM {_AUDIT.name}"
+    " WHERE object = ANY(%s::VARCHAR[]) AND outcome = 'ok' ORDER BY object, id DESC"
+)
+
+
+def _last_after_pg(session: Session, objects: set[str]) -> dict[str, str | None]:
+    """:func:`_last_after` in one prepared statement."""
+    if not objects:
+        return {}
+    cursor = driver_cursor(session)
+    try:
+        cursor.execute(_LAST_AFTER_PG, [list(objects)])
+        return dict(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _insert_pg(session: Session, entries: Sequence[AuditEntry]) -> None:
+    cursor = driver_cursor(session)
+    try:
+        cursor.execute(_INSERT_PG, [rows_param(e.row() for e in entries)])
+    finally:
+        cursor.close()
 
 
 class AuditMiddleware:

@@ -14,7 +14,9 @@ in the batch. No request waits on a timer: while one batch commits the next one 
 batch grows with the load and a lone request is written at once. The requests an event loop
 prepares in one iteration reach the writer as one item (handed over by a ``call_soon`` at the
 end of that iteration), one thread wake-up for all of them; the jobs of a batch that carry an
-idempotency key go in one multi-row ``INSERT ... RETURNING``.
+idempotency key go in one multi-row ``INSERT ... RETURNING``. On PostgreSQL those jobs and their
+first events are one prepared statement of fixed text, the rows passed as one JSON parameter
+(:func:`_store_keyed`, :mod:`gpuaas.store.pg_rows`).
 
 A row the conflict clause skipped is a repeated idempotency key: after the commit the writer
 reads the job that key made (answered 200, as before). Anything else the batch's transaction
@@ -45,11 +47,13 @@ from gpuaas.service.errors import not_found
 from gpuaas.service.jobs import find_by_key, serialized_writes
 from gpuaas.service.replica_sets import create_set
 from gpuaas.store.db import Database
+from gpuaas.store.pg_rows import driver_cursor, json_rows, quoted, rows_param, stored
 from gpuaas.store.tables import Job, JobEvent
 
 log = logging.getLogger("gpuaas.service")
 
 _JOBS = Job.__table__
+_EVENTS_TABLE = JobEvent.__table__
 _INSERT_EVENT = insert(JobEvent.__table__)
 #: the most jobs one transaction holds: large enough that a commit is shared by every request
 #: of a burst, small enough that a batch's transaction stays short for the reconciler
@@ -187,23 +191,17 @@ class SubmissionWriter:
         """Insert the batch's jobs and their first events; commit once."""
         with serialized_writes(self.db.engine), self.db.sessions() as session:
             try:
-                events = []
-                self._insert_rows(session, batch)
+                rest: Sequence[_Pending] = batch
+                if not self.db.is_sqlite:  # keyed jobs and their events: one statement
+                    keyed = [item for item in batch if item.values["idempotency_key"] is not None]
+                    if keyed:
+                        _store_keyed(session, keyed)
+                        rest = [item for item in batch if item.values["idempotency_key"] is None]
+                self._insert_rows(session, rest)
+                events = [_first_event(item) for item in rest if item.job_id is not None]
                 for item in batch:
-                    if item.job_id is None:
-                        continue  # a repeated idempotency key: answered after the commit
-                    events.append(
-                        {
-                            "job_id": item.job_id,
-                            "at": item.values["created_at"],
-                            "from_state": None,
-                            "to_state": JobState.PENDING.value,
-                            "reason": "submitted",
-                            "reason_code": Code.SUBMITTED.value,
-                        }
-                    )
-                    if "autoscale" in item.values["spec"]:  # its replica set
-                        create_set(session, item.job_id)
+                    if item.job_id is not None and "autoscale" in item.values["spec"]:
+                        create_set(session, item.job_id)  # its replica set
                 if events:
                     session.execute(_INSERT_EVENT, events)
                 session.commit()
@@ -255,6 +253,68 @@ class SubmissionWriter:
                 else:
                     session.expunge(existing)
                     _answer(item, (existing, False))
+
+
+def _first_event(item: _Pending) -> dict[str, Any]:
+    return {
+        "job_id": item.job_id,
+        "at": item.values["created_at"],
+        "from_state": None,
+        "to_state": JobState.PENDING.value,
+        "reason": "submitted",
+        "reason_code": Code.SUBMITTED.value,
+    }
+
+
+# --- PostgreSQL: a batch's keyed jobs and their events in one prepared statement --------------
+#
+# ``WITH j AS (INSERT INTO jobs ... SELECT ... FROM json_to_recordset(the batch's rows as one
+# JSON parameter) ORDER BY the request's place ON CONFLICT DO NOTHING RETURNING ...), e AS
+# (INSERT INTO job_events ... SELECT FROM j) SELECT ... FROM j`` (store/pg_rows.py): one round
+# trip and one statement (its text fixed, so prepared after a few uses) where SQLAlchemy sent a
+# multi-row VALUES of a new text per batch size and then one INSERT per event. The rows go in the
+# requests' order, so of a key repeated in the batch the first request's row is the one stored
+# (as with the multi-row VALUES); the events are written for the rows inserted only (a repeated
+# key made no job and no event).
+
+_EVENT_CONSTANTS = (None, JobState.PENDING.value, "submitted", Code.SUBMITTED.value)
+#: the statement per set of columns (prepare_job's row has one, fixed)
+_KEYED_SQL: dict[tuple[str, ...], str] = {}
+
+
+def _keyed_sql(columns: tuple[str, ...]) -> str:
+    sql = _KEYED_SQL.get(columns)
+    if sql is None:
+        names = ", ".join(quoted(name) for name in columns)
+        events = _EVENTS_TABLE.name
+        sql = _KEYED_SQL[columns] = (
+            f"WITH j AS (INSERT INTO {_JOBS.name} ({names})"
+            f" SELECT {stored(_JOBS, columns)} FROM {json_rows(_JOBS, columns)}"
+            " ORDER BY r.ordinality"
+            " ON CONFLICT (tenant_id, user_id, idempotency_key) DO NOTHING"
+            " RETURNING id, tenant_id, user_id, idempotency_key, created_at),"
+            f" e AS (INSERT INTO {events} (job_id, at, from_state, to_state, reason, reason_code)"
+            " SELECT j.id, j.created_at, %s::TEXT, %s::TEXT, %s::TEXT, %s::TEXT FROM j)"
+            " SELECT id, tenant_id, user_id, idempotency_key FROM j"
+        )
+    return sql
+
+
+def _store_keyed(session: Session, keyed: Sequence[_Pending]) -> None:
+    """Insert ``keyed`` (every one with an idempotency key) and the first event of each job
+    made; set each item's ``job_id`` (None: its key had already made a job)."""
+    columns = tuple(keyed[0].values)
+    cursor = driver_cursor(session)
+    try:
+        cursor.execute(
+            _keyed_sql(columns), [rows_param(item.values for item in keyed), *_EVENT_CONSTANTS]
+        )
+        made = {(tenant, user, key): job_id for job_id, tenant, user, key in cursor.fetchall()}
+    finally:
+        cursor.close()
+    for item in keyed:
+        v = item.values
+        item.job_id = made.pop((v["tenant_id"], v["user_id"], v["idempotency_key"]), None)
 
 
 def _answer(

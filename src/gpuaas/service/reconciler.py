@@ -93,6 +93,7 @@ from gpuaas.service.fluid_warm import FluidSync
 from gpuaas.service.governance import GOVERNANCE_VERSION, load_governance
 from gpuaas.service.idle_pool import IdlePool
 from gpuaas.service.jobs import serialized_writes, stored_reason, transition, workload_of
+from gpuaas.service.pending_reasons import store_reasons_pg
 from gpuaas.service.replica_scaler import ReplicaScaler
 from gpuaas.service.settings import Settings
 from gpuaas.service.telemetry import Telemetry
@@ -1008,7 +1009,10 @@ class Reconciler:
         # (every write collides with submissions for the database's one write lock)
         for i in range(0, len(rows), REASONS_BATCH):
             with serialized_writes(self.db.engine), self.db.session() as session:
-                session.execute(statement, rows[i : i + REASONS_BATCH])
+                if self.db.is_sqlite:
+                    session.execute(statement, rows[i : i + REASONS_BATCH])
+                else:  # one statement for the chunk, not one per job (service/pending_reasons.py)
+                    store_reasons_pg(session, rows[i : i + REASONS_BATCH])
 
     def _backend_job(
         self, tracked: Tracked, typed: tuple[TypedPod, ...] | None = None
