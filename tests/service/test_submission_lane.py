@@ -21,12 +21,18 @@ from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from job_world import build_world
+from job_world import job_spec as world_job
 from starlette.routing import Match
 from test_bad_input import CASES, JOBS, USER, World, broken, job_spec, json_values
 
 from gpuaas.service.app import create_app
+from gpuaas.service.jobs import inserted_job, job_view, prepare_job
+from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.settings import Settings
 from gpuaas.service.submission_lane import PATH, SubmissionLane
+from gpuaas.store.db import Database
+from gpuaas.store.tables import Job, Tenant
 
 ADMIN_TOKEN = "gpa_test-admin-token-0123456789"
 LANE = {"content-type": "application/json"}
@@ -199,3 +205,30 @@ def test_the_lane_serves_the_submissions_of_a_real_app(tmp_path: Path) -> None:
                         reconcile=False, admin_token=ADMIN_TOKEN)  # fmt: skip
     app = create_app(settings)
     assert app.user_middleware[0].cls is SubmissionLane
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"idempotencyKey": "k", "priorityClass": "high", "maxRunTime": 60},
+        {"kind": "inference", "autoscale": {"minReplicas": 1, "maxReplicas": 3}},
+        {"env": {"A": "1"}, "duration": 5, "utilization": {"gpu": 50}},
+    ],
+)
+def test_an_inserted_jobs_view_is_the_orm_jobs(sqlite_url: str, extra: dict[str, Any]) -> None:
+    """The submission answers a job it created from the row it inserted
+    (``jobs.inserted_job``), not from an ORM ``Job``: the same view, byte for byte."""
+    db = Database(sqlite_url)
+    try:
+        world = build_world(db)
+        with db.sessions() as s:
+            tenant = s.get(Tenant, world["tenant"])
+            assert tenant is not None
+            spec = JobSpec.model_validate(world_job("view", **extra))
+            values = prepare_job(s, tenant, world["alice"], spec, 1_700_000_000.5)
+        orm = job_view(Job(id=42, **values), "acme", "alice").model_dump_json()
+        plain = job_view(inserted_job(42, values), "acme", "alice")  # type: ignore[arg-type]
+        assert plain.model_dump_json() == orm
+    finally:
+        db.dispose()
