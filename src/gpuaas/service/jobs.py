@@ -68,6 +68,7 @@ from gpuaas.service.models.jobs import (
 from gpuaas.service.replica_sets import check_autoscale, create_set
 from gpuaas.service.storage import resolve_job_volumes
 from gpuaas.service.tenancy import check_job_size
+from gpuaas.store.db import where as db_where
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
 
 # --- governance as submission sees it, cached per database and governance.version ---------
@@ -92,7 +93,7 @@ def _version(session: Session, key: str) -> str:
 
 def cached_governance(session: Session) -> tuple[str, Governance]:
     """``(version, Governance)``, reloaded only when ``governance.version`` moved."""
-    where = str(session.get_bind().url)
+    where = db_where(session)
     found = _governance.get(where)
     clock = time.monotonic()
     if found is not None and clock - found[2] < GOVERNANCE_RECHECK:
@@ -547,11 +548,12 @@ def _pods(job: Job) -> list[PodView]:
     return out
 
 
-def inserted_job(job_id: int, values: dict[str, Any]) -> SimpleNamespace:
-    """A job just inserted from ``values`` (a :func:`prepare_job` row) as :func:`job_view`
-    reads it: what ``Job(id=job_id, **values)`` answers, the columns the row leaves unset
-    None, without the ORM's attribute instrumentation (which was a third of the view's time
-    on the submission's path)."""
+def inserted_job(job_id: int, values: dict[str, Any]) -> Any:
+    """A job just inserted from ``values`` (a :func:`prepare_job` row), read as a ``Job``
+    (:func:`job_view` reads it): what ``Job(id=job_id, **values)`` answers, the columns the
+    row leaves unset None, without the ORM's instrumentation. The group-commit writer answers
+    a created job with it: building the ORM object and reading its attributes back were
+    about 8 % of the server's CPU per submission."""
     return SimpleNamespace(**{**_UNSET_AT_INSERT, **values, "id": job_id})
 
 

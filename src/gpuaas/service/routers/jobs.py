@@ -46,7 +46,6 @@ from gpuaas.service.jobs import (
     BatchInvalid,
     cancel_job,
     event_view,
-    inserted_job,
     job_view,
     prepare_job,
     serialized_writes,
@@ -200,10 +199,8 @@ async def submission(
         p, row, values = await run_in_threadpool(
             _prepare, request, db, tenants, token, tenant, spec
         )
-    job, created = await writer.submit(values, row.name)
-    if created:  # the view of the row as inserted (an ORM Job's attributes cost more to read)
-        return job_view(inserted_job(job.id, values), row.name, p.user), True  # type: ignore[arg-type]
-    return job_view(job, row.name, p.user), False
+    job, created = await writer.submit(values, row.name)  # created: jobs.inserted_job's
+    return job_view(job, row.name, p.user), created
 
 
 def _known_caller(request: Request, token: str) -> bool:
