@@ -155,8 +155,16 @@ def test_a_body_over_the_limit_is_413_declared_or_sent(world: World) -> None:
     def chunks() -> Iterator[bytes]:  # no Content-Length: the limit holds as it is read
         yield from (big[i : i + 65536] for i in range(0, len(big), 65536))
 
-    sent = world.call("POST", JOBS, token=token, content=chunks(), headers=LANE)
-    assert sent.status_code == 413, sent.text
+    sent = [
+        world.call("POST", JOBS, token=token, content=chunks(), headers=kind)
+        for kind in (LANE, ROUTE)
+    ]
+    assert sent[0].status_code == 413, sent[0].text
+    same(*sent)  # the route's answer too (FastAPI's 400 for a failed read, caused by the limit)
+    other = world.call(
+        "POST", "/v1/tenants/acme/local-queues", content=chunks(), headers=LANE
+    )  # any route: BodyLimit's refusal, through FastAPI's read
+    assert other.status_code == 413 and other.content == sent[0].content
 
 
 def test_the_router_would_choose_the_submission_route_for_what_the_lane_takes(

@@ -53,7 +53,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gpuaas.service.audit import _DIGEST_LIMIT, AuditLog
 from gpuaas.service.deps import bearer_token
-from gpuaas.service.errors import problem
+from gpuaas.service.errors import BodyTooLarge, problem
+from gpuaas.service.limits import declared_over
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.routers.jobs import submission
 
@@ -105,9 +106,7 @@ class SubmissionLane:
             try:
                 body = await self._body(scope, receive, request_hash)
                 if body is None:
-                    response = problem(
-                        413, f"request body is larger than the limit of {self.max_bytes} bytes"
-                    )
+                    response = problem(413, str(BodyTooLarge(self.max_bytes)))
                 else:
                     view, created = await _submitted(request, route, body)
             except Exception as exc:
@@ -145,14 +144,8 @@ class SubmissionLane:
     async def _body(self, scope: Scope, receive: Receive, digest: Any) -> bytes | None:
         """The whole body, digested as read (up to the audit's limit); None when it is larger
         than the limit, declared or sent."""
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > self.max_bytes:
-                    return None
+        if declared_over(scope, self.max_bytes):
+            return None
         chunks: list[bytes] = []
         seen = 0
         while True:
