@@ -105,14 +105,14 @@ class SubmissionLane:
             request = Request(scope, receive)
             try:
                 body = await self._body(scope, receive, request_hash)
-                if body is None:
-                    response = problem(413, str(BodyTooLarge(self.max_bytes)))
-                else:
-                    view, created = await _submitted(request, route, body)
+                result = None if body is None else await _submitted(request, route, body)
             except Exception as exc:
                 response = await _handled(request, exc)
             else:
-                if body is not None:
+                if result is None:  # over the body limit
+                    response = problem(413, str(BodyTooLarge(self.max_bytes)))
+                else:
+                    view, created = result
                     status = 201 if created else 200
                     made = view.id if created else None
                     answer = view.model_dump_json().encode()
