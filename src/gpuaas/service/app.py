@@ -24,6 +24,7 @@ from gpuaas.service.principal_cache import PrincipalCache
 from gpuaas.service.rate_limits import RateLimits, RateLimitSettings
 from gpuaas.service.routers import ROUTERS
 from gpuaas.service.settings import Settings
+from gpuaas.service.submission_lane import SubmissionLane
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.service.utilisation import Utilisation
 from gpuaas.store.db import Database
@@ -83,7 +84,9 @@ def create_app(
     console.install(app)  # the web console at / and /docs (gpuaas.service.console)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.state.audit = AuditLog(http_sink=settings.audit_http, syslog_sink=settings.audit_syslog)
-    app.add_middleware(AuditMiddleware, audit=app.state.audit)  # outermost: sees every answer
+    app.add_middleware(AuditMiddleware, audit=app.state.audit)  # sees every other answer
+    # outermost: POST /v1/tenants/{t}/jobs as plain ASGI, with its own body limit and audit entry
+    app.add_middleware(SubmissionLane, audit=app.state.audit, max_bytes=settings.max_body_bytes)
     return app
 
 

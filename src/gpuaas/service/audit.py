@@ -160,6 +160,21 @@ class AuditLog:
     def record(self, entry: AuditEntry, token_hash: str | None = None) -> None:
         self._queue.put((entry, token_hash))
 
+    def record_answer(
+        self,
+        scope: Scope,
+        status: int,
+        request_digest: str,
+        answer_digest: str,
+        answer: list[bytes],
+        made: str | int | None = None,
+    ) -> None:
+        """The entry of one answered request (:class:`AuditMiddleware`'s, and the submission
+        lane's, :mod:`gpuaas.service.submission_lane`); ``made``: the key of the object a 201
+        created, when the caller knows it (else it is read from the answer)."""
+        entry = _entry(scope, status, request_digest, answer_digest, answer, made)
+        self.record(entry, None if entry.user else _bearer_hash(scope))
+
     def flush(self) -> int:
         """Write what is queued (in batches of ``batch``); the number written."""
         if self._db is None:
@@ -344,8 +359,23 @@ class AuditMiddleware:
         try:
             await self.app(scope, receiving, sending)
         finally:
-            entry = _entry(scope, status, request_hash.hexdigest(), answer_hash.hexdigest(), answer)
-            self.audit.record(entry, None if entry.user else _bearer_hash(scope))
+            self.audit.record_answer(
+                scope, status, request_hash.hexdigest(), answer_hash.hexdigest(), answer
+            )
+
+
+def _made_key(answer: list[bytes]) -> Any:
+    """The key of the object a create's answer shows: its ``id`` when a number (jobs, tokens),
+    else its ``name``."""
+    if not answer:
+        return None
+    try:
+        made = json.loads(b"".join(answer))
+    except ValueError:
+        return None
+    if not isinstance(made, dict):
+        return None
+    return made.get("id") if isinstance(made.get("id"), int) else made.get("name")
 
 
 def _text(value: str, limit: int) -> str:
@@ -364,7 +394,12 @@ def _bearer_hash(scope: Scope) -> str | None:
 
 
 def _entry(
-    scope: Scope, status: int, request_digest: str, answer_digest: str, answer: list[bytes]
+    scope: Scope,
+    status: int,
+    request_digest: str,
+    answer_digest: str,
+    answer: list[bytes],
+    made: str | int | None = None,
 ) -> AuditEntry:
     method = scope["method"]
     path = scope["path"]
@@ -373,15 +408,10 @@ def _entry(
     params = scope.get("path_params") or {}
     tenant = params.get("tenant")
     obj = path.rstrip("/")
-    if method == "POST" and status == 201 and answer:  # a create: the object made
-        try:
-            made = json.loads(b"".join(answer))
-        except ValueError:
-            made = None
-        if isinstance(made, dict):  # objects named by number (jobs, tokens) or by name
-            key = made.get("id") if isinstance(made.get("id"), int) else made.get("name")
-            if key is not None:
-                obj = f"{obj}/{key}"
+    if method == "POST" and status == 201:  # a create: the object made
+        key = made if made is not None else _made_key(answer)
+        if key is not None:
+            obj = f"{obj}/{key}"
     outcome = outcome_of(status)
     after = None if method == "DELETE" or outcome != "ok" else answer_digest
     return AuditEntry(

@@ -48,6 +48,13 @@ class ApiError(Exception):
         self.field = field
 
 
+class BodyTooLarge(Exception):
+    """A request body grew past the limit of ``max_bytes`` as it was read (service/limits.py)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"request body is larger than the limit of {max_bytes} bytes")
+
+
 def not_found(what: str) -> ApiError:
     return ApiError(404, f"{what} not found")
 
@@ -177,6 +184,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         headers = getattr(exc, "headers", None)
+        if exc.status_code == 400 and isinstance(exc.__cause__, BodyTooLarge):  # chunked, too long
+            return problem(413, str(exc.__cause__))
         if exc.status_code == 400:  # FastAPI's "error parsing the body" (a 4,301-digit integer)
             return problem(422, f"body: {_UNPARSED}", [{"field": "body", "message": _UNPARSED}])
         if exc.status_code == 405:

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import func, select
@@ -122,18 +123,24 @@ def in_tenant_terms(tenant: str, value: Any) -> Any:
     every ``<tenant>.<name>`` of ``tenant``'s own objects said as the tenant named them: what
     the tenant reads never shows that another tenant holds ``<name>``."""
     if isinstance(value, str):
-        # a whole name token only, and never a domain-prefixed resource (``nvidia.com/gpu``
-        # for a tenant named ``nvidia``): governance names hold no ``/``
-        return re.sub(
-            rf"(?<![-a-z0-9.]){re.escape(tenant)}\.(?=[a-z0-9][-a-z0-9.]*(?![-a-z0-9./]))",
-            "",
-            value,
-        )
+        if f"{tenant}." not in value:  # nothing to say otherwise (most values: cheap to tell)
+            return value
+        return _own_prefix(tenant).sub("", value)
     if isinstance(value, Mapping):
         return {k: in_tenant_terms(tenant, v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [in_tenant_terms(tenant, v) for v in value]
     return value
+
+
+@lru_cache(maxsize=1024)
+def _own_prefix(tenant: str) -> re.Pattern[str]:
+    """``<tenant>.`` before a name: a whole name token only, and never a domain-prefixed
+    resource (``nvidia.com/gpu`` for a tenant named ``nvidia``): governance names hold no
+    ``/``."""
+    return re.compile(
+        rf"(?<![-a-z0-9.]){re.escape(tenant)}\.(?=[a-z0-9][-a-z0-9.]*(?![-a-z0-9./]))"
+    )
 
 
 def find_own(session: Session, kind: str, tenant: Tenant, name: str) -> GovernanceObject | None:

@@ -44,7 +44,7 @@ from sqlalchemy.orm import Session
 from gpuaas.engine.reasons import Code
 from gpuaas.model.job_state import JobState
 from gpuaas.service.errors import not_found
-from gpuaas.service.jobs import find_by_key, serialized_writes
+from gpuaas.service.jobs import find_by_key, inserted_job, serialized_writes
 from gpuaas.service.replica_sets import create_set
 from gpuaas.store.db import Database
 from gpuaas.store.pg_rows import driver_cursor, json_rows, quoted, rows_param, stored
@@ -239,9 +239,7 @@ class SubmissionWriter:
 
     def _answer_stored(self, batch: Sequence[_Pending]) -> None:
         repeats = [item for item in batch if item.job_id is None]
-        _answer_many(
-            [(item, (Job(id=item.job_id, **item.values), True)) for item in batch if item.job_id]
-        )
+        _answer_many([(i, (inserted_job(i.job_id, i.values), True)) for i in batch if i.job_id])
         if not repeats:
             return
         with self.db.sessions() as session:

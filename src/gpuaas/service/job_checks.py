@@ -65,6 +65,7 @@ from gpuaas.model.resources import (
 )
 from gpuaas.service.fleet import FLEET_VERSION, VERSION_LISTENERS, load_nodes
 from gpuaas.service.governance import GOVERNANCE_VERSION
+from gpuaas.store.db import where as db_where
 from gpuaas.store.tables import Meta
 from gpuaas.supply.partition import advertised_resources
 
@@ -314,7 +315,7 @@ _bounds: dict[str, tuple[str, str, float, SubmissionBounds]] = {}
 
 def submission_bounds(session: Session, gov_version: str, gov: Governance) -> SubmissionBounds:
     """The bounds for ``gov`` and the current fleet, rebuilt only when either version moved."""
-    where = str(session.get_bind().url)
+    where = db_where(session)
     found = _bounds.get(where)
     clock = time.monotonic()
     if found is not None and found[0] == gov_version and clock - found[2] < FLEET_RECHECK:

@@ -46,6 +46,7 @@ from gpuaas.model.errors import InvalidValue
 from gpuaas.model.governance import ClusterQueue, Cohort, Governance, ResourceGroup
 from gpuaas.model.resources import canonical_amount, describe_amount, format_amount
 from gpuaas.service.errors import conflict
+from gpuaas.store.db import where as db_where
 from gpuaas.store.tables import GovernanceObject, Tenant
 
 COHORT = "Cohort"
@@ -515,7 +516,7 @@ _job_limits: dict[tuple[str, str], dict[int, dict[str, int]]] = {}
 def job_limits(session: Session, version: str) -> dict[int, dict[str, int]]:
     """Every tenant's maximum job size, loaded once per database and ``governance.version``
     (a change of a tenant's terms moves the version)."""
-    key = (str(session.get_bind().url), version)
+    key = (db_where(session), version)
     found = _job_limits.get(key)
     if found is None:
         rows = session.execute(select(Tenant.id, Tenant.max_job)).all()

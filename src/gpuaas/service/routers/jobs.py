@@ -174,28 +174,33 @@ async def submit(tenant: str, spec: JobSpec, request: Request, token: Token) -> 
     PostgreSQL too when the caller is cached, else (round trips) in the thread pool. The view
     is serialized once, here (a returned model would be validated again).
     """
+    view, created = await submission(request, tenant, spec, token)
+    return Response(
+        view.model_dump_json(), status_code=201 if created else 200, media_type="application/json"
+    )
+
+
+async def submission(
+    request: Request, tenant: str, spec: JobSpec, token: str
+) -> tuple[JobView, bool]:
+    """The submission itself, for the route above and for the submission lane
+    (:mod:`gpuaas.service.submission_lane`), which answers the same path without FastAPI's
+    request handling: (the job's view, whether it was created)."""
     db: Database = request.app.state.db
     tenants: TenantCache = request.app.state.tenant_ids
     writer: SubmissionWriter | None = getattr(request.app.state, "submissions", None)
     if writer is None or not writer.running:  # an app without its lifespan (some tests)
         if db.is_sqlite:
-            view, created = _submit(request, db, tenants, token, tenant, spec)
-        else:
-            view, created = await run_in_threadpool(
-                _submit, request, db, tenants, token, tenant, spec
-            )
+            return _submit(request, db, tenants, token, tenant, spec)
+        return await run_in_threadpool(_submit, request, db, tenants, token, tenant, spec)
+    if db.is_sqlite or _known_caller(request, token):
+        p, row, values = _prepare(request, db, tenants, token, tenant, spec)
     else:
-        if db.is_sqlite or _known_caller(request, token):
-            p, row, values = _prepare(request, db, tenants, token, tenant, spec)
-        else:
-            p, row, values = await run_in_threadpool(
-                _prepare, request, db, tenants, token, tenant, spec
-            )
-        job, created = await writer.submit(values, row.name)
-        view = job_view(job, row.name, p.user)
-    return Response(
-        view.model_dump_json(), status_code=201 if created else 200, media_type="application/json"
-    )
+        p, row, values = await run_in_threadpool(
+            _prepare, request, db, tenants, token, tenant, spec
+        )
+    job, created = await writer.submit(values, row.name)  # created: jobs.inserted_job's
+    return job_view(job, row.name, p.user), created
 
 
 def _known_caller(request: Request, token: str) -> bool:
