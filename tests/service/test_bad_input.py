@@ -337,7 +337,7 @@ CASES: list[Case] = [
         "dataset-preload-unknown-node",
         "POST",
         DATASETS + "/acme-ds/preload",
-        422,
+        404,  # a valid body naming a node that does not exist
         "nodes",
         json={"nodes": ["no-such-node"]},
     ),

@@ -74,6 +74,18 @@ UNCHECKED: dict[str, str] = {
     # rules across fields, or against what is stored, that JSON Schema cannot say
     "GET /v1/allocation": "a window of at most 93 days: end - start, across two parameters",
     "GET /v1/invitations": "after: a cursor this list returned, not any string",
+    **{
+        f"GET {path}": (
+            "a period or start/end, not both, and end after start: across parameters; start "
+            "and end as POSIX seconds or an ISO-8601 time the calendar has (not yet a pattern)"
+        )
+        for path in (
+            "/v1/usage",
+            "/v1/usage/summary",
+            "/v1/tenants/{tenant}/usage",
+            "/v1/tenants/{tenant}/usage/summary",
+        )
+    },
     "POST /v1/tenants/{tenant}/jobs": (
         "a pod set's hardwareProfile must be one available to the tenant (stored, per tenant), "
         "autoscale only on an inference job (if/then not written yet), pod set names unique"
@@ -104,10 +116,8 @@ UNCHECKED: dict[str, str] = {
         "exactly one of flavor and gpuModel per pool (oneOf) and the cluster name's pattern "
         "not yet written; the flavor or GPU model must also be in the tenant's pools (stored)"
     ),
-    "POST /v1/tenants/{tenant}/datasets": "uri: a scheme or an absolute path, not a pattern yet",
     "POST /v1/tenants/{tenant}/volumes": "size: a quantity of at least one byte, not yet a pattern",
     "PUT /v1/tenants/{tenant}/volumes/{name}": "as POST /v1/tenants/{tenant}/volumes",
-    "GET /v1/idle-pool/usage": "period: YYYY-MM with a year from 1, not yet a pattern",
 }
 
 
