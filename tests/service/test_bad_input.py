@@ -649,7 +649,7 @@ CASES: list[Case] = [
         "local-queue-unknown-cq",
         "POST",
         "/v1/tenants/acme/local-queues",
-        422,
+        404,  # a valid body naming a ClusterQueue the tenant has not
         "clusterQueue",
         json={"name": "new-lq", "clusterQueue": "nope"},
     ),

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from gpuaas.model.job_state import JobState
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Principal
-from gpuaas.service.errors import ApiError, conflict, forbidden, invalid, not_found
+from gpuaas.service.errors import ApiError, conflict, forbidden, invalid, missing, not_found
 from gpuaas.service.fleet import text_cursor
 from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.governance import (
@@ -603,7 +603,8 @@ class LocalQueues:
         session: Session, tenant: Tenant, body: LocalQueueIn
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The document and options; another tenant's ClusterQueue is answered exactly like
-        a missing one: a tenant learns nothing about others."""
+        a missing one (a 404 naming ``clusterQueue``, the available ones listed): a tenant
+        learns nothing about others."""
         gv.check_name("clusterQueue", body.cluster_queue)
         usable = list(
             session.scalars(
@@ -620,7 +621,7 @@ class LocalQueues:
         if queue not in usable:
             names = [shown_name(tenant, n) for n in usable]
             shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "") or "none"
-            raise invalid(
+            raise missing(
                 "clusterQueue",
                 f"no ClusterQueue {body.cluster_queue!r} available to tenant {tenant.name} "
                 f"(available: {shown})",

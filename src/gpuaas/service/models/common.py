@@ -115,6 +115,11 @@ def paginate(
     return rows, next_cursor
 
 
+#: an id cursor as the lists hand it out (``str(id)``), as the document's pattern says it
+ID_CURSOR_PATTERN = "^(0|-?[1-9][0-9]{0,17})$"
+_ID_CURSOR = re.compile(ID_CURSOR_PATTERN)
+
+
 def _cursor(key: InstrumentedAttribute[Any], after: str) -> Any:
     """The cursor as the key column's type; anything this API cannot have handed out is a 422
     (a NUL byte, a number beyond a 64-bit id), never a database error."""
@@ -122,6 +127,8 @@ def _cursor(key: InstrumentedAttribute[Any], after: str) -> Any:
     if "\x00" in after:
         raise bad
     python_type = key.type.python_type
+    if python_type is int and _ID_CURSOR.fullmatch(after) is None:  # what ID_CURSOR_PATTERN says
+        raise bad
     try:
         cursor: Any = python_type(after)
     except (TypeError, ValueError):
