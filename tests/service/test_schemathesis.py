@@ -100,7 +100,6 @@ UNCHECKED: dict[str, str] = {
     "PUT /v1/nodes": "a YAML/JSON text of node documents, the body a string",
     # rules JSON Schema can say that the document does not say yet (left for a next change:
     # each is a schema to write, not a server change)
-    "POST /v1/flavors": "the Kueue spec's fields (nodeLabels, nodeTaints, ...) not yet a schema",
     "POST /v1/hardware-profiles": "the HardwareProfile spec (displayName required) not a schema",
     "POST /v1/tenants/{tenant}/hardware-profiles": "as POST /v1/hardware-profiles",
     "POST /v1/prices": "the SKU grammar not yet a pattern",

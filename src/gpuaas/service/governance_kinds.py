@@ -34,6 +34,7 @@ from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.governance import (
     ClusterQueueIn,
     ClusterQueueOut,
+    FlavorSpec,
     LocalQueueIn,
     LocalQueueOut,
     ObjectIn,
@@ -404,9 +405,20 @@ class SpecKind:
 
 
 class Flavors(SpecKind):
-    """ResourceFlavors: the provider's only."""
+    """ResourceFlavors: the provider's only. The body's spec is a :class:`FlavorSpec` (its
+    rules in the OpenAPI document); a ``topologyName`` naming no Topology is a 404 naming
+    ``spec.topologyName``, as a reference to nothing is."""
 
     kind = gv.FLAVOR
+
+    def spec_of(self, at: At, spec: dict[str, Any], owner: str | None) -> dict[str, Any]:
+        if isinstance(spec, FlavorSpec):  # the request's (FlavorIn): the JSON it was sent as
+            spec = spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        out = spec
+        topology = out.get("topologyName")
+        if isinstance(topology, str) and gv.find_object(at.session, "Topology", topology) is None:
+            raise missing("spec.topologyName", f"no Topology named {topology!r}")
+        return out
 
 
 class Cohorts(SpecKind):
