@@ -105,7 +105,6 @@ UNCHECKED: dict[str, str] = {
     "POST /v1/prices": "the SKU grammar not yet a pattern",
     "POST /v1/tenants/{tenant}/prices": "the SKU grammar not yet a pattern",
     "PUT /v1/tenants/{tenant}/prices/{name}": "currency: the ISO 4217 codes not yet an enum",
-    "POST /v1/tenants/{tenant}/budgets": "amount or maxRatePerHour (anyOf) not yet written",
     "POST /v1/tenants/{tenant}/clusters": (
         "exactly one of flavor and gpuModel per pool (oneOf) and the cluster name's pattern "
         "not yet written; the flavor or GPU model must also be in the tenant's pools (stored)"

@@ -156,6 +156,12 @@ class ReasonView(BaseModel):
     causes: list[ReasonCause] = []
 
 
+#: money as a request gives it (a price per unit-hour, a budget's amount or rate cap): decimal
+#: text, not negative, at most 9 decimal places, at most 1,000,000 (``service.prices.MAX_PRICE``);
+#: the server matches it before parsing, so the document and the server refuse the same texts
+MONEY_PATTERN = "^([0-9]{1,6}(\\.[0-9]{1,9})?|1000000(\\.0{1,9})?)$"
+
+
 # --- byte quantities as the document says them -----------------------------------------------
 #
 # A size in bytes is Kubernetes' quantity syntax (``100Gi``, ``1.5T``, ``500000000``, ``1e9``)
