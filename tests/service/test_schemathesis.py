@@ -46,7 +46,9 @@ from gpuaas.service.settings import Settings
 pytest.importorskip("schemathesis")
 
 HERE = Path(__file__).parent
-SEED = 20261126
+#: the fixed seed CI runs; ``GPUAAS_FUZZ_SEED`` for another by hand (a document change moves what
+#: a seed generates, so try a few before removing an operation from UNCHECKED)
+SEED = int(os.environ.get("GPUAAS_FUZZ_SEED", "20261126"))
 #: per operation and role: generated cases in the fuzzing phase, and scenarios in the stateful
 #: one (``GPUAAS_FUZZ_EXAMPLES`` for a deeper run by hand)
 MAX_EXAMPLES = int(os.environ.get("GPUAAS_FUZZ_EXAMPLES", "2"))
@@ -100,8 +102,31 @@ UNCHECKED: dict[str, str] = {
     "PUT /v1/nodes": "a YAML/JSON text of node documents, the body a string",
     # rules JSON Schema can say that the document does not say yet (left for a next change:
     # each is a schema to write, not a server change)
-    "POST /v1/hardware-profiles": "the HardwareProfile spec (displayName required) not a schema",
-    "POST /v1/tenants/{tenant}/hardware-profiles": "as POST /v1/hardware-profiles",
+    # a Kueue spec the document leaves free-form ({"spec": {...}}): the seed reached only
+    # POST /v1/cohorts and the hardware-profile creates, the others share their reason
+    **{
+        f"{method} {path}{one}": (
+            "the Kueue spec not yet a schema: resourceGroups whose flavors must list the "
+            "group's coveredResources (across fields), quantities, and the cohorts and flavors "
+            "it names (stored)"
+        )
+        for path in (
+            "/v1/cohorts",
+            "/v1/tenants/{tenant}/cohorts",
+            "/v1/cluster-queues",
+            "/v1/tenants/{tenant}/cluster-queues",
+        )
+        for method, one in (("POST", ""), ("PUT", "/{name}"))
+    },
+    **{
+        f"{method} {path}{one}": (
+            "the HardwareProfile spec not yet a schema (displayName, localQueue and resources "
+            "required); each resource's min <= default <= max (across fields), its LocalQueue "
+            "(stored)"
+        )
+        for path in ("/v1/hardware-profiles", "/v1/tenants/{tenant}/hardware-profiles")
+        for method, one in (("POST", ""), ("PUT", "/{name}"))
+    },
     "POST /v1/prices": "the SKU grammar not yet a pattern",
     "POST /v1/tenants/{tenant}/prices": "the SKU grammar not yet a pattern",
     "PUT /v1/tenants/{tenant}/prices/{name}": "currency: the ISO 4217 codes not yet an enum",
