@@ -486,7 +486,7 @@ def workloads(
     session: SessionDep,
     p: PrincipalDep,
     queue: str | None = None,
-    state: str | None = None,
+    state: StateQ = None,  # the enum the server checks (_state), as the jobs list says it
     limit: Limit = 100,
     after: After = None,
 ) -> Page[WorkloadView]:
