@@ -337,7 +337,7 @@ CASES: list[Case] = [
         "dataset-preload-unknown-node",
         "POST",
         DATASETS + "/acme-ds/preload",
-        422,
+        404,  # a valid body naming a node that does not exist
         "nodes",
         json={"nodes": ["no-such-node"]},
     ),
@@ -622,6 +622,30 @@ CASES: list[Case] = [
         json={"name": "tinted", "spec": {"nodeLabelz": {"a": "b"}}},
     ),
     Case(
+        "flavor-label-value-number",  # in JSON a label value is a string, as the schema says
+        "POST",
+        "/v1/flavors",
+        422,
+        "spec.nodeLabels.gpu",
+        json={"name": "tinted", "spec": {"nodeLabels": {"gpu": 4090}}},
+    ),
+    Case(
+        "flavor-taint-effect",
+        "POST",
+        "/v1/flavors",
+        422,
+        "spec.nodeTaints[0].effect",
+        json={"name": "tinted", "spec": {"nodeTaints": [{"key": "a", "effect": "Never"}]}},
+    ),
+    Case(
+        "flavor-unknown-topology",  # a valid spec naming a Topology that does not exist
+        "POST",
+        "/v1/flavors",
+        404,
+        "spec.topologyName",
+        json={"name": "tinted", "spec": {"topologyName": "no-such-topology"}},
+    ),
+    Case(
         "priority-value-huge",
         "POST",
         "/v1/priority-classes",
@@ -649,7 +673,7 @@ CASES: list[Case] = [
         "local-queue-unknown-cq",
         "POST",
         "/v1/tenants/acme/local-queues",
-        422,
+        404,  # a valid body naming a ClusterQueue the tenant has not
         "clusterQueue",
         json={"name": "new-lq", "clusterQueue": "nope"},
     ),

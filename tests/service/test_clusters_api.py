@@ -375,7 +375,7 @@ def test_a_cluster_brings_its_volumes_and_takes_them_away(world: World) -> None:
     too_big = {**bm_body(), "volumes": [home, data]}
     before = world.snapshot()
     r = world.api.as_(world.admin()).post("/v1/tenants/acme/clusters", json=too_big)
-    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "volumes[1].size", r.text
+    assert r.status_code == 409 and r.json()["errors"][0]["field"] == "volumes[1].size", r.text
     assert world.snapshot() == before
     body = {
         **too_big,

@@ -158,10 +158,10 @@ def test_local_queues(api: Api) -> None:
     assert r.status_code == 201, r.text
     assert r.json() == {**r.json(), "tenant": "acme", "clusterQueue": "shared", "userLimit": 2}
     r = admin.post("/v1/tenants/acme/local-queues", json={"name": "x", "clusterQueue": "beta-q"})
-    assert r.status_code == 422 and errors_of(r) == ["clusterQueue"]
+    assert r.status_code == 404 and errors_of(r) == ["clusterQueue"]
     assert "tenant beta" not in r.text  # another tenant's queue reads like a missing one
     r = admin.post("/v1/tenants/acme/local-queues", json={"name": "x", "clusterQueue": "nope"})
-    assert r.status_code == 422 and errors_of(r) == ["clusterQueue"]
+    assert r.status_code == 404 and errors_of(r) == ["clusterQueue"]
     assert "(available: shared)" in r.json()["detail"]
     r = admin.post(
         "/v1/tenants/acme/local-queues",

@@ -137,11 +137,24 @@ def test_bad_input_names_the_field_and_changes_nothing(
     assert api.get(JAN).json() == before
     # budgets: the scope must exist, amounts are not negative
     budgets = "/v1/tenants/acme/budgets"
+    for body in (  # a valid body naming a scope that is not there: 404 naming it
+        {"name": "b", "scopeKind": "queue", "scope": "nope", "amount": "10"},
+        {"name": "b", "scopeKind": "user", "scope": "mallory", "amount": "10"},
+        {"name": "b", "scopeKind": "cluster", "scope": "hpc", "amount": "10"},
+        {"name": "b", "scope": "beta", "amount": "10"},  # a tenant budget: only its own tenant
+    ):
+        response = api.post(budgets, json=body)
+        assert response.status_code == 404, (body, response.text)
+        assert field_of(response) == "scope"
     for body, field in (
-        ({"name": "b", "scopeKind": "queue", "scope": "nope", "amount": "10"}, "scope"),
-        ({"name": "b", "scopeKind": "user", "scope": "mallory", "amount": "10"}, "scope"),
-        ({"name": "b", "scopeKind": "cluster", "scope": "hpc", "amount": "10"}, "scope"),
         ({"name": "b", "scopeKind": "galaxy", "amount": "10"}, "scopeKind"),
+        ({"name": "b", "scopeKind": "queue", "amount": "10"}, "scope"),
+        ({"name": "b", "amount": "1e3"}, "amount"),  # decimal text as the pattern says
+        ({"name": "b", "amount": "10", "thresholds": "50,80,50"}, "thresholds"),
+        ({"name": "b", "amount": "10", "hard": "yes"}, "hard"),
+        ({"name": "b", "amount": "10", "stopRunning": True}, "stopRunning"),
+        ({"name": "b", "amount": "10", "currency": "ÄÖÜ"}, "currency"),
+        ({"name": "b", "amount": "10", "webhook": "http://[::1"}, "webhook"),
         ({"name": "b", "amount": "-10"}, "amount"),
         ({"name": "b", "amount": "10", "thresholds": [0]}, "thresholds"),
         ({"name": "b", "amount": "10", "period": "daily"}, "period"),

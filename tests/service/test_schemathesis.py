@@ -46,7 +46,9 @@ from gpuaas.service.settings import Settings
 pytest.importorskip("schemathesis")
 
 HERE = Path(__file__).parent
-SEED = 20261126
+#: the fixed seed CI runs; ``GPUAAS_FUZZ_SEED`` for another by hand (a document change moves what
+#: a seed generates, so try a few before removing an operation from UNCHECKED)
+SEED = int(os.environ.get("GPUAAS_FUZZ_SEED", "20261126"))
 #: per operation and role: generated cases in the fuzzing phase, and scenarios in the stateful
 #: one (``GPUAAS_FUZZ_EXAMPLES`` for a deeper run by hand)
 MAX_EXAMPLES = int(os.environ.get("GPUAAS_FUZZ_EXAMPLES", "2"))
@@ -73,7 +75,18 @@ ACCEPTED = ["2xx", "401", "403", "404", "409"]
 UNCHECKED: dict[str, str] = {
     # rules across fields, or against what is stored, that JSON Schema cannot say
     "GET /v1/allocation": "a window of at most 93 days: end - start, across two parameters",
-    "GET /v1/invitations": "after: a cursor this list returned, not any string",
+    **{
+        f"GET {path}": (
+            "a period or start/end, not both, and end after start: across parameters; start "
+            "and end as POSIX seconds or an ISO-8601 time the calendar has (not yet a pattern)"
+        )
+        for path in (
+            "/v1/usage",
+            "/v1/usage/summary",
+            "/v1/tenants/{tenant}/usage",
+            "/v1/tenants/{tenant}/usage/summary",
+        )
+    },
     "POST /v1/tenants/{tenant}/jobs": (
         "a pod set's hardwareProfile must be one available to the tenant (stored, per tenant), "
         "autoscale only on an inference job (if/then not written yet), pod set names unique"
@@ -87,33 +100,40 @@ UNCHECKED: dict[str, str] = {
     "POST /v1/volcano/import": "a YAML text of Volcano Queues, validated together with the store",
     "POST /v1/nodes": "a YAML/JSON text of node documents, the body a string",
     "PUT /v1/nodes": "a YAML/JSON text of node documents, the body a string",
-    "POST /v1/tenants/{tenant}/priority-classes": (
-        "value at most the provider's highest priority class (stored); answered 422 naming it"
-    ),
-    "PUT /v1/tenants/{tenant}/priority-classes/{name}": (
-        "as POST /v1/tenants/{tenant}/priority-classes"
-    ),
-    "POST /v1/tenants/{tenant}/local-queues": (
-        "clusterQueue must name a ClusterQueue available to the tenant (stored); answered 422 "
-        "naming the ones available"
-    ),
     # rules JSON Schema can say that the document does not say yet (left for a next change:
     # each is a schema to write, not a server change)
-    "POST /v1/flavors": "the Kueue spec's fields (nodeLabels, nodeTaints, ...) not yet a schema",
-    "POST /v1/hardware-profiles": "the HardwareProfile spec (displayName required) not a schema",
-    "POST /v1/tenants/{tenant}/hardware-profiles": "as POST /v1/hardware-profiles",
+    # a Kueue spec the document leaves free-form ({"spec": {...}}): the seed reached only
+    # POST /v1/cohorts and the hardware-profile creates, the others share their reason
+    **{
+        f"{method} {path}{one}": (
+            "the Kueue spec not yet a schema: resourceGroups whose flavors must list the "
+            "group's coveredResources (across fields), quantities, and the cohorts and flavors "
+            "it names (stored)"
+        )
+        for path in (
+            "/v1/cohorts",
+            "/v1/tenants/{tenant}/cohorts",
+            "/v1/cluster-queues",
+            "/v1/tenants/{tenant}/cluster-queues",
+        )
+        for method, one in (("POST", ""), ("PUT", "/{name}"))
+    },
+    **{
+        f"{method} {path}{one}": (
+            "the HardwareProfile spec not yet a schema (displayName, localQueue and resources "
+            "required); each resource's min <= default <= max (across fields), its LocalQueue "
+            "(stored)"
+        )
+        for path in ("/v1/hardware-profiles", "/v1/tenants/{tenant}/hardware-profiles")
+        for method, one in (("POST", ""), ("PUT", "/{name}"))
+    },
     "POST /v1/prices": "the SKU grammar not yet a pattern",
     "POST /v1/tenants/{tenant}/prices": "the SKU grammar not yet a pattern",
     "PUT /v1/tenants/{tenant}/prices/{name}": "currency: the ISO 4217 codes not yet an enum",
-    "POST /v1/tenants/{tenant}/budgets": "amount or maxRatePerHour (anyOf) not yet written",
     "POST /v1/tenants/{tenant}/clusters": (
         "exactly one of flavor and gpuModel per pool (oneOf) and the cluster name's pattern "
         "not yet written; the flavor or GPU model must also be in the tenant's pools (stored)"
     ),
-    "POST /v1/tenants/{tenant}/datasets": "uri: a scheme or an absolute path, not a pattern yet",
-    "POST /v1/tenants/{tenant}/volumes": "size: a quantity of at least one byte, not yet a pattern",
-    "PUT /v1/tenants/{tenant}/volumes/{name}": "as POST /v1/tenants/{tenant}/volumes",
-    "GET /v1/idle-pool/usage": "period: YYYY-MM with a year from 1, not yet a pattern",
 }
 
 

@@ -73,13 +73,13 @@ def test_the_quota_refuses_a_volume_beyond_it_naming_size_and_the_amounts(sqlite
     make_tenant(api, quota="5Mi")
     assert create(api, "a", "3Mi") == 201
     r = api.post("/v1/tenants/acme/volumes", json={"name": "b", "size": "3Mi"})
-    assert r.status_code == 422, r.text
+    assert r.status_code == 409, r.text  # valid, but the tenant's volumes leave no room
     problem = r.json()
     assert problem["detail"].startswith("size:")
     assert str(5 * MI) in problem["detail"] and str(6 * MI) in problem["detail"]
     assert [v["name"] for v in volumes(api)] == ["a"]  # nothing half-created
     r = api.put("/v1/tenants/acme/volumes/a", json={"size": "6Mi"})
-    assert r.status_code == 422 and r.json()["detail"].startswith("size:")
+    assert r.status_code == 409 and r.json()["detail"].startswith("size:")
     assert api.get("/v1/tenants/acme/volumes/a").json()["sizeBytes"] == 3 * MI
     # the provider raises the quota; then removes it
     assert api.patch("/v1/tenants/acme", json={"storageQuota": "6Mi"}).status_code == 200
@@ -95,10 +95,12 @@ def test_the_quota_refuses_a_volume_beyond_it_naming_size_and_the_amounts(sqlite
         ({"name": "v", "size": "lots"}, "size"),
         ({"name": "v", "size": "0"}, "size"),
         ({"name": "v", "size": -5}, "size"),
-        ({"name": "v", "size": "1Mi", "storageClass": "gold"}, "storageClass"),
         ({"name": "v", "size": "1Mi", "accessMode": "ReadWriteSometimes"}, "accessMode"),
         ({"name": "v", "size": "1Mi", "cluster": "Not A Label"}, "cluster"),
         ({"name": "v"}, "size"),
+        ({"name": "v", "size": "1000000000Gi"}, "size"),  # past the pattern's 9 digits
+        ({"name": "v", "size": "8Ei"}, "size"),  # 2**63 bytes
+        ({"name": "v", "size": 2**63}, "size"),
     ],
 )
 def test_bad_volumes_are_422s_naming_the_field(sqlite_api: Api, body: dict, field: str) -> None:
@@ -109,18 +111,38 @@ def test_bad_volumes_are_422s_naming_the_field(sqlite_api: Api, body: dict, fiel
     assert volumes(sqlite_api) == []
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "v", "size": "1Mi", "storageClass": "gold"}, "storageClass"),
+        ({"name": "v", "size": "1Mi", "cluster": "nowhere"}, "cluster"),
+    ],
+)
+def test_unknown_classes_and_clusters_are_404s_naming_the_field(
+    sqlite_api: Api, body: dict, field: str
+) -> None:
+    """The body is valid; what it names does not exist (as a path's unknown object)."""
+    make_tenant(sqlite_api)
+    r = sqlite_api.post("/v1/tenants/acme/volumes", json=body)
+    assert r.status_code == 404, r.text
+    assert r.json()["errors"][0]["field"] == field
+    assert volumes(sqlite_api) == []
+
+
 def test_only_size_changes_and_only_upward(sqlite_api: Api) -> None:
+    """A valid body the stored volume disagrees with is a 409 naming the field; a name that
+    differs from the path's is the body's own error (422)."""
     api = sqlite_api
     make_tenant(api)
     api.post("/v1/tenants/acme/volumes", json={"name": "v", "size": "2Mi"})
-    for body, field in (
-        ({"size": "1Mi"}, "size"),
-        ({"size": "2Mi", "accessMode": "ReadWriteMany"}, "accessMode"),
-        ({"size": "2Mi", "cluster": "c1"}, "cluster"),
-        ({"name": "other", "size": "2Mi"}, "name"),
+    for body, field, status in (
+        ({"size": "1Mi"}, "size", 409),
+        ({"size": "2Mi", "accessMode": "ReadWriteMany"}, "accessMode", 409),
+        ({"size": "2Mi", "cluster": "c1"}, "cluster", 409),
+        ({"name": "other", "size": "2Mi"}, "name", 422),
     ):
         r = api.put("/v1/tenants/acme/volumes/v", json=body)
-        assert r.status_code == 422 and r.json()["detail"].startswith(f"{field}:"), r.text
+        assert r.status_code == status and r.json()["detail"].startswith(f"{field}:"), r.text
     assert create(api, "v", "1Mi") == 409
 
 
@@ -168,7 +190,7 @@ def test_a_volume_mounted_by_an_unfinished_job_is_not_deleted(sqlite_api: Api) -
     ]  # fmt: skip
     # a volume of a cluster (made by the cluster service; the API refuses an unknown cluster)
     r = api.post("/v1/tenants/acme/volumes", json={"name": "cv", "size": "1Mi", "cluster": "c1"})
-    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "cluster", r.text
+    assert r.status_code == 404 and r.json()["errors"][0]["field"] == "cluster", r.text
     db = api.client.app.state.db  # type: ignore[attr-defined]
     settings = api.client.app.state.settings  # type: ignore[attr-defined]
     with db.session() as s:
@@ -209,7 +231,7 @@ def test_the_cluster_service_entry_points(sqlite_api: Api, tmp_path: Path) -> No
     with db.session() as s, pytest.raises(ApiError) as refused:
         tenant = s.scalar(select(Tenant).where(Tenant.name == "acme"))
         provision_cluster_volumes(s, settings, tenant, "c2", [VolumeSpec("big", 2 * MI)])
-    assert refused.value.status == 422 and refused.value.field == "volumes[0].size"
+    assert refused.value.status == 409 and refused.value.field == "volumes[0].size"
     with db.session() as s:
         tenant = s.scalar(select(Tenant).where(Tenant.name == "acme"))
         # repeating is idempotent

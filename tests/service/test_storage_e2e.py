@@ -137,7 +137,7 @@ def test_a_tenants_volumes_never_exceed_its_quota(
                 elif op == "delete" and row is not None:
                     delete_volume(s, settings, tenant, row)
             except ApiError as exc:
-                assert exc.status == 422 and exc.field == "size"
+                assert exc.status == 409 and exc.field == "size"
                 s.rollback()
                 after = {r.name: r.size_bytes for r in s.scalars(
                     select(VolumeRow).where(VolumeRow.tenant_id == tenant_id))}  # fmt: skip

@@ -283,12 +283,12 @@ def test_the_grant_moves_the_root_and_bounds_the_queues(world: World) -> None:
 def test_a_tenant_priority_class_is_capped_by_the_providers_ceiling(world: World) -> None:
     admin = world.as_("tenant-admin")
     r = admin.post("/v1/tenants/acme/priority-classes", json={"name": "max", "value": 10**9})
-    assert r.status_code == 422 and errors_of(r) == ["value"], r.text
+    assert r.status_code == 409 and errors_of(r) == ["value"], r.text  # valid; the ceiling refuses
     assert "1000000000" in r.text and "(1000)" in r.text
     assert admin.post("/v1/tenants/acme/priority-classes", json={"name": "ok", "value": 1000}).status_code == 201  # fmt: skip
     assert world.api.patch("/v1/tenants/acme", json={"priorityCeiling": 50}).status_code == 200
     r = admin.put("/v1/tenants/acme/priority-classes/ok", json={"value": 51})
-    assert r.status_code == 422 and "51 is above tenant acme's priority ceiling (50)" in r.text
+    assert r.status_code == 409 and "51 is above tenant acme's priority ceiling (50)" in r.text
 
 
 def test_a_job_larger_than_the_tenants_maximum_is_refused(world: World) -> None:

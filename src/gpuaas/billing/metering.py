@@ -67,7 +67,8 @@ def period_bounds(period: str) -> tuple[float, float]:
     if not 1 <= month <= 12:
         raise ValueError(f"{period!r}: month must be 01..12")
     start = calendar.timegm((year, month, 1, 0, 0, 0))
-    end = calendar.timegm((year + month // 12, month % 12 + 1, 1, 0, 0, 0))
+    # the month's length, not the next month's first day: 9999-12 has no next month in datetime
+    end = start + calendar.monthrange(year, month)[1] * 86_400
     return float(start), float(end)
 
 

@@ -125,6 +125,7 @@ KINDS: tuple[ApiKind, ...] = (
         plural="flavors",
         help="ResourceFlavors: kinds of capacity, mapped to node labels.",
         scopes=("provider",),
+        request=f"{_MODELS}:FlavorIn",
         service=f"{_SERVICE}:Flavors",
         columns=(
             NAME,

@@ -2,10 +2,13 @@
 read, tenant admins write).
 
 A budget's scope must exist when it is written: the tenant itself, one of its LocalQueues,
-one of its clusters, or a member user (``scope`` is 422 otherwise, naming the field). Money is
-decimal text with at most 9 places, never negative (``amount``, ``maxRatePerHour``);
-thresholds are percentages 1..1000, each once. Every write bumps ``budgets.version`` so the
-reconciler takes the change at its next cycle (:mod:`gpuaas.service.budget_watch`).
+one of its clusters, or a member user (``scope`` is a 404 otherwise, naming the field: a valid
+body naming what is not there; on a tenant budget a scope other than the tenant's own name is
+one). Money is decimal text with at most 9 places, never negative (``amount``,
+``maxRatePerHour``); thresholds are percentages 1..1000, each once. The OpenAPI document says
+every other rule, those across fields included (``models.budgets.BUDGET_RULES``). Every write
+bumps ``budgets.version`` so the reconciler takes the change at its next cycle
+(:mod:`gpuaas.service.budget_watch`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from gpuaas.billing.budgets import ScopeKind
 from gpuaas.billing.metering import money
 from gpuaas.billing.periods import Cadence
 from gpuaas.service import governance as gv
-from gpuaas.service.errors import invalid
+from gpuaas.service.errors import invalid, missing
 from gpuaas.service.governance_kinds import At, TenantNamed
 from gpuaas.service.models.budgets import BudgetEventOut, BudgetIn, BudgetOut
 from gpuaas.service.models.common import Page
@@ -72,10 +75,12 @@ def bump(session: Session) -> None:
 
 
 def _scope_key(session: Session, tenant: Tenant, kind: ScopeKind, scope: str) -> str:
-    """What the workloads name the scope by; 422 naming ``scope`` when it does not exist."""
+    """What the workloads name the scope by; 404 naming ``scope`` when it does not exist."""
     if kind is ScopeKind.TENANT:
         if scope not in ("", tenant.name):
-            raise invalid("scope", f"a tenant budget's scope is the tenant {tenant.name}")
+            raise missing(
+                "scope", f"no tenant {scope!r} here: a tenant budget's scope is {tenant.name}"
+            )
         return tenant.name
     if not scope:
         raise invalid("scope", f"is required for a {kind.value} budget")
@@ -88,14 +93,14 @@ def _scope_key(session: Session, tenant: Tenant, kind: ScopeKind, scope: str) ->
             )
         )
         if found is None:
-            raise invalid("scope", f"tenant {tenant.name} has no LocalQueue {scope!r}")
+            raise missing("scope", f"tenant {tenant.name} has no LocalQueue {scope!r}")
         return scope
     if kind is ScopeKind.CLUSTER:
         found = session.scalar(
             select(ClusterRow.id).where(ClusterRow.tenant_id == tenant.id, ClusterRow.name == scope)
         )
         if found is None:
-            raise invalid("scope", f"tenant {tenant.name} has no cluster {scope!r}")
+            raise missing("scope", f"tenant {tenant.name} has no cluster {scope!r}")
         return scope
     user_id = session.scalar(
         select(User.id)
@@ -103,7 +108,7 @@ def _scope_key(session: Session, tenant: Tenant, kind: ScopeKind, scope: str) ->
         .where(User.name == scope, Membership.tenant_id == tenant.id)
     )
     if user_id is None:
-        raise invalid("scope", f"tenant {tenant.name} has no member user {scope!r}")
+        raise missing("scope", f"tenant {tenant.name} has no member user {scope!r}")
     return str(user_id)
 
 

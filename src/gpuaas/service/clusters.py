@@ -92,7 +92,7 @@ from gpuaas.service.models.clusters import (
     autoscale_spec,
     idle_pool_spec,
 )
-from gpuaas.service.models.common import ReasonView
+from gpuaas.service.models.common import ReasonView, bytes_text
 from gpuaas.service.settings import Settings
 from gpuaas.service.storage import parse_size, provision_cluster_volumes
 from gpuaas.store.tables import (
@@ -780,6 +780,8 @@ def create_cluster(
             raise _carving_error(exc) from None
         fleet.carved.update(plan.carve)
         plans.append(plan)
+    for i, v in enumerate(body.volumes):
+        bytes_text(f"volumes[{i}].size", v.size, zero=False)
     volumes = [
         VolumeSpec(v.name, parse_size(v.size, f"volumes[{i}].size"), v.storageClass, v.accessMode)
         for i, v in enumerate(body.volumes)

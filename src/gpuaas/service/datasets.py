@@ -42,9 +42,9 @@ from gpuaas.engine.scheduling.admission import AdmissionScheduler
 from gpuaas.model.dataset import CacheRuntime, Dataset, DatasetScheme
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.quantity import parse_bytes
-from gpuaas.service.errors import invalid
+from gpuaas.service.errors import invalid, missing
 from gpuaas.service.governance_kinds import At, TenantNamed
-from gpuaas.service.models.common import Page
+from gpuaas.service.models.common import Page, bytes_text
 from gpuaas.service.models.datasets import CacheOut, DatasetIn, DatasetOut, PreloadIn
 from gpuaas.store.db import Database
 from gpuaas.store.tables import DatasetCache, DatasetRow, Job, Meta, NodeRow, Tenant
@@ -78,6 +78,7 @@ def check_uri(uri: str) -> DatasetScheme:
 def _bytes(value: int | str | None, field: str) -> int:
     if value is None:
         return 0
+    bytes_text(field, value, zero=True)
     try:
         amount = parse_bytes(value, field)
     except InvalidValue as exc:
@@ -250,7 +251,7 @@ def preload(at: At, name: str, body: PreloadIn) -> DatasetOut:
     known = set(at.session.scalars(select(NodeRow.name).where(NodeRow.name.in_(wanted))))
     unknown = [n for n in wanted if n not in known]
     if unknown:
-        raise invalid("nodes", f"no node named {', '.join(map(repr, unknown))} in the fleet")
+        raise missing("nodes", f"no node named {', '.join(map(repr, unknown))} in the fleet")
     now = time.time()
     existing = {
         c.node: c

@@ -59,6 +59,12 @@ def not_found(what: str) -> ApiError:
     return ApiError(404, f"{what} not found")
 
 
+def missing(field: str, detail: str) -> ApiError:
+    """A body field names an object that does not exist (or the caller may not see): a 404
+    naming the field, as a path's missing object is; the request itself was well formed."""
+    return ApiError(404, f"{field}: {detail}", field)
+
+
 def forbidden(detail: str) -> ApiError:
     return ApiError(403, detail)
 

@@ -29,12 +29,13 @@ from sqlalchemy.orm import Session
 from gpuaas.model.job_state import JobState
 from gpuaas.service import governance as gv
 from gpuaas.service.auth import Principal
-from gpuaas.service.errors import ApiError, conflict, forbidden, invalid, not_found
+from gpuaas.service.errors import ApiError, conflict, forbidden, invalid, missing, not_found
 from gpuaas.service.fleet import text_cursor
 from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.governance import (
     ClusterQueueIn,
     ClusterQueueOut,
+    FlavorSpec,
     LocalQueueIn,
     LocalQueueOut,
     ObjectIn,
@@ -411,9 +412,20 @@ class SpecKind:
 
 
 class Flavors(SpecKind):
-    """ResourceFlavors: the provider's only."""
+    """ResourceFlavors: the provider's only. The body's spec is a :class:`FlavorSpec` (its
+    rules in the OpenAPI document); a ``topologyName`` naming no Topology is a 404 naming
+    ``spec.topologyName``, as a reference to nothing is."""
 
     kind = gv.FLAVOR
+
+    def spec_of(self, at: At, spec: dict[str, Any], owner: str | None) -> dict[str, Any]:
+        if isinstance(spec, FlavorSpec):  # the request's (FlavorIn): the JSON it was sent as
+            spec = spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        out = spec
+        topology = out.get("topologyName")
+        if isinstance(topology, str) and gv.find_object(at.session, "Topology", topology) is None:
+            raise missing("spec.topologyName", f"no Topology named {topology!r}")
+        return out
 
 
 class Cohorts(SpecKind):
@@ -610,7 +622,8 @@ class LocalQueues:
         session: Session, tenant: Tenant, body: LocalQueueIn
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The document and options; another tenant's ClusterQueue is answered exactly like
-        a missing one: a tenant learns nothing about others."""
+        a missing one (a 404 naming ``clusterQueue``, the available ones listed): a tenant
+        learns nothing about others."""
         gv.check_name("clusterQueue", body.cluster_queue)
         usable = list(
             session.scalars(
@@ -627,7 +640,7 @@ class LocalQueues:
         if queue not in usable:
             names = [shown_name(tenant, n) for n in usable]
             shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "") or "none"
-            raise invalid(
+            raise missing(
                 "clusterQueue",
                 f"no ClusterQueue {body.cluster_queue!r} available to tenant {tenant.name} "
                 f"(available: {shown})",

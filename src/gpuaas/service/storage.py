@@ -8,7 +8,7 @@ the provider offers). Semantics:
 
 - **Quota.** The provider sets a tenant's ``storageQuota`` in bytes (a term like ``maxJob``;
   none: no limit). The sizes of all the tenant's volumes, whatever their state, together never
-  exceed it: a create or a growth that would is a 422 naming ``size`` with the amounts, and
+  exceed it: a create or a growth that would is a 409 naming ``size`` with the amounts, and
   nothing is stored or provisioned. Writers of one tenant's volumes take turns
   (:func:`~gpuaas.service.fleet.take_turn_on`), so two creates racing cannot both fit a quota
   only one fits. A quota lowered below what is held refuses new volumes and growth until
@@ -18,8 +18,10 @@ the provider offers). Semantics:
   yet). A provisioner that refuses leaves the volume ``Failed`` with its reason (its size still
   held against the quota until it is deleted); a provisioner that cannot be reached fails the
   request (503) and nothing is stored.
-- **Update** (PUT) may only grow ``size``; the class, access mode and cluster are fixed (a 422
-  names the field).
+- **Update** (PUT) may only grow ``size``; the class, access mode and cluster are fixed (a 409
+  names the field: the body is valid, the volume stored says otherwise). A size is a byte
+  quantity the OpenAPI document's pattern says (``models.common.bytes_schema``); an unknown
+  storage class or cluster is a 404 naming the field.
 - **Delete** is refused (409) while an unfinished job mounts the volume; otherwise the volume is
   ``Deleting`` while its provisioner removes what it made, then gone.
 - **Metering.** A volume's GB-hours are recorded from its creation to its delete at its size
@@ -65,11 +67,11 @@ from gpuaas.model.volume import (
     mount_link,
 )
 from gpuaas.service import usage_volumes
-from gpuaas.service.errors import ApiError, conflict, invalid, not_found
+from gpuaas.service.errors import ApiError, conflict, invalid, missing, not_found
 from gpuaas.service.fleet import take_turn_on, text_cursor
 from gpuaas.service.governance import check_name
 from gpuaas.service.governance_kinds import At
-from gpuaas.service.models.common import MAX_LIMIT, Page, ReasonView, paginate
+from gpuaas.service.models.common import MAX_LIMIT, Page, ReasonView, bytes_text, paginate
 from gpuaas.service.models.storage import VolumeIn, VolumeOut
 from gpuaas.service.settings import Settings
 from gpuaas.store.tables import ClusterRow, Job, Tenant, VolumeRow
@@ -114,9 +116,9 @@ def provisioner_for(settings: Settings, storage_class: str) -> StorageProvisione
     classes = storage_classes(settings)
     found = classes.get(storage_class)
     if found is None:
-        raise invalid(
+        raise missing(
             "storageClass",
-            f"unknown storage class {storage_class!r} (offered here: {', '.join(classes)})",
+            f"no storage class {storage_class!r} is offered here (offered: {', '.join(classes)})",
         )
     return found
 
@@ -152,18 +154,19 @@ def held_bytes(session: Session, tenant_id: int, *, without: int | None = None) 
 def check_quota(
     session: Session, tenant: Tenant, size: int, field: str = "size", without: int | None = None
 ) -> None:
-    """Refuse (422 naming ``field``) a volume of ``size`` bytes that would take the tenant's
-    volumes past its storage quota; ``without``: a volume being replaced."""
+    """Refuse (409 naming ``field``: the request is valid, the tenant's other volumes leave no
+    room) a volume of ``size`` bytes that would take the tenant's volumes past its storage
+    quota; ``without``: a volume being replaced."""
     quota = tenant.storage_quota
     if quota is None:
         return
     held = held_bytes(session, tenant.id, without=without)
     if held + size > quota:
-        raise invalid(
-            field,
-            f"a volume of {describe_amount(MEMORY, size)} ({size} bytes) would bring tenant "
-            f"{tenant.name}'s volumes to {held + size} bytes, above its storage quota of "
+        raise conflict(
+            f"{field}: a volume of {describe_amount(MEMORY, size)} ({size} bytes) would bring "
+            f"tenant {tenant.name}'s volumes to {held + size} bytes, above its storage quota of "
             f"{quota} bytes ({describe_amount(MEMORY, quota)}; {held} bytes held already)",
+            field,
         )
 
 
@@ -301,7 +304,7 @@ def create_volume(
 ) -> VolumeRow:
     """Store and provision one volume (see the module docstring); the caller commits."""
     check_name("name", spec.name, label=True)
-    provisioner_for(settings, spec.storage_class)  # a 422 for an unknown class, before the lock
+    provisioner_for(settings, spec.storage_class)  # a 404 for an unknown class, before the lock
     lock_tenant_storage(session, tenant)
     if find_volume(session, tenant.id, spec.name) is not None:
         raise conflict(f"volume {spec.name} already exists in tenant {tenant.name}", "name")
@@ -379,6 +382,7 @@ class Volumes:
         assert at.tenant is not None and at.settings is not None
         if body.name is None:
             raise invalid("name", "is required")
+        bytes_text("size", body.size, zero=False)
         size = parse_size(body.size)
         cluster = "" if body.cluster is None else check_name("cluster", body.cluster, label=True)
         if cluster and not at.session.scalar(
@@ -386,7 +390,7 @@ class Volumes:
                 ClusterRow.tenant_id == at.tenant.id, ClusterRow.name == cluster
             )
         ):
-            raise invalid("cluster", f"tenant {at.tenant.name} has no cluster {cluster}")
+            raise missing("cluster", f"tenant {at.tenant.name} has no cluster {cluster}")
         spec = VolumeSpec(body.name, size, body.storage_class, body.access_mode)
         row = create_volume(at.session, at.settings, at.tenant, spec, _written(body.size), cluster)
         return volume_out(row, at.tenant.name, at.settings)
@@ -395,6 +399,7 @@ class Volumes:
         assert at.tenant is not None and at.settings is not None
         if body.name is not None and body.name != name:
             raise invalid("name", f"{body.name!r} differs from the name in the path {name!r}")
+        bytes_text("size", body.size, zero=False)
         size = parse_size(body.size)
         lock_tenant_storage(at.session, at.tenant)
         row = _get(at.session, at.tenant, name)
@@ -403,10 +408,14 @@ class Volumes:
             ("accessMode", body.access_mode.value, row.access_mode),
             ("cluster", body.cluster or "", row.cluster),
         ):
-            if given != stored:
-                raise invalid(field, f"cannot change ({stored!r} -> {given!r}); only size can")
+            if given != stored:  # valid alone, but not for the volume stored: a conflict
+                raise conflict(
+                    f"{field}: cannot change ({stored!r} -> {given!r}); only size can", field
+                )
         if size < row.size_bytes:
-            raise invalid("size", f"can only grow (now {row.size_bytes} bytes, asked {size})")
+            raise conflict(
+                f"size: can only grow (now {row.size_bytes} bytes, asked {size})", "size"
+            )
         if size == row.size_bytes:
             return volume_out(row, at.tenant.name, at.settings)
         if row.state == VolumeState.DELETING.value:

@@ -490,6 +490,7 @@ def check_priority_ceiling(
     ``priorityCeiling``, else the highest value of the provider's own priority classes (no
     ceiling while the provider has neither)."""
     ceiling = tenant.priority_ceiling
+    # a 409 naming ``field``: the value is a valid priority, the stored ceiling refuses it
     what = f"tenant {tenant.name}'s priority ceiling"
     if ceiling is None:
         values = [
@@ -502,7 +503,7 @@ def check_priority_ceiling(
         ceiling = max(values)
         what = "the provider's highest priority class"
     if value > ceiling:
-        raise InvalidValue(field, f"{value} is above {what} ({ceiling})")
+        raise conflict(f"{field}: {value} is above {what} ({ceiling})", field)
 
 
 # --- maximum job size -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from gpuaas.model.autoscale import MIN_POOL_GRACE, AutoscaleSpec, IdlePoolSpec
 from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
-from gpuaas.service.models.common import ReasonView, Strict
+from gpuaas.service.models.common import ReasonView, Strict, bytes_schema
 
 Name = str
 
@@ -31,7 +31,7 @@ class ClusterVolumeIn(Strict):
     ``storageClass`` ``local``, ``nfs`` or a Kubernetes StorageClass the provider offers."""
 
     name: Name = Field(min_length=1, max_length=63)
-    size: str | int
+    size: str | int = Field(json_schema_extra=bytes_schema(zero=False))
     storageClass: str = Field(default="local", min_length=1, max_length=253)
     accessMode: AccessMode = AccessMode.RWO
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from types import UnionType
 from typing import Annotated, Any, Generic, TypeVar, Union, get_args, get_origin
@@ -114,6 +115,11 @@ def paginate(
     return rows, next_cursor
 
 
+#: an id cursor as the lists hand it out (``str(id)``), as the document's pattern says it
+ID_CURSOR_PATTERN = "^(0|-?[1-9][0-9]{0,17})$"
+_ID_CURSOR = re.compile(ID_CURSOR_PATTERN)
+
+
 def _cursor(key: InstrumentedAttribute[Any], after: str) -> Any:
     """The cursor as the key column's type; anything this API cannot have handed out is a 422
     (a NUL byte, a number beyond a 64-bit id), never a database error."""
@@ -121,6 +127,8 @@ def _cursor(key: InstrumentedAttribute[Any], after: str) -> Any:
     if "\x00" in after:
         raise bad
     python_type = key.type.python_type
+    if python_type is int and _ID_CURSOR.fullmatch(after) is None:  # what ID_CURSOR_PATTERN says
+        raise bad
     try:
         cursor: Any = python_type(after)
     except (TypeError, ValueError):
@@ -146,3 +154,80 @@ class ReasonView(BaseModel):
     message: str
     fields: dict[str, Any]
     causes: list[ReasonCause] = []
+
+
+#: money as a request gives it (a price per unit-hour, a budget's amount or rate cap): decimal
+#: text, not negative, at most 9 decimal places, at most 1,000,000 (``service.prices.MAX_PRICE``);
+#: the server matches it before parsing, so the document and the server refuse the same texts
+MONEY_PATTERN = "^([0-9]{1,6}(\\.[0-9]{1,9})?|1000000(\\.0{1,9})?)$"
+
+
+# --- byte quantities as the document says them -----------------------------------------------
+#
+# A size in bytes is Kubernetes' quantity syntax (``100Gi``, ``1.5T``, ``500000000``, ``1e9``)
+# bounded so that the value fits a signed 64-bit column: at most as many digits before the
+# point as keep the largest value below 2**63 for its suffix (18 with none or a sub-unit
+# suffix, 15 before ``k``/``Ki``, 12 before ``M``/``Mi``, 9 before ``G``/``Gi`` or an exponent
+# up to 9, 6 before ``T``/``Ti``, 3 before ``P``/``Pi``, one digit up to 8 before ``E`` and up
+# to 7 before ``Ei``). One regular expression, so the document and the server (which matches
+# it before parsing: ``bytes_text``) refuse exactly the same texts.
+_EXPONENT = "0*([0-9]|[12][0-9]|30)"  # model.quantity refuses an exponent beyond 30
+_INT_DIGITS = (
+    ("[num]?", "[1-9][0-9]{0,17}"),
+    ("(k|Ki)", "[1-9][0-9]{0,14}"),
+    ("(M|Mi)", "[1-9][0-9]{0,11}"),
+    (f"(G|Gi|[eE](\\+?0*[0-9]|-{_EXPONENT}))", "[1-9][0-9]{0,8}"),
+    ("(T|Ti)", "[1-9][0-9]{0,5}"),
+    ("(P|Pi)", "[1-9][0-9]{0,2}"),
+    ("E", "[1-8]"),
+    ("Ei", "[1-7]"),
+)
+_FRACTION = "0*\\.[0-9]*[1-9][0-9]*"  # below one unit, not zero
+_ZERO = "(0+\\.?0*|0*\\.0+)"
+
+
+def _bytes_pattern(zero: bool) -> str:
+    alternatives = [f"(0*{whole}(\\.[0-9]*)?|{_FRACTION}){suffix}" for suffix, whole in _INT_DIGITS]
+    if zero:
+        alternatives.append(f"{_ZERO}([numkMGTPE]|[KMGTPE]i|[eE][+-]?{_EXPONENT})?")
+    return "^\\+?(" + "|".join(alternatives) + ")$"
+
+
+#: a positive size (a volume's): at least one byte (a fraction rounds up), below 2**63 bytes
+POSITIVE_BYTES_PATTERN = _bytes_pattern(zero=False)
+#: a size that may be zero (a dataset's, unknown)
+BYTES_PATTERN = _bytes_pattern(zero=True)
+#: the longest byte quantity text (as ``model.quantity.MAX_TEXT``)
+MAX_BYTES_TEXT = 64
+_POSITIVE_BYTES = re.compile(POSITIVE_BYTES_PATTERN)
+_BYTES = re.compile(BYTES_PATTERN)
+
+
+def bytes_schema(*, zero: bool) -> dict[str, Any]:
+    """The JSON Schema of a size in bytes: an integer, or a quantity text."""
+    return {
+        "anyOf": [
+            {"type": "integer", "minimum": 0 if zero else 1, "maximum": 2**63 - 1},
+            {
+                "type": "string",
+                "pattern": BYTES_PATTERN if zero else POSITIVE_BYTES_PATTERN,
+                "maxLength": MAX_BYTES_TEXT,
+            },
+        ]
+    }
+
+
+def bytes_text(field: str, value: str | int, *, zero: bool) -> None:
+    """422 naming ``field`` unless ``value`` is what ``bytes_schema`` says."""
+    if isinstance(value, int):
+        if not (0 if zero else 1) <= value < 2**63:
+            low = "0" if zero else "one byte"
+            raise invalid(field, f"must be between {low} and 2**63 - 1 bytes, got {value}")
+        return
+    pattern = _BYTES if zero else _POSITIVE_BYTES
+    if len(value) > MAX_BYTES_TEXT or pattern.fullmatch(value) is None:
+        raise invalid(
+            field,
+            f"{value[:MAX_BYTES_TEXT]!r} is not a size in bytes below 2**63"
+            f"{'' if zero else ' and above 0'} (examples: '100Gi', '1.5T', '500000000', '1e9')",
+        )

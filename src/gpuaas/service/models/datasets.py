@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from gpuaas.model.dataset import CacheRuntime, DatasetScheme
+from gpuaas.service.models.common import bytes_schema
 from gpuaas.service.models.identity import CamelIn, CamelOut, Text
+
+_CHAR = "[^\\x00-\\x08\\x0b-\\x1f]"
+_PATH_CHAR = "[^:/\\x00-\\x08\\x0b-\\x1f]"
+#: ``<scheme>://<location>`` (a location not only slashes), or an absolute path in which no
+#: ``:`` is followed by ``//`` (else its head would read as a scheme): ``check_uri``'s rule
+URI_PATTERN = (
+    f"^(({'|'.join(s.value for s in DatasetScheme)})://{_CHAR}*[^/\\x00-\\x08\\x0b-\\x1f]{_CHAR}*"
+    f"|/([^:\\x00-\\x08\\x0b-\\x1f]|:+{_PATH_CHAR}|:+/{_PATH_CHAR})*(:+/?)?)$"
+)
+_BYTES_OR_NULL = {"anyOf": [*bytes_schema(zero=True)["anyOf"], {"type": "null"}]}
 
 
 class DatasetIn(CamelIn):
@@ -14,10 +26,10 @@ class DatasetIn(CamelIn):
     capacity per node (0 or absent: the dataset's size)."""
 
     name: Text | None = Field(default=None, max_length=63)
-    uri: Text = Field(min_length=1, max_length=4096)
-    size: int | Text | None = None
-    runtime: Text = "alluxio"
-    cache_size: int | Text | None = None
+    uri: Text = Field(min_length=1, max_length=4096, json_schema_extra={"pattern": URI_PATTERN})
+    size: int | Text | None = Field(default=None, json_schema_extra=_BYTES_OR_NULL)
+    runtime: CacheRuntime = CacheRuntime.ALLUXIO
+    cache_size: int | Text | None = Field(default=None, json_schema_extra=_BYTES_OR_NULL)
 
 
 class CacheOut(CamelOut):

@@ -6,10 +6,11 @@ Objects carry their Kueue ``spec`` unchanged (``kueue.x-k8s.io/v1beta2``; a Hard
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints, WithJsonSchema
 
+from gpuaas.model.node import TaintEffect
 from gpuaas.service.models.common import DNS_LABEL_PATTERN
 from gpuaas.service.models.identity import CamelIn, CamelOut, Text
 
@@ -28,6 +29,70 @@ class ObjectIn(CamelIn):
 
     name: str | None = Field(default=None, json_schema_extra=_NAME)
     spec: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- a ResourceFlavor's spec, as the document says it ----------------------------------------
+#
+# Kueue's ResourceFlavor spec as gpuaas reads it (``supply.kueue._flavor`` and
+# ``governance._check_flavor``): node labels and taint keys and values are Kubernetes labels.
+# The request body is held to the same rules by pydantic, so the OpenAPI document and the
+# server refuse the same specs. Stricter than the YAML import, where a label value may be a
+# YAML number: in JSON a label value is a string, and a label key is at most 253 characters
+# (so its DNS-subdomain prefix is too).
+
+#: ``[prefix/]name``: a DNS-subdomain prefix, then 1-63 letters, digits, ``-``, ``_``, ``.``
+LABEL_KEY_PATTERN = (
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+#: empty, or 1-63 letters, digits, ``-``, ``_``, ``.``, starting and ending alphanumeric
+LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY_PATTERN, max_length=253)]
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN, max_length=63)]
+_LABEL_VALUE_SCHEMA = {"type": "string", "pattern": LABEL_VALUE_PATTERN, "maxLength": 63}
+#: pydantic says a constrained key as ``patternProperties`` (other keys allowed): say it exactly
+Labels = Annotated[
+    dict[LabelKey, LabelValue],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": LABEL_KEY_PATTERN, "maxLength": 253},
+            "additionalProperties": _LABEL_VALUE_SCHEMA,
+        }
+    ),
+]
+
+
+class TaintIn(CamelIn):
+    """A taint the flavor's nodes carry (``value`` left out: empty)."""
+
+    key: LabelKey
+    value: LabelValue | None = None
+    effect: TaintEffect
+
+
+class TolerationIn(CamelIn):
+    """A toleration the flavor's pods get (``operator`` left out or empty: ``Equal``)."""
+
+    key: Text | None = None
+    operator: Literal["", "Equal", "Exists"] | None = None
+    value: Text | None = None
+    effect: Text | None = None
+
+
+class FlavorSpec(CamelIn):
+    """``topologyName``: a Topology that exists (else a 404 naming ``spec.topologyName``)."""
+
+    node_labels: Labels | None = None
+    node_taints: list[TaintIn] | None = None
+    tolerations: list[TolerationIn] | None = None
+    topology_name: Text | None = Field(default=None, min_length=1)
+
+
+class FlavorIn(ObjectIn):
+    """A ResourceFlavor: its name and Kueue spec, held to :class:`FlavorSpec`."""
+
+    spec: FlavorSpec = Field(default_factory=FlavorSpec)  # type: ignore[assignment]
 
 
 class ClusterQueueIn(ObjectIn):

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from gpuaas.model.cluster import AccessMode
-from gpuaas.service.models.common import ReasonView
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, ReasonView, bytes_schema
 from gpuaas.service.models.identity import CamelIn, CamelOut
 
 
@@ -19,10 +19,12 @@ class VolumeIn(CamelIn):
     the name may be left out (it comes from the path); only ``size`` may change, and only grow."""
 
     name: str | None = None
-    size: str | int
+    size: str | int = Field(json_schema_extra=bytes_schema(zero=False))
     storage_class: str = "local"
     access_mode: AccessMode = AccessMode.RWO
-    cluster: str | None = Field(default=None, min_length=1, max_length=63)
+    cluster: str | None = Field(
+        default=None, min_length=1, max_length=63, json_schema_extra={"pattern": DNS_LABEL_PATTERN}
+    )
 
 
 class VolumeOut(CamelOut):

@@ -13,13 +13,17 @@ from sqlalchemy import select
 from gpuaas.service.audit import AuditEntry, entry_of
 from gpuaas.service.auth import Need, require_platform, tenant_for
 from gpuaas.service.deps import PrincipalDep, SessionDep
-from gpuaas.service.models.common import PAGE_BOUNDS, paginate
+from gpuaas.service.models.common import ID_CURSOR_PATTERN, PAGE_BOUNDS, paginate
 from gpuaas.store.tables import AuditRow
 
 router = APIRouter(prefix="/v1", tags=["audit"])
 
 LimitQ = Query(100, description="page size, 1-1000", json_schema_extra=PAGE_BOUNDS)
-AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
+AfterQ = Query(
+    None,
+    description="the `next` cursor of the previous page (an id)",
+    json_schema_extra={"pattern": ID_CURSOR_PATTERN},
+)
 FormatQ = Query(pattern="^(json|jsonl)$", description="json pages, or jsonl lines")
 JSONL = {
     "description": "JSON pages, or with format=jsonl one entry per line",

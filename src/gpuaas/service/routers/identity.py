@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Response
 
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.identity import members, tenants, tokens, users
-from gpuaas.service.models.common import PAGE_BOUNDS, Page
+from gpuaas.service.models.common import ID_CURSOR_PATTERN, PAGE_BOUNDS, Page
 from gpuaas.service.models.identity import (
     InvitationOut,
     MemberIn,
@@ -37,6 +37,13 @@ router = APIRouter(prefix="/v1", tags=["identity"])
 
 LimitQ = Query(100, description="page size, 1-1000", json_schema_extra=PAGE_BOUNDS)
 AfterQ = Query(None, min_length=1, description="the `next` cursor of the previous page")
+#: the cursor of a list keyed by a numeric id (members, invitations, tokens): what the list
+#: hands out is an id, so the document says digits (below 10**18, far above any id)
+IdAfterQ = Query(
+    None,
+    description="the `next` cursor of the previous page (an id)",
+    json_schema_extra={"pattern": ID_CURSOR_PATTERN},
+)
 
 
 # --- who am I ------------------------------------------------------------------------------
@@ -130,7 +137,7 @@ def list_members(
     session: SessionDep,
     p: PrincipalDep,
     limit: int = LimitQ,
-    after: str | None = AfterQ,
+    after: str | None = IdAfterQ,
 ) -> Page[MemberOut]:
     return members.list_members(session, p, tenant, limit, after)
 
@@ -170,7 +177,7 @@ def delete_member(tenant: str, user: str, session: SessionDep, p: PrincipalDep) 
 
 @router.get("/invitations", response_model=Page[InvitationOut])
 def list_my_invitations(
-    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = AfterQ
+    session: SessionDep, p: PrincipalDep, limit: int = LimitQ, after: str | None = IdAfterQ
 ) -> Page[InvitationOut]:
     """The caller's pending invitations."""
     return members.list_my_invitations(session, p, limit, after)
@@ -182,7 +189,7 @@ def list_invitations(
     session: SessionDep,
     p: PrincipalDep,
     limit: int = LimitQ,
-    after: str | None = AfterQ,
+    after: str | None = IdAfterQ,
 ) -> Page[InvitationOut]:
     """The tenant's pending invitations."""
     return members.list_invitations(session, p, tenant, limit, after)
@@ -221,7 +228,7 @@ def list_tokens(
     session: SessionDep,
     p: PrincipalDep,
     limit: int = LimitQ,
-    after: str | None = AfterQ,
+    after: str | None = IdAfterQ,
     every_user: bool = Query(
         False, alias="allUsers", description="every user's live tokens (platform roles)"
     ),
@@ -243,7 +250,7 @@ def list_user_tokens(
     session: SessionDep,
     p: PrincipalDep,
     limit: int = LimitQ,
-    after: str | None = AfterQ,
+    after: str | None = IdAfterQ,
 ) -> Page[TokenOut]:
     """A user's live tokens: any user's for platform roles, one's own for everyone."""
     return tokens.list_user_tokens(session, p, user, limit, after)
@@ -271,7 +278,7 @@ def list_tenant_tokens(
     session: SessionDep,
     p: PrincipalDep,
     limit: int = LimitQ,
-    after: str | None = AfterQ,
+    after: str | None = IdAfterQ,
 ) -> Page[TokenOut]:
     """The live tokens minted in the tenant (for its tenant-admins and the provider)."""
     return tokens.list_tenant_tokens(session, p, tenant, limit, after)

@@ -54,7 +54,7 @@ from gpuaas.service.jobs import (
     workload_view,
 )
 from gpuaas.service.logs import MAX_LINES, LogFollow, LogQuery, LogRead, LogStream, pod_count
-from gpuaas.service.models.common import PAGE_BOUNDS, Page, paginate
+from gpuaas.service.models.common import ID_CURSOR_PATTERN, PAGE_BOUNDS, Page, paginate
 from gpuaas.service.models.jobs import (
     JobBatch,
     JobBatchItem,
@@ -78,7 +78,11 @@ Limit = Annotated[
     Query(description="Page size (1..1000).", json_schema_extra=PAGE_BOUNDS),
 ]
 After = Annotated[
-    str | None, Query(min_length=1, description="Cursor: the `next` of the previous page.")
+    str | None,
+    Query(
+        description="Cursor: the `next` of the previous page (an id).",
+        json_schema_extra={"pattern": ID_CURSOR_PATTERN},
+    ),
 ]
 #: The bearer token, taken as a dependency: FastAPI resolves dependencies before it validates
 #: the body, so a request without a token is a 401 whatever its body (authentication itself
@@ -487,7 +491,7 @@ def workloads(
     session: SessionDep,
     p: PrincipalDep,
     queue: str | None = None,
-    state: str | None = None,
+    state: StateQ = None,  # the enum the server checks (_state), as the jobs list says it
     limit: Limit = 100,
     after: After = None,
 ) -> Page[WorkloadView]:

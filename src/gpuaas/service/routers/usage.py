@@ -34,11 +34,15 @@ from gpuaas.service.prices import _when
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
+#: ``YYYY-MM`` with a year from 0001 (datetime has no year 0)
+PERIOD_PATTERN = (
+    "^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])$"
+)
 Period = Annotated[
     str | None,
     Query(
         description="a billing period, YYYY-MM (UTC)",
-        json_schema_extra={"pattern": "^[0-9]{4}-(0[1-9]|1[0-2])$"},
+        json_schema_extra={"pattern": PERIOD_PATTERN},
     ),
 ]
 Start = Annotated[str | None, Query(description="window start: POSIX seconds or ISO-8601")]
