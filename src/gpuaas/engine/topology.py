@@ -26,6 +26,7 @@ in which outer one) are cached per snapshot layout.
 from __future__ import annotations
 
 from collections import OrderedDict
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ import numpy as np
 from gpuaas.engine.domain_counts import TrackedCounts, counts_of, tracked
 from gpuaas.engine.fit import fit_count, fit_mask, sum_per_row  # noqa: F401 (re-exported)
 from gpuaas.engine.framework import PodShape, static_mask
+from gpuaas.engine.share_counts import share_counts
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, MILLI, Snapshot
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import PodRequest, PodSet, TopologyMode
@@ -289,6 +291,9 @@ def pack_scopes(
         for restrict in (model, -1) if model >= 0 else (-1,):
             if extra is None:
                 per_domain = _fitting_per_domain(snap, pod, shape, level, restrict)
+            elif not shape.share:  # the tracked fits (as below) where the extra mask allows
+                fit = _tracked_fits(snap, pod, shape, level, restrict).values != 0
+                per_domain = np.bincount(of_node[fit & extra], minlength=d)
             else:
                 nodes = _capable_nodes(snap, level, shape, restrict)
                 fit = _fits_on(snap, pod, shape, nodes)
@@ -315,6 +320,16 @@ def _fitting_per_domain(
     fits now (int64[D], read-only): kept in step with reservations by
     :mod:`gpuaas.engine.domain_counts`, so a decision re-checks only the nodes that changed
     since the last one of this pod kind instead of every capable node."""
+    if shape.share and not (shape.mig or shape.replicas):
+        return _share_fitting_per_domain(snap, pod, shape, level, model)
+    return _tracked_fits(snap, pod, shape, level, model).per_domain(snap, level)
+
+
+def _tracked_fits(
+    snap: Snapshot, pod: PodRequest, shape: PodShape, level: Level, model: int
+) -> TrackedCounts:
+    """Per node among :func:`_capable_nodes`, 1 where one more ``pod`` fits now (0 elsewhere),
+    kept in step with reservations (:mod:`gpuaas.engine.domain_counts`)."""
     kind = ("fits", level, model, shape, pod.node_selector, pod.tolerations)
     nodes = _capable_nodes(snap, level, shape, model)
     capable: list[np.ndarray] = []  # built on first use: static per layout
@@ -327,7 +342,44 @@ def _fitting_per_domain(
             capable[0][nodes] = True
         return capable[0][which] & _fits_on(now, pod, shape, which)
 
-    return tracked(snap, kind, evaluate, nodes).per_domain(snap, level)
+    return tracked(snap, kind, evaluate, nodes)
+
+
+def _share_fitting_per_domain(
+    snap: Snapshot, pod: PodRequest, shape: PodShape, level: Level, model: int
+) -> np.ndarray:
+    """:func:`_fitting_per_domain` for a pod that asks a share of one GPU, from the counts its
+    share family keeps for every share size (:mod:`gpuaas.engine.share_counts`): one family
+    serves every size, so a decision re-checks only the nodes changed since the last share
+    pod of the family, whatever its size. Restricted to GPU model ``model``, the counts of
+    the domains of other models are 0 (the capable nodes are then those of its domains)."""
+    found = _REST.get(id(shape))
+    if found is None or found[0] is not shape:
+        if len(_REST) >= 4096:
+            _REST.clear()
+        found = _REST[id(shape)] = (shape, dataclasses.replace(shape, share=0))
+    rest = found[1]  # everything but the share's size (one object per shape: cheap to hash)
+    family = ("share", level, rest, pod.node_selector, pod.tolerations)
+    nodes = _capable_nodes(snap, level, shape, -1)
+    capable: list[np.ndarray] = []  # built on first use: static per layout
+
+    def room_of(now: Snapshot, which: np.ndarray) -> np.ndarray:
+        fits = _fits_on(now, pod, rest, which)
+        if which is not nodes:
+            if not capable:
+                capable.append(np.zeros(now.size, dtype=bool))
+                capable[0][nodes] = True
+            fits &= capable[0][which]
+        return np.where(fits, now.max_free[which], -1)
+
+    counts = share_counts(snap, family, level, room_of, nodes).per_domain(snap, shape.share)
+    if model < 0:
+        return counts
+    return np.where(_domain_models(snap, level) == model, counts, 0)
+
+
+#: Per share shape object: the shape without its share (the family's), see above.
+_REST: dict[int, tuple[PodShape, PodShape]] = {}
 
 
 def _domain_scope(snap: Snapshot, level: Level, d: int) -> Scope:
