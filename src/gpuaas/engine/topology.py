@@ -25,8 +25,8 @@ in which outer one) are cached per snapshot layout.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -285,20 +285,12 @@ def pack_scopes(
             ids = np.flatnonzero((free_gpus >= shape.whole) & (eligible > 0))
         keys = free_gpus[ids]
     else:
-        of_node = index.of_node
-        d = len(index.names)
         per_domain = np.zeros(0, dtype=np.int64)
         for restrict in (model, -1) if model >= 0 else (-1,):
             if extra is None:
                 per_domain = _fitting_per_domain(snap, pod, shape, level, restrict)
-            elif not shape.share:  # the tracked fits (as below) where the extra mask allows
-                fit = _tracked_fits(snap, pod, shape, level, restrict).values != 0
-                per_domain = np.bincount(of_node[fit & extra], minlength=d)
             else:
-                nodes = _capable_nodes(snap, level, shape, restrict)
-                fit = _fits_on(snap, pod, shape, nodes)
-                fit &= extra[nodes]
-                per_domain = np.bincount(of_node[nodes[fit]], minlength=d)
+                per_domain = _fitting_per_domain_within(snap, pod, shape, level, restrict, extra)
             ids = np.flatnonzero(per_domain)
             if len(ids):
                 break
@@ -343,6 +335,24 @@ def _tracked_fits(
         return capable[0][which] & _fits_on(now, pod, shape, which)
 
     return tracked(snap, kind, evaluate, nodes)
+
+
+def _fitting_per_domain_within(
+    snap: Snapshot, pod: PodRequest, shape: PodShape, level: Level, model: int, extra: np.ndarray
+) -> np.ndarray:
+    """:func:`_fitting_per_domain` counting only the nodes of ``extra`` (bool[N], e.g. the DRA
+    claim filter). But for shares, from the tracked per-node fits (the nodes that moved since
+    the last query of the pod kind re-checked) instead of the fit rule over every capable
+    node: two vector operations over the fleet instead of a dozen gathers."""
+    index = snap.domains[level]
+    d = len(index.names)
+    if not shape.share:
+        fit = _tracked_fits(snap, pod, shape, level, model).values != 0
+        return np.bincount(index.of_node[fit & extra], minlength=d)
+    nodes = _capable_nodes(snap, level, shape, model)
+    fit = _fits_on(snap, pod, shape, nodes)
+    fit &= extra[nodes]
+    return np.bincount(index.of_node[nodes[fit]], minlength=d)
 
 
 def _share_fitting_per_domain(
