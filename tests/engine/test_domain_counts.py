@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_snapshot_fleet_changes import INITIAL, OPS, Fleet, make_node
 
-from gpuaas.engine import domain_counts, snapshot
+from gpuaas.engine import domain_counts, share_counts, snapshot
 from gpuaas.engine.domain_counts import counts_of
 from gpuaas.engine.framework import PodShape
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, Snapshot
@@ -19,6 +19,7 @@ from gpuaas.engine.topology import (
     _capable_nodes,
     _fits_on,
     _fitting_per_domain,
+    _fitting_per_domain_within,
     _pods_per_node,
     domain_fits,
     pods_per_node,
@@ -34,6 +35,9 @@ PROBES = (
     PodRequest(cpu_milli=1000, gpus=4),
     PodRequest(cpu_milli=1000, gpus=1, gpu_milli=250),
     PodRequest(cpu_milli=16000, gpus=1, gpu_milli=500),
+    # the same share family as the 250 above (engine/share_counts.py): one room, three sizes
+    PodRequest(cpu_milli=1000, gpus=1, gpu_milli=700),
+    PodRequest(cpu_milli=1000, gpus=1, gpu_milli=100),
     PodRequest(cpu_milli=1000, mig=(("1g.10gb", 1),)),
     PodRequest(cpu_milli=1000, mig=(("3g.40gb", 1),)),
     PodRequest(cpu_milli=1000, replicas=2),
@@ -56,7 +60,16 @@ def _fresh_fits_per_domain(snap: Snapshot, pod: PodRequest, level: Level, model:
     return np.bincount(index.of_node[nodes[fit]], minlength=len(index.names))
 
 
+def _fresh_fits_within(snap: Snapshot, pod: PodRequest, level: Level, model: int, extra):
+    shape = PodShape.of(pod)
+    nodes = _capable_nodes(snap, level, shape, model)
+    fit = _fits_on(snap, pod, shape, nodes) & extra[nodes]
+    index = snap.domains[level]
+    return np.bincount(index.of_node[nodes[fit]], minlength=len(index.names))
+
+
 def _check(snap: Snapshot, probes: list[int]) -> None:
+    extra = np.random.default_rng(snap.size + len(probes)).random(snap.size) < 0.7
     for p in probes:
         pod = PROBES[p]
         fresh = _pods_per_node(snap, pod, None, None)
@@ -75,6 +88,9 @@ def _check(snap: Snapshot, probes: list[int]) -> None:
                 got_d = _fitting_per_domain(snap, pod, PodShape.of(pod), level, model)
                 want = _fresh_fits_per_domain(snap, pod, level, model)
                 assert got_d.tolist() == want.tolist(), (pod, level, model)
+                got_w = _fitting_per_domain_within(snap, pod, PodShape.of(pod), level, model, extra)
+                want_w = _fresh_fits_within(snap, pod, level, model, extra)
+                assert got_w.tolist() == want_w.tolist(), (pod, level, model)
 
 
 @settings(max_examples=60, deadline=None)
@@ -89,8 +105,9 @@ def test_tracked_counts_equal_a_computation_from_scratch(
 ) -> None:
     """``few``: sums moved by ``np.add.at`` (0) or in Python for up to 16 moved nodes;
     ``journal``: a journal so short that counts often fall back to comparing versions."""
-    saved = domain_counts._FEW, snapshot._JOURNAL_MAX
+    saved = domain_counts._FEW, snapshot._JOURNAL_MAX, share_counts._FEW
     domain_counts._FEW = few
+    share_counts._FEW = few * 32  # 0: every share count moved by np.add.at
     snapshot._JOURNAL_MAX = journal
     try:
         fleet = Fleet([make_node(f"i{k}", *spec) for k, spec in enumerate(initial)])
@@ -100,7 +117,7 @@ def test_tracked_counts_equal_a_computation_from_scratch(
             _check(fleet.snap, probes)  # often none: changes pile up between queries
         _check(fleet.snap, list(range(len(PROBES))))
     finally:
-        domain_counts._FEW, snapshot._JOURNAL_MAX = saved
+        domain_counts._FEW, snapshot._JOURNAL_MAX, share_counts._FEW = saved
 
 
 @settings(max_examples=60, deadline=None)

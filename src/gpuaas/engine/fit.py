@@ -106,6 +106,26 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+#: Per shape object: the (rule, key, amount) it needs, in rule order (see :func:`needs_of`).
+_NEEDS: dict[int, tuple[PodShape, tuple[tuple[Rule, object, int], ...]]] = {}
+_MAX_NEEDS = 4096
+
+
+def needs_of(shape: PodShape) -> tuple[tuple[Rule, object, int], ...]:
+    """Every ``(rule, key, amount)`` one pod of ``shape`` needs, in the order of
+    :data:`RULES` and of each rule's needs: what :func:`fit_mask` compares, listed once per
+    shape object (shapes are frozen and memoised per request, and asking every rule what a
+    shape needs costs more than the compares on a rack of nodes)."""
+    found = _NEEDS.get(id(shape))
+    if found is not None and found[0] is shape:
+        return found[1]
+    plan = tuple((rule, key, amount) for rule in RULES for key, amount in rule.needs(shape))
+    if len(_NEEDS) >= _MAX_NEEDS:
+        _NEEDS.clear()
+    _NEEDS[id(shape)] = (shape, plan)
+    return plan
+
+
 def fit_mask(
     snap: Snapshot, shape: PodShape, sel: Selection, size: int, group: str | None = None
 ) -> np.ndarray | None:
@@ -113,15 +133,14 @@ def fit_mask(
     rule (or only those of ``group``). None when no rule applies (everything fits), so the
     caller can skip a mask."""
     mask: np.ndarray | None = None
-    for rule in RULES:
+    for rule, key, amount in needs_of(shape):
         if group is not None and rule.group != group:
             continue
-        for key, amount in rule.needs(shape):
-            free = rule.free(snap, sel, key)
-            if free is None:
-                return np.zeros(size, dtype=bool)
-            part = free >= amount
-            mask = part if mask is None else np.logical_and(mask, part, out=mask)
+        free = rule.free(snap, sel, key)
+        if free is None:
+            return np.zeros(size, dtype=bool)
+        part = free >= amount
+        mask = part if mask is None else np.logical_and(mask, part, out=mask)
     return mask
 
 

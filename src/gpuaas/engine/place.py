@@ -282,11 +282,25 @@ def best_score(scores: np.ndarray, rng: np.random.Generator | None) -> tuple[int
     the lowest position (deterministic)."""
     if len(scores) == 1:
         return 0, scores[0]
+    if len(scores) <= _FEW_SCORES:
+        # a rack's few candidates: plain Python beats numpy's per-call overhead; the same
+        # maximum and the same tied positions in the same order, so the same draw
+        values = scores.tolist()
+        high = max(values)
+        if high == high:  # no NaN (numpy's max would return NaN, and nothing equals it)
+            tied = [i for i, v in enumerate(values) if v == high]
+            if len(tied) > 1 and rng is not None:
+                return tied[int(rng.integers(len(tied)))], scores[tied[0]]
+            return tied[0], scores[tied[0]]
     best = scores.max()
     top = np.flatnonzero(scores == best)
     if len(top) > 1 and rng is not None:
         return int(top[int(rng.integers(len(top)))]), best
     return int(top[0]), best
+
+
+#: Up to this many scores :func:`best_score` picks in plain Python.
+_FEW_SCORES = 64
 
 
 def reserve(snapshot: Snapshot, pod: PodRequest, placement: Placement, policy: object) -> None:

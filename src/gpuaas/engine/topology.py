@@ -25,6 +25,7 @@ in which outer one) are cached per snapshot layout.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import numpy as np
 from gpuaas.engine.domain_counts import TrackedCounts, counts_of, tracked
 from gpuaas.engine.fit import fit_count, fit_mask, sum_per_row  # noqa: F401 (re-exported)
 from gpuaas.engine.framework import PodShape, static_mask
+from gpuaas.engine.share_counts import share_counts
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, MILLI, Snapshot
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import PodRequest, PodSet, TopologyMode
@@ -283,17 +285,12 @@ def pack_scopes(
             ids = np.flatnonzero((free_gpus >= shape.whole) & (eligible > 0))
         keys = free_gpus[ids]
     else:
-        of_node = index.of_node
-        d = len(index.names)
         per_domain = np.zeros(0, dtype=np.int64)
         for restrict in (model, -1) if model >= 0 else (-1,):
             if extra is None:
                 per_domain = _fitting_per_domain(snap, pod, shape, level, restrict)
             else:
-                nodes = _capable_nodes(snap, level, shape, restrict)
-                fit = _fits_on(snap, pod, shape, nodes)
-                fit &= extra[nodes]
-                per_domain = np.bincount(of_node[nodes[fit]], minlength=d)
+                per_domain = _fitting_per_domain_within(snap, pod, shape, level, restrict, extra)
             ids = np.flatnonzero(per_domain)
             if len(ids):
                 break
@@ -315,6 +312,16 @@ def _fitting_per_domain(
     fits now (int64[D], read-only): kept in step with reservations by
     :mod:`gpuaas.engine.domain_counts`, so a decision re-checks only the nodes that changed
     since the last one of this pod kind instead of every capable node."""
+    if shape.share and not (shape.mig or shape.replicas):
+        return _share_fitting_per_domain(snap, pod, shape, level, model)
+    return _tracked_fits(snap, pod, shape, level, model).per_domain(snap, level)
+
+
+def _tracked_fits(
+    snap: Snapshot, pod: PodRequest, shape: PodShape, level: Level, model: int
+) -> TrackedCounts:
+    """Per node among :func:`_capable_nodes`, 1 where one more ``pod`` fits now (0 elsewhere),
+    kept in step with reservations (:mod:`gpuaas.engine.domain_counts`)."""
     kind = ("fits", level, model, shape, pod.node_selector, pod.tolerations)
     nodes = _capable_nodes(snap, level, shape, model)
     capable: list[np.ndarray] = []  # built on first use: static per layout
@@ -327,7 +334,62 @@ def _fitting_per_domain(
             capable[0][nodes] = True
         return capable[0][which] & _fits_on(now, pod, shape, which)
 
-    return tracked(snap, kind, evaluate, nodes).per_domain(snap, level)
+    return tracked(snap, kind, evaluate, nodes)
+
+
+def _fitting_per_domain_within(
+    snap: Snapshot, pod: PodRequest, shape: PodShape, level: Level, model: int, extra: np.ndarray
+) -> np.ndarray:
+    """:func:`_fitting_per_domain` counting only the nodes of ``extra`` (bool[N], e.g. the DRA
+    claim filter). But for shares, from the tracked per-node fits (the nodes that moved since
+    the last query of the pod kind re-checked) instead of the fit rule over every capable
+    node: two vector operations over the fleet instead of a dozen gathers."""
+    index = snap.domains[level]
+    d = len(index.names)
+    if not shape.share:
+        fit = _tracked_fits(snap, pod, shape, level, model).values != 0
+        return np.bincount(index.of_node[fit & extra], minlength=d)
+    nodes = _capable_nodes(snap, level, shape, model)
+    fit = _fits_on(snap, pod, shape, nodes)
+    fit &= extra[nodes]
+    return np.bincount(index.of_node[nodes[fit]], minlength=d)
+
+
+def _share_fitting_per_domain(
+    snap: Snapshot, pod: PodRequest, shape: PodShape, level: Level, model: int
+) -> np.ndarray:
+    """:func:`_fitting_per_domain` for a pod that asks a share of one GPU, from the counts its
+    share family keeps for every share size (:mod:`gpuaas.engine.share_counts`): one family
+    serves every size, so a decision re-checks only the nodes changed since the last share
+    pod of the family, whatever its size. Restricted to GPU model ``model``, the counts of
+    the domains of other models are 0 (the capable nodes are then those of its domains)."""
+    found = _REST.get(id(shape))
+    if found is None or found[0] is not shape:
+        if len(_REST) >= 4096:
+            _REST.clear()
+        found = _REST[id(shape)] = (shape, dataclasses.replace(shape, share=0))
+    rest = found[1]  # everything but the share's size (one object per shape: cheap to hash)
+    family = ("share", level, rest, pod.node_selector, pod.tolerations)
+    nodes = _capable_nodes(snap, level, shape, -1)
+    capable: list[np.ndarray] = []  # built on first use: static per layout
+
+    def room_of(now: Snapshot, which: np.ndarray) -> np.ndarray:
+        fits = _fits_on(now, pod, rest, which)
+        if which is not nodes:
+            if not capable:
+                capable.append(np.zeros(now.size, dtype=bool))
+                capable[0][nodes] = True
+            fits &= capable[0][which]
+        return np.where(fits, now.max_free[which], -1)
+
+    counts = share_counts(snap, family, level, room_of, nodes).per_domain(snap, shape.share)
+    if model < 0:
+        return counts
+    return np.where(_domain_models(snap, level) == model, counts, 0)
+
+
+#: Per share shape object: the shape without its share (the family's), see above.
+_REST: dict[int, tuple[PodShape, PodShape]] = {}
 
 
 def _domain_scope(snap: Snapshot, level: Level, d: int) -> Scope:

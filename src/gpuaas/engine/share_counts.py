@@ -1,0 +1,152 @@
+"""Per-domain counts of the nodes where one more GPU share fits, for every share size at once.
+
+Choosing the rack of a single pod that asks a share of one GPU (``gpu_milli`` < 1000) counts,
+per rack, the nodes where it fits now (:func:`gpuaas.engine.topology.pack_scopes`). A share
+fits a node when everything else the pod asks fits (CPU, memory, NICs, the static filters) and
+one GPU has at least the share free: the fit rule's ``GPU share`` entry compares the node's
+largest free share (``Snapshot.max_free``) with the share, and no other rule reads the share's
+size. So pods that differ only in the size of their share have one per-node value in common,
+the node's *room*: its largest free share where everything else fits, -1 where it does not.
+The pod fits where ``room >= share``.
+
+:mod:`gpuaas.engine.domain_counts` keeps counts per pod kind, and each share size is a kind of
+its own: with a mix of many sizes (the synthetic mix draws 18), each kind is queried rarely
+and then re-evaluates every node that moved since its last query (a few hundred at 25,000
+nodes). A :class:`ShareCounts` instead keeps the room once per *family* (the pod's shape but
+the share's size, node selector and tolerations) and, per share size asked so far, the count
+per domain of nodes with ``room >= share``. A query re-evaluates only the nodes that moved since
+the last query of any size of the family (read from the snapshot's journal, as there), and for
+each node whose room changed moves its domain's count of each size it crossed. The counts are
+therefore exactly those of a full pass; ``tests/engine/test_domain_counts.py`` checks them
+against one after any sequence of reservations, releases and fleet changes.
+
+Families are keyed by ``Snapshot.uid`` (a copy or a layout change starts afresh) and bounded,
+least recently used first out; so are the sizes kept per family.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from gpuaas.engine.snapshot import Snapshot
+from gpuaas.model.topology import Level
+
+#: The room of the given node indices (int64[k] -> int64[k]): the largest free share where the
+#: rest of the pod fits, -1 elsewhere (and -1 for any node outside the family's candidates).
+Room = Callable[[Snapshot, np.ndarray], np.ndarray]
+
+#: Families kept at once over all snapshots (two int64 arrays per node each).
+_MAX_FAMILIES = 32
+#: Share sizes kept per family (one int64 array per domain each).
+_MAX_SIZES = 64
+#: Past this share of changed nodes a query recomputes every node's room in one pass.
+_FULL_PASS_SHARE = 0.25
+#: Up to this many (moved node x share size) updates, counts are moved in plain Python.
+_FEW = 512
+
+
+class ShareCounts:
+    """One family's room per node on one snapshot and, per share size asked, the nodes per
+    domain of ``level`` where that share fits. ``room`` and every count are consistent with
+    each other at any time, since all change only in :meth:`sync` and :meth:`per_domain`."""
+
+    __slots__ = ("candidates", "level", "room", "room_of", "seen", "sizes", "tick", "uid")
+
+    def __init__(self, snap: Snapshot, level: Level, room_of: Room, candidates: np.ndarray):
+        self.uid = snap.uid
+        self.level = level
+        self.room_of = room_of
+        self.candidates = candidates
+        self.seen = snap.version.copy()
+        self.tick = snap.tick()
+        self.room = self._room_all(snap)
+        self.sizes: OrderedDict[int, np.ndarray] = OrderedDict()
+
+    def _room_all(self, snap: Snapshot) -> np.ndarray:
+        room = np.full(snap.size, -1, dtype=np.int64)
+        room[self.candidates] = self.room_of(snap, self.candidates)
+        return room
+
+    def _count(self, snap: Snapshot, share: int) -> np.ndarray:
+        """Nodes per domain with ``room >= share``, from scratch (O(nodes))."""
+        index = snap.domains[self.level]
+        fits = self.room >= share
+        fits &= index.of_node >= 0
+        return np.bincount(index.of_node[fits], minlength=len(index.names)).astype(np.int64)
+
+    def sync(self, snap: Snapshot) -> None:
+        """Re-evaluate the nodes that moved since the last sync (the journal, or a compare of
+        the version array when the journal cannot say), and move the counts of every kept
+        size by the nodes whose room crossed it."""
+        changed = snap.changed_since(self.tick)
+        self.tick = snap.tick()
+        if changed is None:
+            changed = np.flatnonzero(snap.version != self.seen)
+        if not len(changed):
+            return
+        self.seen[changed] = snap.version[changed]
+        if len(changed) > _FULL_PASS_SHARE * len(self.room):
+            self.room = self._room_all(snap)
+            for share in self.sizes:
+                self.sizes[share] = self._count(snap, share)
+            return
+        new = self.room_of(snap, changed)
+        old = self.room[changed]
+        moved = np.flatnonzero(new != old)
+        if not len(moved) or not self.sizes:
+            self.room[changed] = new
+            return
+        nodes = changed[moved]
+        new, old = new[moved], old[moved]
+        self.room[nodes] = new
+        of_node = snap.domains[self.level].of_node[nodes]
+        if len(nodes) * len(self.sizes) <= _FEW:
+            for d, was, now in zip(of_node.tolist(), old.tolist(), new.tolist(), strict=True):
+                if d < 0:
+                    continue
+                lo, hi, by = (was, now, 1) if was < now else (now, was, -1)
+                for share, counts in self.sizes.items():
+                    if lo < share <= hi:  # the room crossed this size
+                        counts[d] += by
+            return
+        known = of_node >= 0
+        of_node, new, old = of_node[known], new[known], old[known]
+        for share, counts in self.sizes.items():
+            np.add.at(counts, of_node, (new >= share).astype(np.int64) - (old >= share))
+
+    def per_domain(self, snap: Snapshot, share: int) -> np.ndarray:
+        """Nodes per domain where a share of ``share`` milli fits (int64[D]; do not write to
+        it). Call after :meth:`sync`."""
+        counts = self.sizes.get(share)
+        if counts is None:
+            counts = self.sizes[share] = self._count(snap, share)
+            while len(self.sizes) > _MAX_SIZES:
+                self.sizes.popitem(last=False)
+        else:
+            self.sizes.move_to_end(share)
+        return counts
+
+
+_FAMILIES: OrderedDict[tuple[int, Hashable], ShareCounts] = OrderedDict()
+
+
+def share_counts(
+    snap: Snapshot, family: Hashable, level: Level, room_of: Room, candidates: np.ndarray
+) -> ShareCounts:
+    """The counts of ``family`` on ``snap`` for domains of ``level``, synced (built on first
+    use). ``family`` must determine ``room_of``'s result for a node state, and ``candidates``
+    (int node indices, static for the layout, each in a domain of ``level``) are the only
+    nodes whose room may be other than -1."""
+    key = (snap.uid, family)
+    counts = _FAMILIES.get(key)
+    if counts is None:
+        counts = _FAMILIES[key] = ShareCounts(snap, level, room_of, candidates)
+        while len(_FAMILIES) > _MAX_FAMILIES:
+            _FAMILIES.popitem(last=False)
+    else:
+        _FAMILIES.move_to_end(key)
+        counts.sync(snap)
+    return counts
