@@ -39,7 +39,7 @@ from gpuaas.engine.place import (
 )
 from gpuaas.engine.reasons import Code
 from gpuaas.engine.snapshot import Assignment, Snapshot
-from gpuaas.engine.topology import ScopePlan, pack_scopes, plan_scopes, pods_per_node
+from gpuaas.engine.topology import ScopePlan, iter_pack_scopes, plan_scopes, pods_per_node
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import PodRequest, PodSet, Workload
@@ -106,6 +106,12 @@ def _size(pod_set: PodSet) -> tuple[int, int]:
 _MODEL_IDS: dict[tuple[int, frozenset[str]], tuple[list[str], list[int]]] = {}
 
 
+def _total(per_model: np.ndarray, ids: list[int] | slice) -> int:
+    """The sum of ``per_model`` (int64, one per GPU model) over ``ids``, exactly."""
+    values = per_model.tolist()
+    return sum(values) if isinstance(ids, slice) else sum(values[i] for i in ids)
+
+
 def _quick_reject(snap: Snapshot, workload: Workload) -> tuple[Code, str] | None:
     """The code and words when the fleet obviously lacks the workload's devices
     (O(models + profiles)); None when it may not."""
@@ -139,8 +145,9 @@ def _quick_reject(snap: Snapshot, workload: Workload) -> tuple[Code, str] | None
                 _MODEL_IDS.clear()
         return found[1]
 
+    # the per-model sums in Python ints: a few models, where numpy's sum costs microseconds
     for models, need in whole_by_models.items():
-        free = int(snap.model_free_gpus[model_ids(models)].sum())
+        free = _total(snap.model_free_gpus, model_ids(models))
         if free < need:
             which = "" if not models else " of " + "/".join(sorted(models))
             return (
@@ -148,7 +155,7 @@ def _quick_reject(snap: Snapshot, workload: Workload) -> tuple[Code, str] | None
                 f"needs {need} free whole GPUs{which}; the fleet has {free}",
             )
     for models, need in share_by_models.items():
-        free = int(snap.model_free_milli[model_ids(models)].sum())
+        free = _total(snap.model_free_milli, model_ids(models))
         if free < need:
             return (
                 Code.INSUFFICIENT_GPU,
@@ -286,7 +293,7 @@ def place_workload(
             if within is not None:
                 feasible = within if feasible is None else feasible & within
             if pack_level is not None:
-                for scope in pack_scopes(snapshot, pod, pack_level, extra=feasible):
+                for scope in iter_pack_scopes(snapshot, pod, pack_level, extra=feasible):
                     tried = _place_in_scope(
                         snapshot,
                         pod_set,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,6 +257,17 @@ def pack_scopes(
     tries: int = 2,
     extra: np.ndarray | None = None,
 ) -> list[Scope]:
+    """Every scope :func:`iter_pack_scopes` gives, best first."""
+    return list(iter_pack_scopes(snap, pod, level, tries, extra))
+
+
+def iter_pack_scopes(
+    snap: Snapshot,
+    pod: PodRequest,
+    level: Level,
+    tries: int = 2,
+    extra: np.ndarray | None = None,
+) -> Iterator[Scope]:
     """Best-fit domains of ``level`` for one pod without a topology request: among the domains
     of the GPU model with the most free capacity, those where it fits with the fewest free whole
     GPUs (then the fewest nodes where it fits), so single pods fill partly used racks and leave
@@ -264,10 +275,11 @@ def pack_scopes(
     the choice reads only the snapshot's per-domain and per-model indexes and the cached
     eligibility (O(domains)); other forms scan only the nodes that could ever hold the pod
     (cached per layout), those of the chosen model's domains first. ``extra`` (bool[N], e.g.
-    the DRA claim filter) further restricts the nodes counted."""
+    the DRA claim filter) further restricts the nodes counted. Lazy: a caller that stops at
+    the first scope pays only for it (see the end)."""
     index = snap.domains[level]
     if not len(index.names):
-        return []
+        return
     shape = PodShape.of(pod)
     # Spread over GPU models, pack within one: the model with the most free capacity
     # (per-model index, O(models)) takes the pod, so that work which could run anywhere
@@ -297,12 +309,24 @@ def pack_scopes(
         assert ids is not None
         keys = free_gpus[ids] * (snap.size + 1) + per_domain[ids]
     if len(ids) == 0:
-        return []
-    if len(ids) > tries:
-        best = keys.argpartition(tries - 1)[:tries]
-        ids, keys = ids[best], keys[best]
-    chosen = sorted(zip(keys.tolist(), ids.tolist(), strict=True))
-    return [_domain_scope(snap, level, d) for _, d in chosen]
+        return
+    if len(ids) <= tries:
+        for _, d in sorted(zip(keys.tolist(), ids.tolist(), strict=True)):
+            yield _domain_scope(snap, level, d)
+        return
+    # The first ``tries`` keys come from one argpartition, whose pick among equal keys is its
+    # own (numpy's SIMD select), then sorted by (key, id). When one domain alone has the least
+    # key it is first whatever that pick, so it is given before the argpartition runs: most
+    # pods fit in the first scope and never pay for the rest (``keys`` and ``ids`` are this
+    # call's own arrays, so the later argpartition sees what the eager one would have).
+    first = int(keys.argmin())
+    alone = int(np.count_nonzero(keys == keys[first])) == 1
+    if alone:
+        yield _domain_scope(snap, level, int(ids[first]))
+    best = keys.argpartition(tries - 1)[:tries]
+    chosen = sorted(zip(keys[best].tolist(), ids[best].tolist(), strict=True))
+    for _, d in chosen[1:] if alone else chosen:
+        yield _domain_scope(snap, level, d)
 
 
 def _fitting_per_domain(
