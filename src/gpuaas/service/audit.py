@@ -46,6 +46,7 @@ from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuaas.service.auth import hash_token
+from gpuaas.service.jobs import serialized_writes
 from gpuaas.store.db import Database
 from gpuaas.store.pg_rows import driver_cursor, json_rows, quoted, rows_param, stored
 from gpuaas.store.tables import NAME, AuditRow, Token, User
@@ -212,7 +213,10 @@ class AuditLog:
     def _store(self, pending: Sequence[tuple[AuditEntry, str | None]]) -> list[AuditEntry]:
         assert self._db is not None
         postgres = not self._db.is_sqlite
-        with self._db.session() as session:
+        # on SQLite the process's write lock, as the group-commit writer takes it: without it the
+        # two threads met in SQLite's busy handler, whose sleeps (1, 2, 5 ... 100 ms) stalled
+        # every submission of the moment (bench api's slowest answers lined up with them)
+        with serialized_writes(self._db.engine), self._db.session() as session:
             objects = {e.object for e, _ in pending}
             last = _last_after_pg(session, objects) if postgres else _last_after(session, objects)
             holders = _holders(session, {h for _, h in pending if h})
@@ -226,7 +230,7 @@ class AuditLog:
             if postgres:  # one statement for the batch, not one per entry
                 _insert_pg(session, stored)
             else:
-                session.execute(insert(AuditRow), [e.row() for e in stored])
+                session.execute(_INSERT, [e.row() for e in stored])  # Core: no ORM bulk path
         return stored
 
     def _ship(self, entries: Iterable[AuditEntry]) -> None:
@@ -284,6 +288,7 @@ def _last_after(session: Session, objects: set[str]) -> dict[str, str | None]:
 # per batch, neither ever prepared)
 
 _AUDIT = AuditRow.__table__
+_INSERT = insert(_AUDIT)
 _INSERT_PG = (
     f"INSERT INTO {_AUDIT.name} ({', '.join(quoted(c) for c in _FIELDS)})"
     f" SELECT {stored(_AUDIT, _FIELDS)} FROM {json_rows(_AUDIT, _FIELDS)} ORDER BY r.ordinality"
