@@ -213,10 +213,7 @@ class AuditLog:
     def _store(self, pending: Sequence[tuple[AuditEntry, str | None]]) -> list[AuditEntry]:
         assert self._db is not None
         postgres = not self._db.is_sqlite
-        # on SQLite the process's write lock, as the group-commit writer takes it: without it the
-        # two threads met in SQLite's busy handler, whose sleeps (1, 2, 5 ... 100 ms) stalled
-        # every submission of the moment (bench api's slowest answers lined up with them)
-        with serialized_writes(self._db.engine), self._db.session() as session:
+        with self._db.session() as session:
             objects = {e.object for e, _ in pending}
             last = _last_after_pg(session, objects) if postgres else _last_after(session, objects)
             holders = _holders(session, {h for _, h in pending if h})
@@ -229,8 +226,15 @@ class AuditLog:
                     last[entry.object] = entry.after_digest
             if postgres:  # one statement for the batch, not one per entry
                 _insert_pg(session, stored)
-            else:
-                session.execute(_INSERT, [e.row() for e in stored])  # Core: no ORM bulk path
+                return stored
+            rows = [e.row() for e in stored]
+            # SQLite: the process's write lock, as the group-commit writer takes it, from the
+            # insert (the reads above run outside any transaction) to the commit: without it
+            # the two threads met in SQLite's busy handler, whose sleeps (1, 2, 5 ... 100 ms)
+            # stalled every submission of the moment
+            with serialized_writes(self._db.engine):
+                session.execute(_INSERT, rows)  # Core: not the ORM's bulk path
+                session.commit()
         return stored
 
     def _ship(self, entries: Iterable[AuditEntry]) -> None:
