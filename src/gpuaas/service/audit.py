@@ -46,7 +46,6 @@ from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuaas.service.auth import hash_token
-from gpuaas.service.jobs import serialized_writes
 from gpuaas.store.db import Database
 from gpuaas.store.pg_rows import driver_cursor, json_rows, quoted, rows_param, stored
 from gpuaas.store.tables import NAME, AuditRow, Token, User
@@ -226,15 +225,8 @@ class AuditLog:
                     last[entry.object] = entry.after_digest
             if postgres:  # one statement for the batch, not one per entry
                 _insert_pg(session, stored)
-                return stored
-            rows = [e.row() for e in stored]
-            # SQLite: the process's write lock, as the group-commit writer takes it, from the
-            # insert (the reads above run outside any transaction) to the commit: without it
-            # the two threads met in SQLite's busy handler, whose sleeps (1, 2, 5 ... 100 ms)
-            # stalled every submission of the moment
-            with serialized_writes(self._db.engine):
-                session.execute(_INSERT, rows)  # Core: not the ORM's bulk path
-                session.commit()
+            else:
+                session.execute(insert(AuditRow), [e.row() for e in stored])
         return stored
 
     def _ship(self, entries: Iterable[AuditEntry]) -> None:
@@ -292,7 +284,6 @@ def _last_after(session: Session, objects: set[str]) -> dict[str, str | None]:
 # per batch, neither ever prepared)
 
 _AUDIT = AuditRow.__table__
-_INSERT = insert(_AUDIT)
 _INSERT_PG = (
     f"INSERT INTO {_AUDIT.name} ({', '.join(quoted(c) for c in _FIELDS)})"
     f" SELECT {stored(_AUDIT, _FIELDS)} FROM {json_rows(_AUDIT, _FIELDS)} ORDER BY r.ordinality"
