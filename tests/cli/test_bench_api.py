@@ -14,8 +14,11 @@ from gpuaas.cli.main import app
 runner = CliRunner()
 
 
-def test_small_run_acknowledges_and_lists_every_job() -> None:
-    result = runner.invoke(app, ["bench", "api", "--clients", "4", "--jobs", "200", "--json"])
+def test_small_run_acknowledges_and_lists_every_job(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
+    result = runner.invoke(
+        app, ["bench", "api", "--clients", "4", "--jobs", "200", "--json", "--trace", str(trace)]
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)  # exactly one JSON object on stdout
     assert {"submissions_per_s", "p50_ms", "p99_ms", "max_ms", "errors"} <= summary.keys()
@@ -25,6 +28,9 @@ def test_small_run_acknowledges_and_lists_every_job() -> None:
     assert summary["reconciler"] is True and summary["database"] == "sqlite"
     assert 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["max_ms"]
     assert sum(summary["states"].values()) == 200
+    lines = [tuple(map(float, line.split())) for line in trace.read_text().splitlines()]
+    assert len(lines) == 200  # one per answered request: send time, latency
+    assert round(max(lat for _, lat in lines) * 1000, 2) == summary["max_ms"]
 
 
 def test_given_database_is_used(db_url: str) -> None:

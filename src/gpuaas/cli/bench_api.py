@@ -59,6 +59,9 @@ class Outcome:
     """What the submitting clients saw."""
 
     latencies: list[float] = field(default_factory=list)
+    #: when each answered request was sent (``time.time()``), beside its latency: ``--trace``
+    #: lines slow requests up against the server's own events
+    sent: list[float] = field(default_factory=list)
     job_ids: set[int] = field(default_factory=set)
     created: int = 0
     replayed: int = 0
@@ -345,6 +348,7 @@ async def submit_all(
         async def worker() -> None:
             while (index := next(numbers)) < jobs:
                 body = json.dumps(job_spec(run, index, duration))
+                sent = time.time()
                 started = time.perf_counter()
                 try:
                     async with http.post(path, data=body) as response:
@@ -354,6 +358,7 @@ async def submit_all(
                     outcome.errors[f"{type(exc).__name__}"] += 1
                 else:
                     outcome.latencies.append(time.perf_counter() - started)
+                    outcome.sent.append(sent)
                     record(outcome, status, payload)
                 if index % 50 == 0:
                     progress.update(task, completed=min(index, jobs))
@@ -439,6 +444,12 @@ def summarise(
     }
 
 
+def write_trace(path: Path, outcome: Outcome) -> None:
+    """``sent latency`` per answered request, in the order answered."""
+    lines = (f"{s:.6f} {lat:.6f}\n" for s, lat in zip(outcome.sent, outcome.latencies, strict=True))
+    path.write_text("".join(lines), encoding="utf-8")
+
+
 def list_every_job(url: str, token: str) -> dict[int, str]:
     """Job id -> state, through the API's pages (the proof that every ack was stored)."""
     with Client(url, token, timeout=120.0) as client:
@@ -504,6 +515,13 @@ def bench_api(
         typer.Option("--metering/--no-metering", help="Write usage records (docs/billing.md)."),
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Write each answered request's send time (epoch s) and latency (s), one a line.",
+        ),
+    ] = None,
 ) -> None:
     """Submissions per second and latency of `POST /v1/tenants/{t}/jobs` on a real server."""
     err = Console(stderr=True)
@@ -554,6 +572,8 @@ def bench_api(
         nodes=nodes,
     )
     result["metering"] = metering
+    if trace is not None:
+        write_trace(trace, outcome)
     if as_json:
         typer.echo(json.dumps(result))
     else:
