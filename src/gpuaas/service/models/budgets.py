@@ -143,13 +143,19 @@ class BudgetIn(CamelIn):
     def _matches(cls, value: str | None, info: ValidationInfo) -> str | None:
         """The patterns as the document says them (``re``: the thresholds' lookahead, and the
         same engine for all)."""
-        pattern = {
-            "currency": CURRENCY_PATTERN,
-            "webhook": WEBHOOK_PATTERN,
-        }.get(info.field_name or "", MONEY_PATTERN)
+        pattern, meant = _TEXTS.get(info.field_name or "", _MONEY)
         if value and re.fullmatch(pattern, value) is None:
-            raise ValueError(f"{value[:100]!r} does not match {pattern}")
+            # the sentence a user can act on; the pattern itself is in the document
+            raise ValueError(f"{value[:100]!r} is not {meant}")
         return value
+
+
+#: each matched text's pattern and what it means, for the error a user reads
+_MONEY = (MONEY_PATTERN, "a decimal number from 0 to 1000000 with at most 9 decimals, no sign")
+_TEXTS = {
+    "currency": (CURRENCY_PATTERN, "a three-letter ISO 4217 currency code such as USD"),
+    "webhook": (WEBHOOK_PATTERN, "an http:// or https:// URL with a host"),
+}
 
 
 class BudgetStatus(CamelOut):
