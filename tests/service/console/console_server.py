@@ -4,7 +4,9 @@ is real), the demo's background stream of jobs slowed to one batch an hour."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +37,7 @@ def free_port() -> int:
 
 class ConsoleServer:
     def __init__(self, data: Path, startup: float = 180.0) -> None:
+        self.data = data
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = data / "server.log"
@@ -71,4 +74,25 @@ class ConsoleServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+        self.reap_jobs()
         self.log.close()
+
+    def reap_jobs(self) -> None:
+        """Kill the local backend's jobs this server started: they run in process groups of
+        their own so that they outlive a server restart (the backend adopts them again), which
+        is right in production and a leak in a test. Found by their wrapper's command line,
+        which names a pod directory under this server's data directory."""
+        mine = str(self.data)
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            words = [a.decode(errors="replace") for a in argv]
+            if any(w.endswith("wrapper.py") for w in words) and any(
+                w.startswith(mine) for w in words
+            ):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(os.getpgid(int(entry.name)), signal.SIGKILL)
