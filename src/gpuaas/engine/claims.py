@@ -438,15 +438,12 @@ class DeviceClaims:
             self._best[key] = (snap.uid, snap.version.copy(), best, snap.tick())
             return best
         uid, version, best, tick = cached
-        changed = snap.changed_since(tick)  # the snapshot's journal: the nodes that moved
-        if changed is None:
-            changed = np.flatnonzero(version != snap.version)
-        self._best[key] = (uid, version, best, snap.tick())
+        changed, now = snap.moved_since(tick, version)  # the nodes that moved
+        self._best[key] = (uid, version, best, now)
         if len(changed) > snap.size // 8:
             best[:] = self._best_of(snap, index, None)
         elif len(changed):
             best[changed] = self._best_of(snap, index, changed)
-        version[changed] = snap.version[changed]
         return best
 
     def _best_of(self, snap: Snapshot, index: _ClaimIndex, nodes: np.ndarray | None) -> np.ndarray:

@@ -74,13 +74,9 @@ class TrackedCounts:
         """Re-evaluate the nodes whose version moved since the last sync (read from the
         snapshot's journal; compared over the whole version array when the journal no longer
         reaches back to the last sync or holds more changes than the compare costs)."""
-        changed = snap.changed_since(self.tick)
-        self.tick = snap.tick()
-        if changed is None:
-            changed = np.flatnonzero(snap.version != self.seen)
+        changed, self.tick = snap.moved_since(self.tick, self.seen)
         if not len(changed):
             return
-        self.seen[changed] = snap.version[changed]
         values = self.values
         values.flags.writeable = True
         try:

@@ -81,13 +81,9 @@ class ShareCounts:
         """Re-evaluate the nodes that moved since the last sync (the journal, or a compare of
         the version array when the journal cannot say), and move the counts of every kept
         size by the nodes whose room crossed it."""
-        changed = snap.changed_since(self.tick)
-        self.tick = snap.tick()
-        if changed is None:
-            changed = np.flatnonzero(snap.version != self.seen)
+        changed, self.tick = snap.moved_since(self.tick, self.seen)
         if not len(changed):
             return
-        self.seen[changed] = snap.version[changed]
         if len(changed) > _FULL_PASS_SHARE * len(self.room):
             self.room = self._room_all(snap)
             for share in self.sizes:

@@ -471,6 +471,17 @@ class Snapshot:
             return None
         return np.array(sorted(set(self._journal[start:])), dtype=np.int64)
 
+    def moved_since(self, tick: int, seen: np.ndarray) -> tuple[np.ndarray, int]:
+        """The nodes whose version moved since ``tick`` (read from the journal, or by comparing
+        the versions ``seen`` then when the journal cannot say), with ``seen`` brought up to
+        date in place, and the tick to pass next time: the one way every count kept beside the
+        snapshot learns what changed."""
+        changed = self.changed_since(tick)
+        if changed is None:
+            changed = np.flatnonzero(self.version != seen)
+        seen[changed] = self.version[changed]
+        return changed, self.tick()
+
     # ------------------------------------------------------------------ fleet changes
     def add_nodes(self, nodes: Sequence[Node]) -> np.ndarray:
         """Add ``nodes`` (fully free) to the fleet; returns their node indices (int64), in order.
