@@ -30,7 +30,9 @@ def test_small_run_acknowledges_and_lists_every_job(tmp_path: Path) -> None:
     assert sum(summary["states"].values()) == 200
     lines = [tuple(map(float, line.split())) for line in trace.read_text().splitlines()]
     assert len(lines) == 200  # one per answered request: send time, latency
-    assert round(max(lat for _, lat in lines) * 1000, 2) == summary["max_ms"]
+    # the trace keeps microseconds and the summary rounds the unrounded figure to 0.01 ms,
+    # so the two may differ by one in the last place of the summary
+    assert max(lat for _, lat in lines) * 1000 == pytest.approx(summary["max_ms"], abs=0.011)
 
 
 def test_given_database_is_used(db_url: str) -> None:
