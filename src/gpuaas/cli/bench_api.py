@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import typer
@@ -71,6 +72,8 @@ class Outcome:
     #: clients submitted; None where /proc cannot say (not Linux)
     server_cpu: float | None = None
     children_cpu: float | None = None
+    #: CPU seconds the load generator itself (this process) spent while the clients submitted
+    client_cpu: float | None = None
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -295,7 +298,7 @@ def set_up_tenant(admin: Client, gpus: int) -> str:
     return token
 
 
-def job_spec(run: str, index: int, duration: float) -> dict[str, Any]:
+def job_spec(run: str, index: int | str, duration: float) -> dict[str, Any]:
     return {
         "name": f"bench-{index}",
         "kind": "batch",
@@ -314,6 +317,211 @@ def job_spec(run: str, index: int, duration: float) -> dict[str, Any]:
 
 
 # -- the load ---------------------------------------------------------------------------------
+#
+# The load generator runs on the same cores as the server it measures, so every microsecond of
+# its CPU is taken from the server. It is therefore written the way a load generator in C would
+# be (wrk, h2load), in Python: each client is an asyncio ``Protocol`` on one keep-alive HTTP/1.1
+# connection that writes its next request from the callback that completes the previous answer
+# (a closed loop without a task, a future or a stream per request); a request is a pre-rendered
+# byte template with the job number put in twice (the same bytes ``json.dumps`` of
+# :func:`job_spec` gives: a test holds them equal); an answer is framed by its
+# ``Content-Length`` (the only framing the server uses: anything else is counted as an error and
+# the connection dropped), its status read and, for a 2xx, its body parsed for the job id. The
+# latency of a request runs from just before its bytes are written to the callback that
+# receives its answer's last byte. Progress is drawn from a timer, not per request.
+
+
+class ProtocolError(Exception):
+    """An answer that cannot be framed (no ``Content-Length``, or bytes nobody asked for)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTemplate:
+    """``POST /v1/tenants/{TENANT}/jobs`` as bytes, with the job number's two places left open.
+
+    Rendering a request is then two byte joins, not a dict built and serialised per request."""
+
+    head: bytes  # request line and headers, up to the Content-Length value
+    body: tuple[bytes, bytes, bytes]  # the JSON body around the job number's two places
+
+    @classmethod
+    def for_run(cls, host: str, token: str, run: str, duration: float) -> RequestTemplate:
+        marker = "2718281828459045"  # a number no job can have: where the job number goes
+        text = json.dumps(job_spec(run, marker, duration))
+        body = tuple(part.encode() for part in text.split(marker))
+        if len(body) != 3:
+            raise ValueError(f"the job body holds the job number {len(body) - 1} times, not 2")
+        head = (
+            f"POST /v1/tenants/{TENANT}/jobs HTTP/1.1\r\n"
+            f"Host: {host}\r\n"
+            f"Authorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\n"
+            "Content-Length: "
+        ).encode()
+        return cls(head, (body[0], body[1], body[2]))
+
+    def body_of(self, index: int) -> bytes:
+        number = b"%d" % index
+        return number.join(self.body)
+
+    def render(self, index: int) -> bytes:
+        body = self.body_of(index)
+        return b"%s%d\r\n\r\n%s" % (self.head, len(body), body)
+
+
+def answer_head(head: bytes) -> tuple[int, int, bool]:
+    """Status, body length and whether the server keeps the connection, from an answer's head
+    (the bytes before the blank line)."""
+    if not head.startswith(b"HTTP/1.1 "):
+        raise ProtocolError(f"not an HTTP/1.1 answer: {head[:40]!r}")
+    status = int(head[9:12])
+    lowered = head.lower()
+    at = lowered.find(b"\r\ncontent-length:")
+    if at < 0:
+        raise ProtocolError("an answer without Content-Length")
+    end = lowered.find(b"\r\n", at + 2)
+    length = int(lowered[at + 17 : end if end >= 0 else len(lowered)])
+    return status, length, b"\r\nconnection: close" not in lowered
+
+
+class LoadClient(asyncio.Protocol):
+    """One closed-loop client: one connection, one request in flight, the next one written as
+    the previous answer's last byte arrives."""
+
+    def __init__(self, load: Load) -> None:
+        self.load = load
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.in_flight = False
+        self.sent = 0.0  # time.time() of the request in flight (for --trace)
+        self.started = 0.0  # perf_counter() just before its bytes were written
+        self.closed: asyncio.Future[None] = load.loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.load.clients.add(self)
+        self.load.send(self)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        buffer = self.buffer + data if self.buffer else data
+        end = buffer.find(b"\r\n\r\n")
+        if end < 0:
+            self.buffer = buffer
+            return
+        try:
+            status, length, keep = answer_head(buffer[:end])
+        except (ProtocolError, ValueError) as exc:
+            self.fail(f"{type(exc).__name__}: {exc}")
+            return
+        complete = end + 4 + length
+        if len(buffer) < complete:
+            self.buffer = buffer
+            return
+        if len(buffer) > complete or not self.in_flight:
+            self.fail("ProtocolError: bytes after the answer")
+            return
+        self.buffer = b""
+        self.in_flight = False
+        self.load.answered(self, status, buffer[end + 4 : complete], now)
+        if keep:
+            self.load.send(self)
+        else:
+            self.transport.close()  # type: ignore[union-attr]
+
+    def fail(self, kind: str) -> None:
+        """Count the request in flight as failed and drop the connection (the client opens
+        another)."""
+        if self.in_flight:
+            self.in_flight = False
+            self.load.outcome.errors[kind] += 1
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.in_flight:
+            self.in_flight = False
+            self.load.outcome.errors[type(exc).__name__ if exc else "ServerDisconnected"] += 1
+        self.load.clients.discard(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class Load:
+    """What the clients share: the job numbers, the request template and the outcome."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, template: RequestTemplate, jobs: int,
+        timeout: float,
+    ) -> None:  # fmt: skip
+        self.loop = loop
+        self.template = template
+        self.jobs = jobs
+        self.timeout = timeout
+        self.numbers = itertools.count()
+        self.outcome = Outcome()
+        self.clients: set[LoadClient] = set()
+        self.spent = False  # every job number has been taken
+
+    def take(self) -> int | None:
+        """The next job number, or None when every job has been sent."""
+        index = next(self.numbers)
+        if index < self.jobs:
+            return index
+        self.spent = True
+        return None
+
+    def send(self, client: LoadClient) -> None:
+        index = self.take()
+        if index is None:
+            client.transport.close()  # type: ignore[union-attr]
+            return
+        request = self.template.render(index)
+        client.in_flight = True
+        client.sent = time.time()
+        client.started = time.perf_counter()
+        client.transport.write(request)  # type: ignore[union-attr]
+
+    def answered(self, client: LoadClient, status: int, body: bytes, now: float) -> None:
+        self.outcome.latencies.append(now - client.started)
+        self.outcome.sent.append(client.sent)
+        record(self.outcome, status, body)
+
+    def expire(self) -> None:
+        """Fail every request older than the timeout (checked once a second, not per request)."""
+        now = time.perf_counter()
+        for client in list(self.clients):
+            if client.in_flight and now - client.started > self.timeout:
+                client.fail("TimeoutError")
+
+    async def client(self, host: str, port: int) -> None:
+        """One client: a connection, and another whenever the server drops it, until every job
+        has been sent (a connection that cannot be made fails one job)."""
+        while not self.spent:
+            try:
+                _, protocol = await self.loop.create_connection(
+                    lambda: LoadClient(self), host, port
+                )
+            except OSError as exc:
+                if self.take() is None:
+                    return
+                self.outcome.errors[type(exc).__name__] += 1
+                continue
+            await protocol.closed
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (it comes with ``uvicorn[standard]``), which
+    takes less of the generator's CPU per request; asyncio's own otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def event_loop_name() -> str:
+    return "uvloop" if loop_factory() is not None else "asyncio"
 
 
 async def submit_all(
@@ -324,60 +532,55 @@ async def submit_all(
     jobs: int,
     duration: float,
     progress: Progress,
+    *,
+    timeout: float = 60.0,
 ) -> Outcome:
-    """``clients`` workers, each with its own keep-alive connection, take job numbers from one
-    counter until ``jobs`` are sent.
+    """``clients`` closed-loop clients, each on its own keep-alive connection, take job numbers
+    from one counter until ``jobs`` are sent (see the paragraph above :class:`RequestTemplate`).
 
-    The load generator shares the machine's cores with the server, so it uses aiohttp, whose
-    client costs a fraction of httpx's CPU per request (measured 3.3 ms for httpx): with httpx
-    the benchmark measured its own client, not the server.
-    """
-    import aiohttp
-
-    run = secrets.token_hex(6)
-    outcome = Outcome()
-    numbers = itertools.count()
+    The outcome carries the generator's own CPU time (``time.process_time`` of this process,
+    every thread of it) beside the server's, so a run shows what the load itself cost."""
+    split = urlsplit(url)
+    host, port = split.hostname or "127.0.0.1", split.port or 80
+    loop = asyncio.get_running_loop()
+    load = Load(loop, RequestTemplate.for_run(split.netloc, token, secrets.token_hex(6), duration),
+                jobs, timeout)  # fmt: skip
     task = progress.add_task("submitting", total=jobs)
-    path = f"{url}/v1/tenants/{TENANT}/jobs"
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    timeout = aiohttp.ClientTimeout(total=60.0)
-    connector = aiohttp.TCPConnector(limit=clients, force_close=False)
 
-    async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as http:
+    def tick() -> None:
+        load.expire()
+        progress.update(task, completed=len(load.outcome.latencies), refresh=True)
+        ticker[0] = loop.call_later(1.0, tick)
 
-        async def worker() -> None:
-            while (index := next(numbers)) < jobs:
-                body = json.dumps(job_spec(run, index, duration))
-                sent = time.time()
-                started = time.perf_counter()
-                try:
-                    async with http.post(path, data=body) as response:
-                        status = response.status
-                        payload = await response.read()
-                except (aiohttp.ClientError, TimeoutError) as exc:
-                    outcome.errors[f"{type(exc).__name__}"] += 1
-                else:
-                    outcome.latencies.append(time.perf_counter() - started)
-                    outcome.sent.append(sent)
-                    record(outcome, status, payload)
-                if index % 50 == 0:
-                    progress.update(task, completed=min(index, jobs))
-
-        cpu_before = tree_cpu(server_pid) if server_pid is not None else (None, None)
-        began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(clients)))
-        outcome.elapsed = time.perf_counter() - began
-        cpu_after = tree_cpu(server_pid) if server_pid is not None else (None, None)
-        if cpu_before[0] is not None and cpu_after[0] is not None:
-            outcome.server_cpu = cpu_after[0] - cpu_before[0]
-            outcome.children_cpu = (cpu_after[1] or 0.0) - (cpu_before[1] or 0.0)
+    ticker = [loop.call_later(1.0, tick)]
+    cpu_before = tree_cpu(server_pid) if server_pid is not None else (None, None)
+    client_before = time.process_time()
+    began = time.perf_counter()
+    try:
+        await asyncio.gather(*(load.client(host, port) for _ in range(clients)))
+    finally:
+        ticker[0].cancel()
+    outcome = load.outcome
+    outcome.elapsed = time.perf_counter() - began
+    outcome.client_cpu = time.process_time() - client_before
+    cpu_after = tree_cpu(server_pid) if server_pid is not None else (None, None)
+    if cpu_before[0] is not None and cpu_after[0] is not None:
+        outcome.server_cpu = cpu_after[0] - cpu_before[0]
+        outcome.children_cpu = (cpu_after[1] or 0.0) - (cpu_before[1] or 0.0)
     progress.update(task, completed=jobs)
     return outcome
 
 
 def record(outcome: Outcome, status: int, payload: bytes) -> None:
+    """Count one answer: a 2xx by the job id its body names (an acknowledgement the final
+    listing must contain), anything else as an error by its status and problem detail."""
     if status in (200, 201):
-        outcome.job_ids.add(int(json.loads(payload)["id"]))
+        try:
+            job_id = int(json.loads(payload)["id"])
+        except (ValueError, KeyError, TypeError):
+            outcome.errors[f"{status} without a job id: {payload[:80]!r}"] += 1
+            return
+        outcome.job_ids.add(job_id)
         if status == 201:
             outcome.created += 1
         else:
@@ -422,6 +625,13 @@ def summarise(
         "server_cpu_ms_per_submission": (
             round(outcome.server_cpu / len(lat) * 1000, 3)
             if outcome.server_cpu is not None and lat
+            else None
+        ),
+        # the load generator's own CPU per answered request (this process): it shares the
+        # machine with the server, so what it costs is taken from what the server can do
+        "client_cpu_ms_per_submission": (
+            round(outcome.client_cpu / len(lat) * 1000, 3)
+            if outcome.client_cpu is not None and lat
             else None
         ),
         "reconciler_cpu_s": (
@@ -548,9 +758,10 @@ def bench_api(
                     TimeElapsedColumn(),
                     console=err,
                     transient=True,
+                    auto_refresh=False,  # drawn by the load's own 1 s timer: no thread of its own
                 )
-                with progress:
-                    outcome = asyncio.run(
+                with progress, asyncio.Runner(loop_factory=loop_factory()) as runner:
+                    outcome = runner.run(
                         submit_all(server.url, token, server.pid, clients, jobs, duration, progress)
                     )
                 listed = list_every_job(server.url, token)
@@ -572,6 +783,7 @@ def bench_api(
         nodes=nodes,
     )
     result["metering"] = metering
+    result["event_loop"] = event_loop_name()
     if trace is not None:
         write_trace(trace, outcome)
     if as_json:
