@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -390,7 +390,7 @@ class LoadClient(asyncio.Protocol):
 
     def __init__(self, load: Load) -> None:
         self.load = load
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport  # set when connected, before any other callback
         self.buffer = b""
         self.in_flight = False
         self.sent = 0.0  # time.time() of the request in flight (for --trace)
@@ -398,7 +398,7 @@ class LoadClient(asyncio.Protocol):
         self.closed: asyncio.Future[None] = load.loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)
         self.load.clients.add(self)
         self.load.send(self)
 
@@ -427,7 +427,7 @@ class LoadClient(asyncio.Protocol):
         if keep:
             self.load.send(self)
         else:
-            self.transport.close()  # type: ignore[union-attr]
+            self.transport.close()
 
     def fail(self, kind: str) -> None:
         """Count the request in flight as failed and drop the connection (the client opens
@@ -435,8 +435,7 @@ class LoadClient(asyncio.Protocol):
         if self.in_flight:
             self.in_flight = False
             self.load.outcome.errors[kind] += 1
-        if self.transport is not None:
-            self.transport.abort()
+        self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.in_flight:
@@ -474,13 +473,13 @@ class Load:
     def send(self, client: LoadClient) -> None:
         index = self.take()
         if index is None:
-            client.transport.close()  # type: ignore[union-attr]
+            client.transport.close()
             return
         request = self.template.render(index)
         client.in_flight = True
         client.sent = time.time()
         client.started = time.perf_counter()
-        client.transport.write(request)  # type: ignore[union-attr]
+        client.transport.write(request)
 
     def answered(self, client: LoadClient, status: int, body: bytes, now: float) -> None:
         self.outcome.latencies.append(now - client.started)
