@@ -351,9 +351,14 @@ class RequestTemplate:
         body = tuple(part.encode() for part in text.split(marker))
         if len(body) != 3:
             raise ValueError(f"the job body holds the job number {len(body) - 1} times, not 2")
+        # the headers an ordinary client sends (aiohttp, which this replaced, sent these), so
+        # the server parses what it parses in use
         head = (
             f"POST /v1/tenants/{TENANT}/jobs HTTP/1.1\r\n"
             f"Host: {host}\r\n"
+            "Accept: */*\r\n"
+            "Accept-Encoding: gzip, deflate\r\n"
+            "User-Agent: gpuaas-bench-api\r\n"
             f"Authorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\n"
             "Content-Length: "
