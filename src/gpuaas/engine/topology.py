@@ -79,6 +79,7 @@ class _LayoutCache:
         self.model_domains: dict[tuple[Level, int], np.ndarray] = {}
         self.model_eligible: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
         self.scopes: dict[tuple[Level, int], Scope] = {}
+        self.big_enough: dict[tuple[Level, Level | None, int], np.ndarray] = {}
 
 
 _LAYOUTS: OrderedDict[int, _LayoutCache] = OrderedDict()
@@ -554,20 +555,59 @@ def _whole_gpu_bound(snap: Snapshot, level: Level, pod: PodRequest, count: int) 
     return bool(len(index.free_gpus)) and int(index.free_gpus.max()) >= count * shape.whole
 
 
+def _big_enough(
+    snap: Snapshot, level: Level, pod: PodRequest, count: int, outer: Level | None = None
+) -> np.ndarray | None:
+    """The domains of ``level`` (ascending ids) that could ever hold ``count`` pods like
+    ``pod`` by their GPUs alone (nested in one domain of ``outer`` when given), or None when
+    the bound does not apply (the pod asks no whole GPUs: every domain may qualify).
+
+    Why: a gang's best fit is asked of every domain of a level, and the innermost level has a
+    domain per node or per few nodes (23,047 NVLink domains at 25,000 nodes) of which only the
+    multi-node ones can hold a gang; the rest are skipped without a compare. The bound is
+    exact: a whole-GPU pod needs ``whole`` fully free GPUs, so a domain fits at most its
+    total whole GPUs // ``whole`` such pods, whatever else the fit rule says; a domain left
+    out can never reach ``count``, so the qualifying domains and their order are those of the
+    full pass. Cached per layout (total GPUs per domain change only with the layout)."""
+    shape = PodShape.of(pod)
+    if not shape.whole:
+        return None
+    need = count * shape.whole
+    cache = _layout(snap)
+    key = (level, outer, need)
+    found = cache.big_enough.get(key)
+    if found is None:
+        ok = snap.domains[level].total_gpus >= need
+        if outer is not None:
+            ok &= parents(snap, level, outer) >= 0
+        found = cache.big_enough[key] = np.flatnonzero(ok)
+        if len(cache.big_enough) > _MAX_ELIGIBLE:
+            cache.big_enough.clear()
+            cache.big_enough[key] = found
+    return found
+
+
 def _best_fit(
     fits: np.ndarray,
     count: int,
     free_gpus: np.ndarray,
     ok: np.ndarray | None = None,
     first: int = 1,
+    among: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """The first ``first`` domain ids with ``fits >= count`` (and ``ok``), best fit first:
     least room to spare, then fewest free GPUs, then lowest id; and how many domains qualify.
+    ``among`` (ascending domain ids, from :func:`_big_enough`): the only domains that can
+    qualify; only they are compared.
 
     The three keys are packed into one integer (each below the next one's unit), so the first
     few come from one ``argpartition`` instead of sorting every qualifying domain."""
-    hit = fits >= count
-    ids = np.flatnonzero(hit if ok is None else hit & ok)
+    if among is not None:
+        hit = fits[among] >= count
+        ids = among[hit if ok is None else hit & ok[among]]
+    else:
+        hit = fits >= count
+        ids = np.flatnonzero(hit if ok is None else hit & ok)
     total = len(ids)
     if total <= 1:
         return ids, total
@@ -663,7 +703,13 @@ def _plan_required(
     index = snap.domains[level]
     fits = domain_fits(snap, level, per_node)
     what = f"{count} {describe_pod(pod_set.pod)}"
-    ids, qualify = _best_fit(fits, count, index.free_gpus, first=max(max_domains, 1))
+    ids, qualify = _best_fit(
+        fits,
+        count,
+        index.free_gpus,
+        first=max(max_domains, 1),
+        among=_big_enough(snap, level, pod_set.pod, count),
+    )
     if qualify == 0:
         if len(fits) == 0:
             return ScopePlan(
@@ -680,8 +726,11 @@ def _plan_required(
     position = INNER_TO_OUTER.index(level)
     for inner in INNER_TO_OUTER[:position]:
         inner_fits = domain_fits(snap, inner, per_node)
-        nested = parents(snap, inner, level) >= 0
-        inner_ids, _ = _best_fit(inner_fits, count, snap.domains[inner].free_gpus, nested)
+        among = _big_enough(snap, inner, pod_set.pod, count, level)
+        nested = None if among is not None else parents(snap, inner, level) >= 0
+        inner_ids, _ = _best_fit(
+            inner_fits, count, snap.domains[inner].free_gpus, nested, among=among
+        )
         if len(inner_ids):
             d = int(inner_ids[0])
             name = snap.domains[inner].names[d]
@@ -725,7 +774,12 @@ def _plan_preferred(snap: Snapshot, pod_set: PodSet, per_node: np.ndarray, total
         fits = domain_fits(snap, candidate, per_node)
         if candidate is level:
             level_fits = fits
-        ids, _ = _best_fit(fits, count, snap.domains[candidate].free_gpus)
+        ids, _ = _best_fit(
+            fits,
+            count,
+            snap.domains[candidate].free_gpus,
+            among=_big_enough(snap, candidate, pod_set.pod, count),
+        )
         if len(ids):
             d = int(ids[0])
             name = snap.domains[candidate].names[d]
