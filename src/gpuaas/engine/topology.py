@@ -79,7 +79,8 @@ class _LayoutCache:
         self.model_domains: dict[tuple[Level, int], np.ndarray] = {}
         self.model_eligible: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
         self.scopes: dict[tuple[Level, int], Scope] = {}
-        self.big_enough: dict[tuple[Level, Level | None, int], np.ndarray] = {}
+        self.big_enough: dict[tuple[Level, Level | None, int], np.ndarray | None] = {}
+        self.nested: dict[tuple[Level, Level], np.ndarray] = {}
 
 
 _LAYOUTS: OrderedDict[int, _LayoutCache] = OrderedDict()
@@ -568,22 +569,36 @@ def _big_enough(
     exact: a whole-GPU pod needs ``whole`` fully free GPUs, so a domain fits at most its
     total whole GPUs // ``whole`` such pods, whatever else the fit rule says; a domain left
     out can never reach ``count``, so the qualifying domains and their order are those of the
-    full pass. Cached per layout (total GPUs per domain change only with the layout)."""
+    full pass. Cached per layout (total GPUs per domain change only with the layout). None
+    too when the bound leaves most domains in (gathering them costs more than one compare of
+    all)."""
     shape = PodShape.of(pod)
     if not shape.whole:
         return None
     need = count * shape.whole
     cache = _layout(snap)
     key = (level, outer, need)
-    found = cache.big_enough.get(key)
+    if key in cache.big_enough:
+        return cache.big_enough[key]
+    ok = snap.domains[level].total_gpus >= need
+    if outer is not None:
+        ok &= nested_in(snap, level, outer)
+    qualify = np.flatnonzero(ok)
+    found = None if 2 * len(qualify) > len(ok) else qualify
+    if len(cache.big_enough) >= _MAX_ELIGIBLE:
+        cache.big_enough.clear()
+    cache.big_enough[key] = found
+    return found
+
+
+def nested_in(snap: Snapshot, inner: Level, outer: Level) -> np.ndarray:
+    """Bool per domain of ``inner``: it lies wholly inside one domain of ``outer``
+    (``parents(...) >= 0``, cached per layout: read-only)."""
+    cache = _layout(snap)
+    found = cache.nested.get((inner, outer))
     if found is None:
-        ok = snap.domains[level].total_gpus >= need
-        if outer is not None:
-            ok &= parents(snap, level, outer) >= 0
-        found = cache.big_enough[key] = np.flatnonzero(ok)
-        if len(cache.big_enough) > _MAX_ELIGIBLE:
-            cache.big_enough.clear()
-            cache.big_enough[key] = found
+        found = cache.nested[(inner, outer)] = parents(snap, inner, outer) >= 0
+        found.flags.writeable = False
     return found
 
 
@@ -605,6 +620,21 @@ def _best_fit(
     if among is not None:
         hit = fits[among] >= count
         ids = among[hit if ok is None else hit & ok[among]]
+    elif first == 1:
+        # the one best by (fits, free GPUs, id) over every domain without gathering them
+        # (the innermost level has a domain per node or few: 23,047 at 25,000 nodes)
+        good = fits >= count
+        if ok is not None:
+            good &= ok
+        total = int(np.count_nonzero(good))
+        if total <= 1:
+            return np.flatnonzero(good), total
+        least = np.where(good, fits, _BIG)
+        tied = np.flatnonzero(least == least.min())
+        if len(tied) > 1:
+            free = free_gpus[tied]
+            tied = tied[free == free.min()]
+        return tied[:1], total
     else:
         hit = fits >= count
         ids = np.flatnonzero(hit if ok is None else hit & ok)
@@ -617,6 +647,9 @@ def _best_fit(
     if int(f.max()) >= _BIG // max(unit, 1):  # cannot pack without overflow: sort
         return ids[np.lexsort((ids, free, f))][:first], total
     key = f * unit + free * d + ids
+    if first == 1:  # keys are distinct (the id is part of each): the one least is argmin's
+        best = int(key.argmin())
+        return ids[best : best + 1], total
     if total > first:
         part = np.argpartition(key, first - 1)[:first]
         ids, key = ids[part], key[part]
@@ -727,7 +760,7 @@ def _plan_required(
     for inner in INNER_TO_OUTER[:position]:
         inner_fits = domain_fits(snap, inner, per_node)
         among = _big_enough(snap, inner, pod_set.pod, count, level)
-        nested = None if among is not None else parents(snap, inner, level) >= 0
+        nested = None if among is not None else nested_in(snap, inner, level)
         inner_ids, _ = _best_fit(
             inner_fits, count, snap.domains[inner].free_gpus, nested, among=among
         )
