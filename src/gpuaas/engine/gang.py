@@ -216,12 +216,13 @@ def _place_in_scope(
     first = (
         0 if sampling is not None else bulk_fill(snap, pod_set, nodes, policy, hooks, rng, placed)
     )
-    # Pods without claims or NICs keep the set's feasible nodes across its pods: a pod's
-    # reservation changes only its own node (the fit rule reads each node's own free
+    # Several pods without claims or NICs keep the set's feasible nodes across its pods: a
+    # pod's reservation changes only its own node (the fit rule reads each node's own free
     # resources; the static filters never move with reservations), so only that node is
     # checked again (:func:`~gpuaas.engine.fit.fits_one`), not every node of the scope per pod.
     kept: np.ndarray | None = None
     total = snap.size if nodes is None else len(nodes)
+    one_by_one = shape.nics or pod_set.count - first < 2
     for i in range(first, pod_set.count):
         if pod.claims:
             result = place_with_claims(
@@ -229,7 +230,7 @@ def _place_in_scope(
             )
         else:
             state = CycleState(pod=pod, shape=shape, rng=rng)
-            if shape.nics:
+            if one_by_one:
                 result = place_nodes(snap, state, policy, nodes, sampling=sampling, explain=explain)
             else:
                 if kept is None:
@@ -247,7 +248,7 @@ def _place_in_scope(
         if hooks is not None:
             hooks.on_reserve(snap, pod, result.assignment)
         placed.append(PodPlacement(pod_set.name, i, pod, result))
-        if kept is not None and not fits_one(snap, shape, result.node):
+        if kept is not None and i + 1 < pod_set.count and not fits_one(snap, shape, result.node):
             kept = kept[kept != result.node]
     return None
 
