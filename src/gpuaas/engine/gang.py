@@ -12,9 +12,11 @@ Order and pruning, so that a cloud-sized fleet is cheap:
 2. pod sets largest first (by GPUs, then pods), so the hard part fails first and cheaply;
 3. per pod set, the scopes in topology order; within a scope, the pods one by one through the
    ordinary :func:`~gpuaas.engine.place.place_pod` restricted to the scope's nodes, so the
-   policy (packing, FGD, ...) still chooses nodes and devices; or, where the policy's choice is
-   sticky for identical pods (best fit, packing, clustering), the scope's feasible nodes ranked
-   once and filled in that order (:mod:`gpuaas.engine.bulk`), with the same decisions.
+   policy (packing, FGD, ...) still chooses nodes and devices (the scope's feasible nodes are
+   filtered once per pod set, then only the node each pod went to is checked again); or, where
+   the policy's choice is sticky for identical pods (best fit, packing, clustering), the
+   scope's feasible nodes ranked once and filled in that order (:mod:`gpuaas.engine.bulk`),
+   with the same decisions.
 
 Every failure carries a reason a user can act on, e.g. ``gang train-7: pod set workers needs 16
 pods of 8 GPUs in one rack; best rack rack-0012 fits 13``.
