@@ -318,3 +318,65 @@ def test_gangs_are_all_or_nothing_and_never_overcommit(
     for result in ledger.live:
         release(snap, result, chosen)
     assert snap.state() == initial
+
+
+_SET_PODS = [
+    EIGHT,
+    PodRequest(cpu_milli=8000, memory_bytes=64 * GIB, gpus=1),
+    PodRequest(cpu_milli=2000, memory_bytes=16 * GIB, gpus=2),
+    PodRequest(cpu_milli=2000, memory_bytes=16 * GIB, gpus=1, gpu_milli=300),
+    PodRequest(cpu_milli=30_000, memory_bytes=8 * GIB),
+]
+_POD_SET_PODS = st.sampled_from(_SET_PODS)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    fills=st.lists(st.tuples(st.integers(0, 47), _POD_SET_PODS), max_size=30),
+    pod=_POD_SET_PODS,
+    count=st.integers(2, 40),
+    policy=st.sampled_from(["gpuaas", "fgd", "dotprod"]),
+    seed=st.integers(0, 3),
+)
+def test_a_pod_set_places_as_its_pods_one_at_a_time(
+    fleet, fills, pod: PodRequest, count: int, policy: str, seed: int
+) -> None:
+    """A pod set keeps its feasible nodes from pod to pod (only the node a pod went to is
+    checked again): every pod lands where placing the pods one at a time, each filtering
+    every node afresh, puts it, with the same devices and the same random tie draws."""
+    from gpuaas.engine.framework import CycleState, PodShape
+    from gpuaas.engine.place import place_nodes, place_pod
+    from gpuaas.engine.policies import TaskMix
+
+    mix = TaskMix.from_shapes([PodShape.of(p) for p in _SET_PODS])
+    snap = Snapshot.from_nodes(fleet)
+    for n, filler in fills:
+        done = place_pod(snap, filler, make_policy("bestfit"), np.array([n]))
+        if not isinstance(done, Unschedulable):
+            snap.reserve(done.node, done.assignment)
+    reference = snap.copy()
+    result = place_workload(
+        snap,
+        gang("g", PodSet("w", count, pod)),
+        make_policy(policy, mix),
+        rng=np.random.default_rng(seed),
+    )
+    rng = np.random.default_rng(seed)
+    chosen = make_policy(policy, mix)
+    expected: list[tuple[int, object]] = []
+    for _ in range(count):
+        state = CycleState(pod=pod, shape=PodShape.of(pod), rng=rng)
+        one = place_nodes(reference, state, chosen, None)
+        if isinstance(one, Unschedulable):
+            expected = []
+            break
+        reference.reserve(one.node, one.assignment)
+        expected.append((one.node, one.assignment))
+    if isinstance(result, Unschedulable):
+        assert expected == []
+    else:
+        assert [(p.placement.node, p.assignment) for p in result] == expected

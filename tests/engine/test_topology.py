@@ -340,3 +340,78 @@ def test_pack_scopes_equal_a_full_scan(seed: int, steps: int) -> None:
             # the lazy form's first scope alone (argpartition deferred) is the same
             first = next(iter_pack_scopes(snap, pod, level), None)
             assert ([first.domain] if first else []) == got[:1], (pod, level)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fits=st.lists(st.integers(0, 6), min_size=1, max_size=40),
+    seed=st.integers(0, 2**16),
+    count=st.integers(0, 6),
+    first=st.integers(1, 4),
+    masked=st.booleans(),
+)
+def test_best_fit_is_the_full_sort(
+    fits: list[int], seed: int, count: int, first: int, masked: bool
+) -> None:
+    """The best-fit domains (least room to spare, then fewest free GPUs, then lowest id) and
+    how many qualify, with or without a list of the only domains that can qualify, are those
+    of sorting every domain."""
+    from gpuaas.engine.topology import _best_fit
+
+    rng = np.random.default_rng(seed)
+    f = np.array(fits, dtype=np.int64)
+    free = rng.integers(0, 4, len(f))
+    ok = rng.random(len(f)) < 0.7 if masked else None
+    good = [d for d in range(len(f)) if f[d] >= count and (ok is None or ok[d])]
+    expected = sorted(good, key=lambda d: (int(f[d]), int(free[d]), d))[:first]
+    ids, total = _best_fit(f, count, free, ok, first)
+    assert (ids.tolist(), total) == (expected, len(good))
+    among = np.union1d(np.flatnonzero(f >= count), np.flatnonzero(rng.random(len(f)) < 0.3))
+    ids, total = _best_fit(f, count, free, ok, first, among=among)
+    assert (ids.tolist(), total) == (expected, len(good))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    fills=st.lists(st.tuples(st.integers(0, 319), st.sampled_from([1, 2, 8])), max_size=200),
+    whole=st.sampled_from([1, 2, 4, 8]),
+    count=st.integers(1, 40),
+)
+def test_domains_skipped_by_their_gpus_can_never_qualify(
+    fills: list[tuple[int, int]], whole: int, count: int
+) -> None:
+    """:func:`_big_enough` (a domain's total GPUs against the pod set's) keeps every domain
+    where ``count`` pods fit now, at every level, nested in an outer one or not; and
+    :func:`fits_one` agrees with :func:`fit_mask` on every node."""
+    from gpuaas.engine.fit import fit_mask, fits_one
+    from gpuaas.engine.framework import PodShape
+    from gpuaas.engine.topology import _big_enough, nested_in
+
+    snap = _FLEET_320.copy()
+    for n, gpus in fills:
+        done = place_pod(snap, PodRequest(cpu_milli=1000, gpus=gpus), _BESTFIT, np.array([n]))
+        if not isinstance(done, Unschedulable):
+            snap.reserve(done.node, done.assignment)
+    pod = PodRequest(cpu_milli=1000, gpus=whole)
+    per_node = pods_per_node(snap, pod)
+    for level in (Level.NVLINK, Level.RACK, Level.BLOCK):
+        fits = domain_fits(snap, level, per_node)
+        for outer in (None, Level.BLOCK, Level.ZONE):
+            among = _big_enough(snap, level, pod, count, outer)
+            if among is None:
+                continue
+            can = fits >= count
+            if outer is not None:
+                can &= nested_in(snap, level, outer)
+            assert set(np.flatnonzero(can).tolist()) <= set(among.tolist())
+    shape = PodShape.of(pod)
+    mask = fit_mask(snap, shape, slice(None), snap.size)
+    assert [fits_one(snap, shape, n) for n in range(snap.size)] == (
+        [True] * snap.size if mask is None else mask.tolist()
+    )
+
+
+_FLEET_320 = Snapshot.from_nodes(
+    synthetic_fleet(FleetSpec(nodes=320, nodes_per_rack=8, nvlink_nodes_b200=4), 5)
+)
+_BESTFIT = make_policy("bestfit")

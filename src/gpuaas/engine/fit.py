@@ -144,6 +144,17 @@ def fit_mask(
     return mask
 
 
+def fits_one(snap: Snapshot, shape: PodShape, node: int) -> bool:
+    """:func:`fit_mask` for one node, on scalars: whether one more pod of ``shape`` fits
+    ``node`` now by every rule (a few scalar reads; numpy's per-call overhead on a one-node
+    selection costs more than the compares)."""
+    for rule, key, amount in needs_of(shape):
+        free = rule.free(snap, node, key)
+        if free is None or free < amount:
+            return False
+    return True
+
+
 def fit_count(snap: Snapshot, shape: PodShape, sel: Selection, size: int) -> np.ndarray:
     """How many more pods of ``shape`` fit each selected node now, by every rule (int64, one
     per node); exact for identical pods. A pod asking for nothing counts one per node."""

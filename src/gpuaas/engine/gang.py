@@ -12,9 +12,11 @@ Order and pruning, so that a cloud-sized fleet is cheap:
 2. pod sets largest first (by GPUs, then pods), so the hard part fails first and cheaply;
 3. per pod set, the scopes in topology order; within a scope, the pods one by one through the
    ordinary :func:`~gpuaas.engine.place.place_pod` restricted to the scope's nodes, so the
-   policy (packing, FGD, ...) still chooses nodes and devices; or, where the policy's choice is
-   sticky for identical pods (best fit, packing, clustering), the scope's feasible nodes ranked
-   once and filled in that order (:mod:`gpuaas.engine.bulk`), with the same decisions.
+   policy (packing, FGD, ...) still chooses nodes and devices (the scope's feasible nodes are
+   filtered once per pod set, then only the node each pod went to is checked again); or, where
+   the policy's choice is sticky for identical pods (best fit, packing, clustering), the
+   scope's feasible nodes ranked once and filled in that order (:mod:`gpuaas.engine.bulk`),
+   with the same decisions.
 
 Every failure carries a reason a user can act on, e.g. ``gang train-7: pod set workers needs 16
 pods of 8 GPUs in one rack; best rack rack-0012 fits 13``.
@@ -29,11 +31,20 @@ import numpy as np
 
 from gpuaas.engine.bulk import bulk_fill
 from gpuaas.engine.claims import DeviceClaims, place_with_claims
-from gpuaas.engine.framework import CycleState, PodShape, ReservePlugin, ScorePlugin, reserve_hooks
+from gpuaas.engine.fit import fits_one
+from gpuaas.engine.framework import (
+    CycleState,
+    PodShape,
+    ReservePlugin,
+    ScorePlugin,
+    feasible_nodes,
+    reserve_hooks,
+)
 from gpuaas.engine.place import (
     NodeSampling,
     Placement,
     Unschedulable,
+    choose_node,
     place_nodes,
     validate_pod,
 )
@@ -207,6 +218,13 @@ def _place_in_scope(
     first = (
         0 if sampling is not None else bulk_fill(snap, pod_set, nodes, policy, hooks, rng, placed)
     )
+    # Several pods without claims or NICs keep the set's feasible nodes across its pods: a
+    # pod's reservation changes only its own node (the fit rule reads each node's own free
+    # resources; the static filters never move with reservations), so only that node is
+    # checked again (:func:`~gpuaas.engine.fit.fits_one`), not every node of the scope per pod.
+    kept: np.ndarray | None = None
+    total = snap.size if nodes is None else len(nodes)
+    one_by_one = shape.nics or pod_set.count - first < 2
     for i in range(first, pod_set.count):
         if pod.claims:
             result = place_with_claims(
@@ -214,7 +232,17 @@ def _place_in_scope(
             )
         else:
             state = CycleState(pod=pod, shape=shape, rng=rng)
-            result = place_nodes(snap, state, policy, nodes, sampling=sampling, explain=explain)
+            if one_by_one:
+                result = place_nodes(snap, state, policy, nodes, sampling=sampling, explain=explain)
+            else:
+                if kept is None:
+                    kept = feasible_nodes(state, snap, nodes)
+                if len(kept):
+                    result = choose_node(snap, state, policy, kept, total, sampling)
+                else:  # nothing fits: the one-pod path's answer, its reason word for word
+                    result = place_nodes(
+                        snap, state, policy, nodes, sampling=sampling, explain=explain
+                    )
         if isinstance(result, Unschedulable):
             _rollback(snap, placed, start, hooks)
             return result
@@ -222,6 +250,8 @@ def _place_in_scope(
         if hooks is not None:
             hooks.on_reserve(snap, pod, result.assignment)
         placed.append(PodPlacement(pod_set.name, i, pod, result))
+        if kept is not None and i + 1 < pod_set.count and not fits_one(snap, shape, result.node):
+            kept = kept[kept != result.node]
     return None
 
 

@@ -233,6 +233,21 @@ def place_nodes(
             )
     if state.shape.nics:
         return _place_with_nics(snapshot, state, policy, feasible, total, sampling)
+    return choose_node(snapshot, state, policy, feasible, total, sampling)
+
+
+def choose_node(
+    snapshot: Snapshot,
+    state: CycleState,
+    policy: ScorePlugin,
+    feasible: np.ndarray,
+    total: int,
+    sampling: NodeSampling | None = None,
+) -> Placement:
+    """:func:`place_nodes` after its filters: the policy's pick among ``feasible`` (non-empty
+    node indices where the pod fits, out of ``total`` candidates), for a pod without NICs.
+    A gang's pod set calls it directly with the feasible nodes it keeps up to date itself
+    (:func:`gpuaas.engine.gang._place_in_scope`)."""
     nodes = feasible
     if sampling is not None:
         nodes = sampling.pick(nodes, total)

@@ -79,6 +79,8 @@ class _LayoutCache:
         self.model_domains: dict[tuple[Level, int], np.ndarray] = {}
         self.model_eligible: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
         self.scopes: dict[tuple[Level, int], Scope] = {}
+        self.big_enough: dict[tuple[Level, Level | None, int], np.ndarray | None] = {}
+        self.nested: dict[tuple[Level, Level], np.ndarray] = {}
 
 
 _LAYOUTS: OrderedDict[int, _LayoutCache] = OrderedDict()
@@ -554,20 +556,88 @@ def _whole_gpu_bound(snap: Snapshot, level: Level, pod: PodRequest, count: int) 
     return bool(len(index.free_gpus)) and int(index.free_gpus.max()) >= count * shape.whole
 
 
+def _big_enough(
+    snap: Snapshot, level: Level, pod: PodRequest, count: int, outer: Level | None = None
+) -> np.ndarray | None:
+    """The domains of ``level`` (ascending ids) that could ever hold ``count`` pods like
+    ``pod`` by their GPUs alone (nested in one domain of ``outer`` when given), or None when
+    the bound does not apply (the pod asks no whole GPUs: every domain may qualify).
+
+    Why: a gang's best fit is asked of every domain of a level, and the innermost level has a
+    domain per node or per few nodes (23,047 NVLink domains at 25,000 nodes) of which only the
+    multi-node ones can hold a gang; the rest are skipped without a compare. The bound is
+    exact: a whole-GPU pod needs ``whole`` fully free GPUs, so a domain fits at most its
+    total whole GPUs // ``whole`` such pods, whatever else the fit rule says; a domain left
+    out can never reach ``count``, so the qualifying domains and their order are those of the
+    full pass. Cached per layout (total GPUs per domain change only with the layout). None
+    too when the bound leaves most domains in (gathering them costs more than one compare of
+    all)."""
+    shape = PodShape.of(pod)
+    if not shape.whole:
+        return None
+    need = count * shape.whole
+    cache = _layout(snap)
+    key = (level, outer, need)
+    if key in cache.big_enough:
+        return cache.big_enough[key]
+    ok = snap.domains[level].total_gpus >= need
+    if outer is not None:
+        ok &= nested_in(snap, level, outer)
+    qualify = np.flatnonzero(ok)
+    found = None if 2 * len(qualify) > len(ok) else qualify
+    if len(cache.big_enough) >= _MAX_ELIGIBLE:
+        cache.big_enough.clear()
+    cache.big_enough[key] = found
+    return found
+
+
+def nested_in(snap: Snapshot, inner: Level, outer: Level) -> np.ndarray:
+    """Bool per domain of ``inner``: it lies wholly inside one domain of ``outer``
+    (``parents(...) >= 0``, cached per layout: read-only)."""
+    cache = _layout(snap)
+    found = cache.nested.get((inner, outer))
+    if found is None:
+        found = cache.nested[(inner, outer)] = parents(snap, inner, outer) >= 0
+        found.flags.writeable = False
+    return found
+
+
 def _best_fit(
     fits: np.ndarray,
     count: int,
     free_gpus: np.ndarray,
     ok: np.ndarray | None = None,
     first: int = 1,
+    among: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """The first ``first`` domain ids with ``fits >= count`` (and ``ok``), best fit first:
     least room to spare, then fewest free GPUs, then lowest id; and how many domains qualify.
+    ``among`` (ascending domain ids, from :func:`_big_enough`): the only domains that can
+    qualify; only they are compared.
 
     The three keys are packed into one integer (each below the next one's unit), so the first
     few come from one ``argpartition`` instead of sorting every qualifying domain."""
-    hit = fits >= count
-    ids = np.flatnonzero(hit if ok is None else hit & ok)
+    if among is not None:
+        hit = fits[among] >= count
+        ids = among[hit if ok is None else hit & ok[among]]
+    elif first == 1:
+        # the one best by (fits, free GPUs, id) over every domain without gathering them
+        # (the innermost level has a domain per node or few: 23,047 at 25,000 nodes)
+        good = fits >= count
+        if ok is not None:
+            good &= ok
+        total = int(np.count_nonzero(good))
+        if total <= 1:
+            return np.flatnonzero(good), total
+        least = np.where(good, fits, _BIG)
+        tied = np.flatnonzero(least == least.min())
+        if len(tied) > 1:
+            free = free_gpus[tied]
+            tied = tied[free == free.min()]
+        return tied[:1], total
+    else:
+        hit = fits >= count
+        ids = np.flatnonzero(hit if ok is None else hit & ok)
     total = len(ids)
     if total <= 1:
         return ids, total
@@ -577,6 +647,9 @@ def _best_fit(
     if int(f.max()) >= _BIG // max(unit, 1):  # cannot pack without overflow: sort
         return ids[np.lexsort((ids, free, f))][:first], total
     key = f * unit + free * d + ids
+    if first == 1:  # keys are distinct (the id is part of each): the one least is argmin's
+        best = int(key.argmin())
+        return ids[best : best + 1], total
     if total > first:
         part = np.argpartition(key, first - 1)[:first]
         ids, key = ids[part], key[part]
@@ -663,7 +736,13 @@ def _plan_required(
     index = snap.domains[level]
     fits = domain_fits(snap, level, per_node)
     what = f"{count} {describe_pod(pod_set.pod)}"
-    ids, qualify = _best_fit(fits, count, index.free_gpus, first=max(max_domains, 1))
+    ids, qualify = _best_fit(
+        fits,
+        count,
+        index.free_gpus,
+        first=max(max_domains, 1),
+        among=_big_enough(snap, level, pod_set.pod, count),
+    )
     if qualify == 0:
         if len(fits) == 0:
             return ScopePlan(
@@ -680,8 +759,11 @@ def _plan_required(
     position = INNER_TO_OUTER.index(level)
     for inner in INNER_TO_OUTER[:position]:
         inner_fits = domain_fits(snap, inner, per_node)
-        nested = parents(snap, inner, level) >= 0
-        inner_ids, _ = _best_fit(inner_fits, count, snap.domains[inner].free_gpus, nested)
+        among = _big_enough(snap, inner, pod_set.pod, count, level)
+        nested = None if among is not None else nested_in(snap, inner, level)
+        inner_ids, _ = _best_fit(
+            inner_fits, count, snap.domains[inner].free_gpus, nested, among=among
+        )
         if len(inner_ids):
             d = int(inner_ids[0])
             name = snap.domains[inner].names[d]
@@ -725,7 +807,12 @@ def _plan_preferred(snap: Snapshot, pod_set: PodSet, per_node: np.ndarray, total
         fits = domain_fits(snap, candidate, per_node)
         if candidate is level:
             level_fits = fits
-        ids, _ = _best_fit(fits, count, snap.domains[candidate].free_gpus)
+        ids, _ = _best_fit(
+            fits,
+            count,
+            snap.domains[candidate].free_gpus,
+            among=_big_enough(snap, candidate, pod_set.pod, count),
+        )
         if len(ids):
             d = int(ids[0])
             name = snap.domains[candidate].names[d]
