@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -143,6 +145,27 @@ def test_quick_rejection_needs_no_node_scan(fleet) -> None:
     result = place_workload(snap, workload, make_policy("packing"))
     assert isinstance(result, Unschedulable)
     assert "needs 800 free whole GPUs; the fleet has" in result.reason
+
+
+def test_quick_rejection_sees_a_model_added_in_place() -> None:
+    """A model the fleet gains by an in-place node addition counts at once: the model ids
+    cached for a pod's GPU models follow the snapshot's model list as it grows."""
+    h100 = FleetSpec(nodes=6, nodes_per_rack=6, model_shares=((H100, 1.0),))
+    b200 = FleetSpec(nodes=6, nodes_per_rack=6, model_shares=((B200, 1.0),))
+    snap = Snapshot.from_nodes(synthetic_fleet(h100, seed=1))
+    pod = PodRequest(cpu_milli=1000, memory_bytes=GIB, gpus=1, gpu_models=frozenset({B200}))
+    policy = make_policy("packing")
+    refused = place_workload(snap, gang("b200", PodSet("w", 1, pod)), policy)
+    assert isinstance(refused, Unschedulable)
+    assert f"of {B200}; the fleet has 0" in refused.reason
+    added = [
+        dataclasses.replace(node, name=f"added-{i}")
+        for i, node in enumerate(synthetic_fleet(b200, seed=2))
+    ]
+    snap.add_nodes(added)
+    placed = place_workload(snap, gang("b200", PodSet("w", 1, pod)), policy)
+    assert isinstance(placed, GangPlacement)
+    assert snap.names[placed.nodes[0]].startswith("added-")
 
 
 def test_single_pod_packs_into_partly_used_rack(fleet) -> None:

@@ -497,43 +497,58 @@ class DeviceClaims:
         mig: list[tuple[int, int]] = []
         names: list[str] = []
         by_claim: list[tuple[str, tuple[str, ...]]] = []
+        rows: tuple[list[int], list[int]] | None = None  # the node's free GPUs, used replicas
+        mig_free: dict[int, set[tuple[int, int]]] = {}  # per profile, the node's free instances
         for i, claim in enumerate(claims):
             _check_claim(claim, f"claims[{i}]")
             index = self._index(snap, claim, f"claims[{i}]")
             lo, hi = int(index.node_start[node]), int(index.node_start[node + 1])
+            # the node's devices as Python ints (dozens of them: numpy scalars cost more)
+            slots = index.slot[lo:hi].tolist()
+            kinds = index.kind[lo:hi].tolist()
+            insts = index.inst[lo:hi].tolist()
+            profiles = index.profile[lo:hi].tolist()
             groups: dict[int, list[int]] = {}
-            for k in range(lo, hi):
-                g = int(index.slot[k])
-                kind = int(index.kind[k])
+            if rows is None:
+                rows = (
+                    snap.gpu_free[node].tolist(),
+                    (snap.replica_total[node] - snap.replica_free[node]).tolist(),
+                )
+            gpu_free, replica_used = rows
+            for j, (g, kind, pair) in enumerate(
+                zip(slots, kinds, index.pair[lo:hi].tolist(), strict=True)
+            ):
                 if kind == _KIND_GPU:
-                    ok = g not in taken_gpus and snap.gpu_free[node, g] == MILLI
+                    ok = g not in taken_gpus and gpu_free[g] == MILLI
                 elif kind == _KIND_MIG:
-                    inst = (g, int(index.inst[k]))
-                    p = int(index.profile[k])
-                    ok = inst not in taken_mig and inst in snap.mig_slots.get((node, p), ())
+                    inst = (g, insts[j])
+                    p = profiles[j]
+                    free_mig = mig_free.get(p)
+                    if free_mig is None:  # a set per profile: instances are tested one by one
+                        free_mig = mig_free[p] = set(snap.mig_slots.get((node, p), ()))
+                    ok = inst not in taken_mig and inst in free_mig
                 else:
-                    used = int(snap.replica_total[node, g] - snap.replica_free[node, g])
-                    used += replica_use.get(g, 0)
-                    ok = int(index.inst[k]) >= used
+                    used = replica_used[g] + replica_use.get(g, 0)
+                    ok = insts[j] >= used
                 if ok:
-                    groups.setdefault(int(index.pair[k]), []).append(k)
+                    groups.setdefault(pair, []).append(lo + j)
             fitting = [ks for ks in groups.values() if len(ks) >= claim.count]
             if not fitting:
                 return None
             chosen_group = min(fitting, key=lambda ks: (len(ks), ks[0]))
-            if any(index.kind[k] == _KIND_SHARED for k in chosen_group):
+            if any(kinds[k - lo] == _KIND_SHARED for k in chosen_group):
                 # Replicas are named in order of use: take the lowest free ones per GPU.
-                chosen_group.sort(key=lambda k: (int(index.slot[k]), int(index.inst[k])))
+                chosen_group.sort(key=lambda k: (slots[k - lo], insts[k - lo]))
             chosen = chosen_group[: claim.count]
             for k in chosen:
-                g = int(index.slot[k])
-                kind = int(index.kind[k])
+                g = slots[k - lo]
+                kind = kinds[k - lo]
                 if kind == _KIND_GPU:
                     taken_gpus.add(g)
                     gpu_milli.append((g, MILLI))
                 elif kind == _KIND_MIG:
-                    taken_mig.add((g, int(index.inst[k])))
-                    mig.append((g, int(index.inst[k])))
+                    taken_mig.add((g, insts[k - lo]))
+                    mig.append((g, insts[k - lo]))
                 else:
                     replica_use[g] = replica_use.get(g, 0) + 1
             claim_names = tuple(index.names[k] for k in chosen)
@@ -633,16 +648,25 @@ def place_with_claims(
         return place_pod(snapshot, pod, policy, candidates, rng, sampling=sampling)
     if claims is None:
         raise InvalidValue("pod.claims", "the pod has DRA claims but no DeviceClaims resolver")
-    mask = (feasible if feasible is not None else claims.feasible(snapshot, pod.claims)).copy()
-    if candidates is not None:
-        if candidates.dtype == bool:
-            mask &= candidates
-        else:
-            keep = np.zeros(snapshot.size, dtype=bool)
-            keep[np.asarray(candidates, dtype=np.int64)] = True
-            mask &= keep
+    fit = feasible if feasible is not None else claims.feasible(snapshot, pod.claims)
+    # A few node indices (a rack): the nodes left as indices, ascending, as a mask over the
+    # fleet would give them, without the passes over every node a mask costs.
+    nodes = _as_indices(snapshot, candidates)
+    mask: np.ndarray = np.empty(0, dtype=bool)
+    if nodes is not None:
+        left: np.ndarray = nodes[fit[nodes]]
+    else:
+        mask = fit.copy()
+        if candidates is not None:
+            if candidates.dtype == bool:
+                mask &= candidates
+            else:
+                keep = np.zeros(snapshot.size, dtype=bool)
+                keep[np.asarray(candidates, dtype=np.int64)] = True
+                mask &= keep
+        left = mask
     considered = snapshot.size if candidates is None else int(_count(candidates))
-    if not mask.any():
+    if not (len(left) if nodes is not None else mask.any()):
         return Unschedulable(
             f"0/{considered} nodes fit: no node has {claims.describe(pod.claims)}",
             ((Reason(Code.DEVICE_CLAIMS, {"claims": claims.describe(pod.claims)}), considered),),
@@ -651,7 +675,7 @@ def place_with_claims(
     ranked = claims.scoring_request(snapshot, pod)
     stand_in = bool(ranked.gpus) and not pod.gpus  # whole GPUs standing in for the claims
     for _ in range(MAX_NODE_RETRIES):
-        placement = place_pod(snapshot, ranked, policy, mask, rng, sampling=sampling)
+        placement = place_pod(snapshot, ranked, policy, left, rng, sampling=sampling)
         if isinstance(placement, Unschedulable):
             return placement
         own = placement.assignment
@@ -660,6 +684,11 @@ def place_with_claims(
         allocation = claims.allocate(snapshot, placement.node, pod.claims, own)
         if allocation is not None:
             return replace(placement, assignment=allocation.merge(own))
+        if nodes is not None:
+            left = left[left != placement.node]
+            if not len(left):
+                break
+            continue
         mask[placement.node] = False
         if not mask.any():
             break
@@ -668,6 +697,17 @@ def place_with_claims(
         "together with the pod's other devices",
         code=Code.DEVICE_CLAIMS,
     )
+
+
+def _as_indices(snapshot: Snapshot, candidates: np.ndarray | None) -> np.ndarray | None:
+    """Int ``candidates`` as ascending, distinct node indices; None for a mask, for no
+    candidates, or for indices outside the fleet (the mask path then treats them as before)."""
+    if candidates is None or candidates.dtype == bool:
+        return None
+    nodes = np.unique(np.asarray(candidates, dtype=np.int64))
+    if len(nodes) and (nodes[0] < 0 or nodes[-1] >= snapshot.size):
+        return None
+    return nodes
 
 
 def _count(candidates: np.ndarray) -> int:

@@ -51,6 +51,7 @@ from gpuaas.engine.place import (
 from gpuaas.engine.reasons import Code
 from gpuaas.engine.snapshot import Assignment, Snapshot
 from gpuaas.engine.topology import ScopePlan, iter_pack_scopes, plan_scopes, pods_per_node
+from gpuaas.engine.topology import model_ids as known_model_ids
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import PodRequest, PodSet, Workload
@@ -114,9 +115,6 @@ def _size(pod_set: PodSet) -> tuple[int, int]:
     return (pod_set.count * (shape.milli + claimed), pod_set.count)
 
 
-_MODEL_IDS: dict[tuple[int, frozenset[str]], tuple[list[str], list[int]]] = {}
-
-
 def _total(per_model: np.ndarray, ids: list[int] | slice) -> int:
     """The sum of ``per_model`` (int64, one per GPU model) over ``ids``, exactly."""
     values = per_model.tolist()
@@ -145,16 +143,7 @@ def _quick_reject(snap: Snapshot, workload: Workload) -> tuple[Code, str] | None
         replicas += shape.replicas * pod_set.count
 
     def model_ids(models: frozenset[str]) -> list[int] | slice:
-        if not models:
-            return slice(None)
-        key = (id(snap.model_names), models)
-        found = _MODEL_IDS.get(key)
-        if found is None or found[0] is not snap.model_names:
-            ids = [i for i in (snap.model_id(m) for m in models) if i >= 0]
-            found = _MODEL_IDS[key] = (snap.model_names, ids)
-            if len(_MODEL_IDS) > 1024:
-                _MODEL_IDS.clear()
-        return found[1]
+        return known_model_ids(snap, models) if models else slice(None)
 
     # the per-model sums in Python ints: a few models, where numpy's sum costs microseconds
     for models, need in whole_by_models.items():

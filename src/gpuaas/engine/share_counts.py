@@ -26,6 +26,7 @@ least recently used first out; so are the sizes kept per family.
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
@@ -53,7 +54,17 @@ class ShareCounts:
     domain of ``level`` where that share fits. ``room`` and every count are consistent with
     each other at any time, since all change only in :meth:`sync` and :meth:`per_domain`."""
 
-    __slots__ = ("candidates", "level", "room", "room_of", "seen", "sizes", "tick", "uid")
+    __slots__ = (
+        "by_size",
+        "candidates",
+        "level",
+        "room",
+        "room_of",
+        "seen",
+        "sizes",
+        "tick",
+        "uid",
+    )
 
     def __init__(self, snap: Snapshot, level: Level, room_of: Room, candidates: np.ndarray):
         self.uid = snap.uid
@@ -64,6 +75,7 @@ class ShareCounts:
         self.tick = snap.tick()
         self.room = self._room_all(snap)
         self.sizes: OrderedDict[int, np.ndarray] = OrderedDict()
+        self.by_size: list[int] = []  # the keys of ``sizes``, ascending
 
     def _room_all(self, snap: Snapshot) -> np.ndarray:
         room = np.full(snap.size, -1, dtype=np.int64)
@@ -100,13 +112,14 @@ class ShareCounts:
         self.room[nodes] = new
         of_node = snap.domains[self.level].of_node[nodes]
         if len(nodes) * len(self.sizes) <= _FEW:
+            sizes, by_size = self.sizes, self.by_size
             for d, was, now in zip(of_node.tolist(), old.tolist(), new.tolist(), strict=True):
                 if d < 0:
                     continue
                 lo, hi, by = (was, now, 1) if was < now else (now, was, -1)
-                for share, counts in self.sizes.items():
-                    if lo < share <= hi:  # the room crossed this size
-                        counts[d] += by
+                # the sizes the room crossed, lo < share <= hi: a run of the ascending list
+                for share in by_size[bisect_right(by_size, lo) : bisect_right(by_size, hi)]:
+                    sizes[share][d] += by
             return
         known = of_node >= 0
         of_node, new, old = of_node[known], new[known], old[known]
@@ -119,8 +132,9 @@ class ShareCounts:
         counts = self.sizes.get(share)
         if counts is None:
             counts = self.sizes[share] = self._count(snap, share)
+            insort(self.by_size, share)
             while len(self.sizes) > _MAX_SIZES:
-                self.sizes.popitem(last=False)
+                self.by_size.remove(self.sizes.popitem(last=False)[0])
         else:
             self.sizes.move_to_end(share)
         return counts

@@ -186,16 +186,36 @@ def _domain_models(snap: Snapshot, level: Level) -> np.ndarray:
     return found
 
 
+def model_ids(snap: Snapshot, models: frozenset[str]) -> list[int]:
+    """The ids of the GPU models named in ``models`` that the fleet has (any order), cached:
+    every decision of a pod restricted to models asks, and looking names up in the model list
+    costs more than the rest of a quick check. Keyed by the snapshot's model list and its
+    length, since a fleet change only ever appends names to it (in place) or replaces it."""
+    names = snap.model_names
+    key = (id(names), len(names), models)
+    found = _MODEL_IDS.get(key)
+    if found is None or found[0] is not names:
+        if len(_MODEL_IDS) >= 1024:
+            _MODEL_IDS.clear()
+        ids = [i for i in (snap.model_id(m) for m in models) if i >= 0]
+        found = _MODEL_IDS[key] = (names, ids)
+    return found[1]
+
+
+_MODEL_IDS: dict[tuple[int, int, frozenset[str]], tuple[list[str], list[int]]] = {}
+
+
 def _roomiest_model(snap: Snapshot, pod: PodRequest, share: bool) -> int:
     """Among the models the pod may use, the one with the most free whole GPUs (free milli-GPU
     for a share); -1 when it may use no known model."""
     free = snap.model_free_milli if share else snap.model_free_gpus
     if not pod.gpu_models:
         return int(free.argmax()) if len(free) else -1
-    ids = [i for i in (snap.model_id(m) for m in pod.gpu_models) if i >= 0]
+    ids = model_ids(snap, pod.gpu_models)
     if not ids:
         return -1
-    return max(ids, key=lambda i: (int(free[i]), -i))
+    values = free.tolist()  # a few models: Python ints beat numpy scalars
+    return max(ids, key=lambda i: (values[i], -i))
 
 
 def _fits_on(snap: Snapshot, pod: PodRequest, shape: PodShape, nodes: np.ndarray) -> np.ndarray:
