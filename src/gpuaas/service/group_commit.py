@@ -229,8 +229,9 @@ class SubmissionWriter:
 
     def _store(self, batch: Sequence[_Pending]) -> None:
         """Insert the batch's jobs and their first events; commit once."""
-        audited = self.audit is not None and any(item.draft for item in batch)
-        beside = self.audit.beside() if audited else contextlib.nullcontext()  # type: ignore[union-attr]
+        beside: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self.audit is not None and any(item.draft for item in batch):
+            beside = self.audit.beside()  # one writer of the audit table at a time
         with beside, serialized_writes(self.db.engine), self.db.sessions() as session:
             try:
                 rest: Sequence[_Pending] = batch
