@@ -10,7 +10,7 @@ from job_world import build_world, job_spec
 
 from gpuaas.model.job_state import JobState
 from gpuaas.service.jobs import submit_job
-from gpuaas.service.leader import ReconcilerProcess, prepare_metrics_dir
+from gpuaas.service.leader import RECONCILER_NICE, ReconcilerProcess, prepare_metrics_dir
 from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.settings import Settings
 from gpuaas.store.db import Database
@@ -45,6 +45,11 @@ def test_the_child_leads_admits_and_stops(tmp_path: Path) -> None:
         # admitted by the child (it may even have finished by the time a loaded machine looks)
         assert state in (JobState.ADMITTED, JobState.RUNNING, JobState.SUCCEEDED)
         assert child.is_leader
+        # it yields the CPU to the server (RECONCILER_NICE above the server's niceness)
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        pid = child._process.pid
+        assert pid is not None
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, ours + RECONCILER_NICE)
     finally:
         child.stop()
         db.dispose()

@@ -10,6 +10,7 @@ idempotency key: the job one side created is what the other side answers for the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from job_world import build_world
 from job_world import job_spec as world_job
+from sqlalchemy import select
 from starlette.routing import Match
 from test_bad_input import CASES, JOBS, USER, World, broken, job_spec, json_values
 
@@ -32,7 +34,7 @@ from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.settings import Settings
 from gpuaas.service.submission_lane import PATH, SubmissionLane
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Job, Tenant
+from gpuaas.store.tables import AuditRow, Job, Tenant
 
 ADMIN_TOKEN = "gpa_test-admin-token-0123456789"
 LANE = {"content-type": "application/json"}
@@ -143,6 +145,32 @@ def test_each_request_leaves_the_same_audit_entry(world: World) -> None:
     for lane, route in zip(entries[2::2], entries[3::2], strict=True):  # refusals
         assert lane["status"] == 422
         assert {k: lane[k] for k in fields} == {k: route[k] for k in fields}
+
+
+def test_a_created_jobs_entry_is_stored_with_it_once(world: World) -> None:
+    """Either way in (lane or route), a created job's entry is the group-commit writer's,
+    stored in the job's transaction: exactly one entry for it (the middleware and the lane add
+    none), with its answer's digest; the job's next change (a cancel, queued) comes after it."""
+    token = world.tokens[USER]
+    for way, kind in (("lane", LANE), ("route", ROUTE)):
+        body = json.dumps(job_spec(f"chained-{way}", "acme-lq")).encode()
+        made = world.call("POST", JOBS, token=token, content=body, headers=kind)
+        assert made.status_code == 201, made.text
+        job = f"{JOBS}/{made.json()['id']}"
+        with world.client.app.state.db.sessions() as s:  # type: ignore[attr-defined]
+            stored = list(s.scalars(select(AuditRow).where(AuditRow.object == job)))
+        assert len(stored) == 1  # in the table as the job is answered: the job's transaction
+        assert stored[0].after_digest == hashlib.sha256(made.content).hexdigest()
+        cancelled = world.call("POST", f"{job}/cancel", token=token)
+        assert cancelled.status_code == 200, cancelled.text
+        entries = audited(world)
+        (create,) = [e for e in entries if e["object"] == job]
+        assert create["status"] == 201 and create["before_digest"] is None
+        assert create["request_digest"] == hashlib.sha256(body).hexdigest()
+        assert create["user"] == "acme-tenant-user" and create["token_id"]
+        (cancel,) = [e for e in entries if e["object"] == f"{job}/cancel"]  # queued, after it
+        assert entries.index(cancel) > entries.index(create)
+        assert cancel["after_digest"] == hashlib.sha256(cancelled.content).hexdigest()
 
 
 def test_a_body_over_the_limit_is_413_declared_or_sent(world: World) -> None:

@@ -104,7 +104,8 @@ def start(
     app.state.principals = PrincipalCache()
     app.state.principals.watch(db.sessions)
     app.state.audit.start(db)
-    app.state.submissions = SubmissionWriter(db)  # group commit (service/group_commit.py)
+    # group commit (service/group_commit.py), a created job's audit entry in its transaction
+    app.state.submissions = SubmissionWriter(db, audit=app.state.audit)
     app.state.submissions.start()
     from gpuaas.service import usage
 

@@ -17,8 +17,19 @@ alike, so a token guesser or a user probing other tenants leaves a trace too. An
 Entries are appended by the request path to a queue and written by one thread in batches
 (every ``flush_interval`` or ``batch`` entries, one transaction each): the audit costs a write
 request no transaction of its own. A crash can lose the entries of the last interval (0.2 s by
-default), never a change itself. Nothing updates or deletes a row of ``audit_log``: the table is
-append-only by construction (no route, no code path writes it but :meth:`AuditLog.flush`).
+default), never a change itself. The one exception is the API's hot path, a created job
+(``POST /v1/tenants/{tenant}/jobs`` answered 201): its entry is written by the group-commit
+writer in the very transaction that stores the job (:mod:`gpuaas.service.group_commit`), so an
+acknowledged job always has its entry and a submission costs the database one write
+transaction, not two (the audit thread's flushes, holding the GIL and SQLite's write lock
+beside the writer's batches, were where the slowest submissions waited). Such an entry is
+built on the request's path as a draft (:func:`create_draft`: the caller, the route, the
+request's digest) and completed by the writer once the job has its id (:func:`created`); a new
+object has no entry before it, so its ``before`` is none and nothing is looked up. Entries are
+therefore stored in the order their transactions commit: ``id`` orders each object's entries
+(a job's later changes are requested after its creation was acknowledged), ``at`` says when.
+Nothing updates or deletes a row of ``audit_log``: the table is append-only by construction (no
+route, no code path writes it but :meth:`AuditLog.flush` and the submissions' writer).
 
 When configured, each batch is also shipped, after it is stored, as JSON lines to an HTTP sink
 (``GPUAAS_AUDIT_HTTP``: POSTed, ``application/x-ndjson``) and/or to syslog
@@ -28,6 +39,7 @@ that fails is counted and logged; it never holds the API or the table.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -35,12 +47,12 @@ import logging.handlers
 import queue
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import httpx
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -60,6 +72,33 @@ _DIGEST_LIMIT = 4 << 20
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+#: where a request's :class:`BodyDigest` is kept in its ASGI scope (by :class:`AuditMiddleware`
+#: and the submission lane), for a route whose entry is written with its change
+BODY_DIGEST = "gpuaas.audit.body"
+#: set in the scope once the request's entry is stored with its change: the middleware and the
+#: lane then record nothing more
+WRITTEN = "gpuaas.audit.written"
+
+
+class BodyDigest:
+    """SHA-256 of a request body as it is read, up to :data:`_DIGEST_LIMIT` bytes (the
+    audit middleware's and the submission lane's one way of digesting a body)."""
+
+    __slots__ = ("_hash", "_seen")
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self._seen = 0
+
+    def update(self, chunk: bytes) -> None:
+        if self._seen < _DIGEST_LIMIT:
+            self._hash.update(chunk[: _DIGEST_LIMIT - self._seen])
+        self._seen += len(chunk)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +161,9 @@ class AuditLog:
         self._db: Database | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._lock = threading.Lock()  # one flush at a time (the thread, or a caller's flush())
+        #: one writer of the table at a time (this log's flush, or the submissions' writer)
+        self._lock = threading.Lock()
+        self._ship_lock = threading.Lock()  # the sinks get one batch at a time, in order
         self.http_sink = http_sink
         self._syslog: logging.Logger | None = None
         if syslog_sink:
@@ -134,6 +175,13 @@ class AuditLog:
             self._syslog.addHandler(logging.handlers.SysLogHandler(address=address))
         self.sink_failures = 0
         self.dropped = 0
+        #: entries stored by another writer (the submissions'), for the sinks only
+        self._to_ship: queue.SimpleQueue[list[AuditEntry]] = queue.SimpleQueue()
+
+    @property
+    def ships(self) -> bool:
+        """Whether a sink is configured."""
+        return self._syslog is not None or bool(self.http_sink)
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self, db: Database) -> None:
@@ -175,39 +223,73 @@ class AuditLog:
         entry = _entry(scope, status, request_digest, answer_digest, answer, made)
         self.record(entry, None if entry.user else _bearer_hash(scope))
 
+    def stored_elsewhere(self, entries: list[AuditEntry]) -> None:
+        """Entries another writer stored in its own transaction (see the module docstring):
+        shipped to the sinks by this log's thread at its next flush, never on the caller's."""
+        if entries and self.ships:
+            self._to_ship.put(entries)
+
+    @contextlib.contextmanager
+    def beside(self) -> Iterator[None]:
+        """Held by another writer (the submissions') around a transaction that appends
+        entries: one transaction writes the table at a time, so ids follow the commits (a
+        reader paging by ``id`` misses nothing), and what is queued is written first, so they
+        follow the requests too. Take it before the transaction's first write: this log's
+        own flush takes it before its database's write lock as well."""
+        with self._lock:
+            if self._db is not None and not self._queue.empty():
+                try:
+                    self._write_queued()
+                except Exception:  # the database is away: this log's thread tries again
+                    log.exception("audit: writing entries failed; will retry")
+            yield
+
     def flush(self) -> int:
-        """Write what is queued (in batches of ``batch``); the number written."""
+        """Write what is queued (in batches of ``batch``) and ship what was stored to the
+        sinks (outside the lock: a slow sink holds no writer); the number written."""
         if self._db is None:
             return 0
-        written = 0
-        with self._lock:
-            while True:
-                pending: list[tuple[AuditEntry, str | None]] = []
-                while len(pending) < self.batch:
+        try:
+            with self._lock:
+                return self._write_queued()
+        finally:
+            with self._ship_lock:
+                while True:
                     try:
-                        pending.append(self._queue.get_nowait())
+                        self._ship(self._to_ship.get_nowait())
                     except queue.Empty:
                         break
-                if not pending:
-                    return written
+
+    def _write_queued(self) -> int:
+        """Store what is queued and queue it for the sinks; the caller holds the lock."""
+        written = 0
+        while True:
+            pending: list[tuple[AuditEntry, str | None]] = []
+            while len(pending) < self.batch:
                 try:
-                    stored = self._store(pending)
-                except OperationalError:  # the database is away: all back, in order
-                    for item in pending:
+                    pending.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if not pending:
+                return written
+            try:
+                stored = self._store(pending)
+            except OperationalError:  # the database is away: all back, in order
+                for item in pending:
+                    self._queue.put(item)
+                raise
+            except Exception:  # one entry the database refuses must not block the rest
+                stored = []
+                for item in pending:
+                    try:
+                        stored += self._store([item])
+                    except OperationalError:
                         self._queue.put(item)
-                    raise
-                except Exception:  # one entry the database refuses must not block the rest
-                    stored = []
-                    for item in pending:
-                        try:
-                            stored += self._store([item])
-                        except OperationalError:
-                            self._queue.put(item)
-                        except Exception:
-                            self.dropped += 1
-                            log.exception("audit: an entry the database refuses: %s", item[0])
-                written += len(stored)
-                self._ship(stored)
+                    except Exception:
+                        self.dropped += 1
+                        log.exception("audit: an entry the database refuses: %s", item[0])
+            written += len(stored)
+            self.stored_elsewhere(stored)
 
     def _store(self, pending: Sequence[tuple[AuditEntry, str | None]]) -> list[AuditEntry]:
         assert self._db is not None
@@ -223,14 +305,11 @@ class AuditLog:
                 stored.append(done)
                 if entry.outcome == "ok":
                     last[entry.object] = entry.after_digest
-            if postgres:  # one statement for the batch, not one per entry
-                _insert_pg(session, stored)
-            else:
-                session.execute(insert(AuditRow), [e.row() for e in stored])
+            insert_entries(session, stored, postgres=postgres)
         return stored
 
     def _ship(self, entries: Iterable[AuditEntry]) -> None:
-        if self._syslog is None and not self.http_sink:
+        if not self.ships:
             return  # no sink: nothing to render
         lines = [e.line() for e in entries]
         if self._syslog is not None:
@@ -250,6 +329,20 @@ class AuditLog:
             except httpx.HTTPError as exc:
                 self.sink_failures += 1
                 log.warning("audit: the HTTP sink %s failed: %s", self.http_sink, exc)
+
+
+def insert_entries(session: Session, entries: Sequence[AuditEntry], *, postgres: bool) -> None:
+    """Append ``entries`` in the session's transaction: on PostgreSQL one statement for them
+    all (not one per entry), on SQLite one ``executemany`` of a fixed text on the driver's
+    cursor (SQLAlchemy's ORM bulk insert cost the group-commit writer more than its jobs)."""
+    if postgres:
+        _insert_pg(session, entries)
+        return
+    cursor = driver_cursor(session)
+    try:
+        cursor.executemany(_INSERT_SQLITE, [tuple(e.row().values()) for e in entries])
+    finally:
+        cursor.close()
 
 
 def _holders(session: Session, hashes: set[str]) -> dict[str, dict[str, Any]]:
@@ -287,6 +380,10 @@ _AUDIT = AuditRow.__table__
 _INSERT_PG = (
     f"INSERT INTO {_AUDIT.name} ({', '.join(quoted(c) for c in _FIELDS)})"
     f" SELECT {stored(_AUDIT, _FIELDS)} FROM {json_rows(_AUDIT, _FIELDS)} ORDER BY r.ordinality"
+)
+_INSERT_SQLITE = (
+    f"INSERT INTO {_AUDIT.name} ({', '.join(quoted(c) for c in _FIELDS)})"
+    f" VALUES ({', '.join('?' for _ in _FIELDS)})"
 )
 _LAST_AFTER_PG = (
     f"SELECT DISTINCT ON (object) object, after_digest FROM {_AUDIT.name}"
@@ -330,19 +427,15 @@ class AuditMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        request_hash = hashlib.sha256()
-        seen = 0
+        request_hash = scope[BODY_DIGEST] = BodyDigest()
         answer_hash = hashlib.sha256()
         answer: list[bytes] = []
         status = 500
 
         async def receiving() -> Message:
-            nonlocal seen
             message = await receive()
-            if message["type"] == "http.request" and seen < _DIGEST_LIMIT:
-                body = message.get("body", b"")
-                request_hash.update(body[: _DIGEST_LIMIT - seen])
-                seen += len(body)
+            if message["type"] == "http.request":
+                request_hash.update(message.get("body", b""))
             return message
 
         async def sending(message: Message) -> None:
@@ -359,9 +452,10 @@ class AuditMiddleware:
         try:
             await self.app(scope, receiving, sending)
         finally:
-            self.audit.record_answer(
-                scope, status, request_hash.hexdigest(), answer_hash.hexdigest(), answer
-            )
+            if not scope.pop(WRITTEN, False):
+                self.audit.record_answer(
+                    scope, status, request_hash.hexdigest(), answer_hash.hexdigest(), answer
+                )
 
 
 def _made_key(answer: list[bytes]) -> Any:
@@ -426,4 +520,25 @@ def _entry(
         outcome=outcome,
         request_digest=request_digest,
         after_digest=after,
+    )
+
+
+def create_draft(scope: Scope) -> AuditEntry | None:
+    """The entry of a create the request's route stores itself (see the module docstring),
+    without the object's key and the answer's digest: None when no audit digests this request
+    (an app without the audit middleware). Call it once the request is authenticated."""
+    body = scope.get(BODY_DIGEST)
+    if body is None:
+        return None
+    return _entry(scope, 201, body.hexdigest(), "", [])
+
+
+def created(draft: AuditEntry, key: int | str, answer: bytes) -> AuditEntry:
+    """``draft`` (:func:`create_draft`) completed: the object made and its answer's digest; a
+    new object, so nothing before it."""
+    return replace(
+        draft,
+        at=time.time(),
+        object=_text(f"{draft.object}/{key}", 1000),
+        after_digest=digest(answer),
     )

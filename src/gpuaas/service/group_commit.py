@@ -18,6 +18,13 @@ idempotency key go in one multi-row ``INSERT ... RETURNING``. On PostgreSQL thos
 first events are one prepared statement of fixed text, the rows passed as one JSON parameter
 (:func:`_store_keyed`, :mod:`gpuaas.store.pg_rows`).
 
+A created job's audit entry goes in the same transaction (:mod:`gpuaas.service.audit`: the
+request's draft, completed here with the job's id and the digest of its answer, which the
+writer therefore serializes before the commit and hands back): one write transaction per batch
+instead of the audit thread's second one beside it, and an acknowledged job always has its
+entry. The entries are one ``executemany`` on SQLite and one statement of fixed text on
+PostgreSQL (:mod:`gpuaas.store.pg_rows`), like the events.
+
 A row the conflict clause skipped is a repeated idempotency key: after the commit the writer
 reads the job that key made (answered 200, as before). Anything else the batch's transaction
 refuses (a tenant or user deleted meanwhile: a foreign key) rolls the batch back, and each of
@@ -33,9 +40,9 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Insert, insert
 from sqlalchemy.dialects import postgresql, sqlite
@@ -43,6 +50,7 @@ from sqlalchemy.orm import Session
 
 from gpuaas.engine.reasons import Code
 from gpuaas.model.job_state import JobState
+from gpuaas.service.audit import AuditEntry, AuditLog, created, insert_entries
 from gpuaas.service.errors import not_found
 from gpuaas.service.jobs import find_by_key, inserted_job, serialized_writes
 from gpuaas.service.replica_sets import create_set
@@ -81,6 +89,17 @@ def _insert_jobs(dialect: str) -> Insert:
     )
 
 
+class Stored(NamedTuple):
+    """What :meth:`SubmissionWriter.submit` answers."""
+
+    job: Job
+    created: bool
+    #: the answer (``render(job)``) when the writer serialized it for the audit entry
+    answer: bytes | None = None
+    #: whether the job's audit entry was stored with it
+    audited: bool = False
+
+
 @dataclass(slots=True)
 class _Pending:
     """One request's prepared job and where to send its answer."""
@@ -88,16 +107,29 @@ class _Pending:
     values: dict[str, Any]
     tenant_name: str
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[tuple[Job, bool]]
+    future: asyncio.Future[Stored]
+    render: Callable[[Any], bytes] | None = None
+    draft: AuditEntry | None = None
     job_id: int | None = field(default=None)
+    #: set in the transaction for a created job with a draft: the job, its answer, its entry
+    job: Any = None
+    answer: bytes | None = None
+    entry: AuditEntry | None = None
+
+    def reset(self) -> None:
+        self.job_id = self.job = self.answer = self.entry = None
 
 
 class SubmissionWriter:
     """The writer thread of one database. ``start()`` with the server, ``stop()`` at shutdown
     (which writes what is queued first)."""
 
-    def __init__(self, db: Database, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self, db: Database, max_batch: int = MAX_BATCH, audit: AuditLog | None = None
+    ) -> None:
         self.db = db
+        #: the audit log that ships the entries stored here to its sinks
+        self.audit = audit
         self.max_batch = max_batch
         self._insert = _insert_job(db.engine.dialect.name)
         self._insert_many = _insert_jobs(db.engine.dialect.name)
@@ -123,11 +155,19 @@ class SubmissionWriter:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    async def submit(self, values: dict[str, Any], tenant_name: str) -> tuple[Job, bool]:
+    async def submit(
+        self,
+        values: dict[str, Any],
+        tenant_name: str,
+        render: Callable[[Any], bytes] | None = None,
+        draft: AuditEntry | None = None,
+    ) -> Stored:
         """Store a prepared job (:func:`~gpuaas.service.jobs.prepare_job`); returns (job,
-        created) once it is committed, like :func:`~gpuaas.service.jobs.submit_job`."""
+        created, ...) once it is committed, like :func:`~gpuaas.service.jobs.submit_job`.
+        With ``render`` (the job's answer) and ``draft`` (:func:`gpuaas.service.audit
+        .create_draft`), a created job's audit entry is stored in the same transaction."""
         loop = asyncio.get_running_loop()
-        pending = _Pending(values, tenant_name, loop, loop.create_future())
+        pending = _Pending(values, tenant_name, loop, loop.create_future(), render, draft)
         gathering = self._gathering.get(loop)
         if gathering is None:  # the first of this loop iteration: hand over once it ends
             gathering = self._gathering[loop] = []
@@ -177,7 +217,7 @@ class SubmissionWriter:
             if len(batch) == 1:
                 raise
             for item in batch:
-                item.job_id = None
+                item.reset()
                 try:
                     self._store([item])
                 except Exception as exc:
@@ -189,7 +229,10 @@ class SubmissionWriter:
 
     def _store(self, batch: Sequence[_Pending]) -> None:
         """Insert the batch's jobs and their first events; commit once."""
-        with serialized_writes(self.db.engine), self.db.sessions() as session:
+        beside: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self.audit is not None and any(item.draft for item in batch):
+            beside = self.audit.beside()  # one writer of the audit table at a time
+        with beside, serialized_writes(self.db.engine), self.db.sessions() as session:
             try:
                 rest: Sequence[_Pending] = batch
                 if not self.db.is_sqlite:  # keyed jobs and their events: one statement
@@ -204,12 +247,17 @@ class SubmissionWriter:
                         create_set(session, item.job_id)  # its replica set
                 if events:
                     session.execute(_INSERT_EVENT, events)
+                entries = _audit_entries(batch)
+                if entries:
+                    insert_entries(session, entries, postgres=not self.db.is_sqlite)
                 session.commit()
             except BaseException:
                 session.rollback()
                 raise
         self.batches += 1
         self.jobs += len(batch)
+        if entries and self.audit is not None:
+            self.audit.stored_elsewhere(entries)
 
     def _insert_rows(self, session: Session, batch: Sequence[_Pending]) -> None:
         """Set each item's ``job_id`` (None: its key had already made a job).
@@ -239,7 +287,7 @@ class SubmissionWriter:
 
     def _answer_stored(self, batch: Sequence[_Pending]) -> None:
         repeats = [item for item in batch if item.job_id is None]
-        _answer_many([(i, (inserted_job(i.job_id, i.values), True)) for i in batch if i.job_id])
+        _answer_many([(i, _stored(i)) for i in batch if i.job_id])
         if not repeats:
             return
         with self.db.sessions() as session:
@@ -250,7 +298,26 @@ class SubmissionWriter:
                     _answer(item, exc=not_found(f"tenant {item.tenant_name}"))
                 else:
                     session.expunge(existing)
-                    _answer(item, (existing, False))
+                    _answer(item, Stored(existing, False))
+
+
+def _audit_entries(batch: Sequence[_Pending]) -> list[AuditEntry]:
+    """The audit entries of the batch's created jobs that carry a draft, each item's job and
+    answer kept for its request (see the module docstring)."""
+    entries = []
+    for item in batch:
+        if item.job_id is not None and item.draft is not None and item.render is not None:
+            item.job = inserted_job(item.job_id, item.values)
+            item.answer = item.render(item.job)
+            item.entry = created(item.draft, item.job_id, item.answer)
+            entries.append(item.entry)
+    return entries
+
+
+def _stored(item: _Pending) -> Stored:
+    if item.entry is not None:
+        return Stored(item.job, True, item.answer, True)
+    return Stored(inserted_job(item.job_id, item.values), True)
 
 
 def _first_event(item: _Pending) -> dict[str, Any]:
@@ -315,9 +382,7 @@ def _store_keyed(session: Session, keyed: Sequence[_Pending]) -> None:
         item.job_id = made.pop((v["tenant_id"], v["user_id"], v["idempotency_key"]), None)
 
 
-def _answer(
-    item: _Pending, result: tuple[Job, bool] | None = None, exc: BaseException | None = None
-) -> None:
+def _answer(item: _Pending, result: Stored | None = None, exc: BaseException | None = None) -> None:
     def settle() -> None:
         if item.future.done():
             return
@@ -330,14 +395,14 @@ def _answer(
         item.loop.call_soon_threadsafe(settle)
 
 
-def _answer_many(answers: Sequence[tuple[_Pending, tuple[Job, bool]]]) -> None:
+def _answer_many(answers: Sequence[tuple[_Pending, Stored]]) -> None:
     """Settle a batch's futures with one wake-up per event loop, not one per request."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Pending, tuple[Job, bool]]]] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Pending, Stored]]] = {}
     for item, result in answers:
         by_loop.setdefault(item.loop, []).append((item, result))
     for loop, settled in by_loop.items():
 
-        def settle(settled: list[tuple[_Pending, tuple[Job, bool]]] = settled) -> None:
+        def settle(settled: list[tuple[_Pending, Stored]] = settled) -> None:
             for item, result in settled:
                 if not item.future.done():
                     item.future.set_result(result)

@@ -31,7 +31,9 @@ What it keeps, each as the layers it stands in for did it:
   naming the field); one without a handler of its own goes on to Starlette's server-error
   layer, which answers 500 as before.
 - **the audit entry** (:class:`gpuaas.service.audit.AuditMiddleware`): the digests of the body
-  and of the answer, the caller, the route, the object made, for every outcome.
+  (the audit's :class:`~gpuaas.service.audit.BodyDigest`) and of the answer, the caller, the
+  route, the object made, for every outcome; a created job's is stored by the group-commit
+  writer in the job's own transaction (as on the route's ordinary way), every other here.
 - **the answer**: the view serialized once, ``Content-Length`` and ``Content-Type:
   application/json`` in Starlette's order: byte for byte the route's answer.
 """
@@ -51,7 +53,7 @@ from starlette.requests import Request
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gpuaas.service.audit import _DIGEST_LIMIT, AuditLog
+from gpuaas.service.audit import BODY_DIGEST, WRITTEN, AuditLog, BodyDigest
 from gpuaas.service.deps import bearer_token
 from gpuaas.service.errors import BodyTooLarge, problem
 from gpuaas.service.limits import declared_over
@@ -97,7 +99,7 @@ class SubmissionLane:
         raise RuntimeError(f"no route POST {PATH}")  # a bug in the app's assembly
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send, route: APIRoute) -> None:
-        request_hash = hashlib.sha256()
+        request_hash = scope[BODY_DIGEST] = BodyDigest()
         status = 500  # what the entry says when an exception leaves (the server-error layer's)
         answer = b""
         made: int | None = None
@@ -112,10 +114,8 @@ class SubmissionLane:
                 if result is None:  # over the body limit
                     response = problem(413, str(BodyTooLarge(self.max_bytes)))
                 else:
-                    view, created = result
+                    answer, created, made = result
                     status = 201 if created else 200
-                    made = view.id if created else None
-                    answer = view.model_dump_json().encode()
                     await send(
                         {
                             "type": "http.response.start",
@@ -132,18 +132,19 @@ class SubmissionLane:
             answer = bytes(response.body)
             await response(scope, receive, send)
         finally:
-            self.audit.record_answer(
-                scope,
-                status,
-                request_hash.hexdigest(),
-                hashlib.sha256(answer).hexdigest(),
-                [answer] if answer else [],
-                made,
-            )
+            if not scope.pop(WRITTEN, False):  # a created job's entry is stored with it
+                self.audit.record_answer(
+                    scope,
+                    status,
+                    request_hash.hexdigest(),
+                    hashlib.sha256(answer).hexdigest(),
+                    [answer] if answer else [],
+                    made if status == 201 else None,
+                )
 
-    async def _body(self, scope: Scope, receive: Receive, digest: Any) -> bytes | None:
-        """The whole body, digested as read (up to the audit's limit); None when it is larger
-        than the limit, declared or sent."""
+    async def _body(self, scope: Scope, receive: Receive, digest: BodyDigest) -> bytes | None:
+        """The whole body, digested as read; None when it is larger than the limit, declared
+        or sent."""
         if declared_over(scope, self.max_bytes):
             return None
         chunks: list[bytes] = []
@@ -152,8 +153,7 @@ class SubmissionLane:
             message = await receive()
             if message["type"] == "http.request":
                 chunk = message.get("body", b"")
-                if seen < _DIGEST_LIMIT:
-                    digest.update(chunk[: _DIGEST_LIMIT - seen])
+                digest.update(chunk)
                 seen += len(chunk)
                 if seen > self.max_bytes:
                     return None
@@ -173,7 +173,7 @@ def _json_body(scope: Scope) -> bool:
     return False
 
 
-async def _submitted(request: Request, route: APIRoute, body: bytes) -> tuple[Any, bool]:
+async def _submitted(request: Request, route: APIRoute, body: bytes) -> tuple[bytes, bool, int]:
     """The body read and validated, the token taken, and the job submitted, in FastAPI's
     order (see the module docstring)."""
     spec: JobSpec | None = None

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Annotated, Any
 
 import yaml
@@ -23,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.job_state import FINAL, UNFINISHED, JobState
 from gpuaas.service import logs
+from gpuaas.service.audit import WRITTEN, create_draft
 from gpuaas.service.auth import (
     Need,
     Principal,
@@ -178,33 +180,49 @@ async def submit(tenant: str, spec: JobSpec, request: Request, token: Token) -> 
     PostgreSQL too when the caller is cached, else (round trips) in the thread pool. The view
     is serialized once, here (a returned model would be validated again).
     """
-    view, created = await submission(request, tenant, spec, token)
-    return Response(
-        view.model_dump_json(), status_code=201 if created else 200, media_type="application/json"
-    )
+    answer, created, _ = await submission(request, tenant, spec, token)
+    return Response(answer, status_code=201 if created else 200, media_type="application/json")
 
 
 async def submission(
     request: Request, tenant: str, spec: JobSpec, token: str
-) -> tuple[JobView, bool]:
+) -> tuple[bytes, bool, int]:
     """The submission itself, for the route above and for the submission lane
     (:mod:`gpuaas.service.submission_lane`), which answers the same path without FastAPI's
-    request handling: (the job's view, whether it was created)."""
+    request handling: (the job's view serialized, whether it was created, its id).
+
+    With the group-commit writer, a created job's audit entry is stored in the job's own
+    transaction (:func:`gpuaas.service.audit.create_draft`; the scope is marked so that the
+    audit middleware or the lane records nothing more); the writer serializes the view, whose
+    digest the entry holds, before that commit."""
     db: Database = request.app.state.db
     tenants: TenantCache = request.app.state.tenant_ids
     writer: SubmissionWriter | None = getattr(request.app.state, "submissions", None)
     if writer is None or not writer.running:  # an app without its lifespan (some tests)
         if db.is_sqlite:
-            return _submit(request, db, tenants, token, tenant, spec)
-        return await run_in_threadpool(_submit, request, db, tenants, token, tenant, spec)
+            view, created = _submit(request, db, tenants, token, tenant, spec)
+        else:
+            view, created = await run_in_threadpool(
+                _submit, request, db, tenants, token, tenant, spec
+            )
+        return view.model_dump_json().encode(), created, view.id
     if db.is_sqlite or _known_caller(request, token):
         p, row, values = _prepare(request, db, tenants, token, tenant, spec)
     else:
         p, row, values = await run_in_threadpool(
             _prepare, request, db, tenants, token, tenant, spec
         )
-    job, created = await writer.submit(values, row.name)  # created: jobs.inserted_job's
-    return job_view(job, row.name, p.user), created
+    render = partial(_answer_of, tenant=row.name, user=p.user)
+    draft = create_draft(request.scope)
+    stored = await writer.submit(values, row.name, render, draft)
+    if stored.audited:
+        request.scope[WRITTEN] = True
+    return stored.answer or render(stored.job), stored.created, stored.job.id
+
+
+def _answer_of(job: Any, tenant: str, user: str) -> bytes:
+    """A submitted job's answer: its view, serialized."""
+    return job_view(job, tenant, user).model_dump_json().encode()
 
 
 def _known_caller(request: Request, token: str) -> bool:
