@@ -5,20 +5,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpuaas.model.autoscale import MIN_POOL_GRACE, AutoscaleSpec, IdlePoolSpec
 from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
-from gpuaas.service.models.common import ReasonView, Strict, bytes_schema
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, ReasonView, Strict, bytes_schema
 
 Name = str
+#: a cluster's or a pool's name, as ``governance.check_name(label=True)`` checks it
+_LABEL = {"pattern": DNS_LABEL_PATTERN}
+#: ``_pool_allowed``: exactly one of flavor and gpuModel, said in the schema
+_ONE_SOURCE = {
+    "oneOf": [
+        {"required": [given], "properties": {given: {"type": "string"}, other: {"type": "null"}}}
+        for given, other in (("flavor", "gpuModel"), ("gpuModel", "flavor"))
+    ]
+}
 
 
 class NodePoolIn(Strict):
     """``count`` nodes of one ``flavor`` (a ResourceFlavor's nodes) or ``gpuModel``, kept in
     ``[min, max]`` (``max`` 0 or absent: ``count``)."""
 
-    name: Name = Field(min_length=1, max_length=63)
+    model_config = ConfigDict(json_schema_extra=_ONE_SOURCE)
+
+    name: Name = Field(min_length=1, max_length=63, json_schema_extra=_LABEL)
     count: int = Field(ge=0, le=100_000)
     min: int = Field(default=0, ge=0, le=100_000)
     max: int = Field(default=0, ge=0, le=100_000)
@@ -84,7 +95,7 @@ class ClusterIn(Strict):
     ``upstream``); ``controlPlane``: Kubernetes control-plane machines (1 or 3);
     ``sshKeys``: public keys recorded for bare metal."""
 
-    name: Name = Field(min_length=1, max_length=63)
+    name: Name = Field(min_length=1, max_length=63, json_schema_extra=_LABEL)
     kind: ClusterKind
     distribution: Distribution | None = None
     kubernetesVersion: str | None = Field(default=None, min_length=1, max_length=40)

@@ -30,6 +30,7 @@ from gpuaas.service.models.billing import (
     UsageSummary,
     UsageTotalOut,
 )
+from gpuaas.service.models.common import TIME_PATTERN
 from gpuaas.service.prices import _when
 
 router = APIRouter(prefix="/v1", tags=["usage"])
@@ -45,8 +46,15 @@ Period = Annotated[
         json_schema_extra={"pattern": PERIOD_PATTERN},
     ),
 ]
-Start = Annotated[str | None, Query(description="window start: POSIX seconds or ISO-8601")]
-End = Annotated[str | None, Query(description="window end (exclusive)")]
+#: a time as ``prices._when`` reads it (text matched against the pattern first)
+_TIME = {"pattern": TIME_PATTERN}
+Start = Annotated[
+    str | None,
+    Query(description="window start: POSIX seconds or ISO-8601", json_schema_extra=_TIME),
+]
+End = Annotated[
+    str | None, Query(description="window end (exclusive)", json_schema_extra=_TIME)
+]
 Limit = Annotated[
     int,
     Query(description="page size (1..10000)", json_schema_extra={"minimum": 1, "maximum": 10000}),
