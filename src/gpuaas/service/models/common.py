@@ -241,9 +241,7 @@ def bytes_text(field: str, value: str | int, *, zero: bool) -> None:
 # ``datetime.fromisoformat`` reads it. The server matches it first (``prices._when``), so the
 # document and the server refuse the same texts; a JSON number is POSIX seconds, at least 0.
 _YEAR = "([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"
-_MONTH_DAY = (
-    "((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
-)
+_MONTH_DAY = "((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
 _LEAP_DAY = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
 _CLOCK = "([01][0-9]|2[0-3]):[0-5][0-9]"
 _TIME_OF_DAY = f"[T ]{_CLOCK}(:[0-5][0-9](\\.[0-9]{{1,6}})?)?(Z|[+-]{_CLOCK})?"

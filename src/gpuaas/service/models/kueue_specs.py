@@ -28,7 +28,7 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from gpuaas.model.governance import (
     BorrowWithinCohortPolicy,
@@ -43,8 +43,10 @@ from gpuaas.service.models.common import BYTES_PATTERN, DNS_LABEL_PATTERN, MAX_B
 from gpuaas.service.models.governance import LABEL_KEY_PATTERN, ClusterQueueIn, ObjectIn
 from gpuaas.service.models.identity import CamelIn, Text
 
-#: the largest amount a quantity may say (in units: cores, bytes, devices)
-MAX_AMOUNT = 2**63 - 1
+#: the largest amount a JSON number may say (in units: cores, bytes, devices): below 2**63, and
+#: exactly a double (a validator reading numbers as doubles reads 2**63 - 1 as 2**63); the
+#: texts' digits keep them below it too
+MAX_AMOUNT = 9_200_000_000_000_000_000
 #: resources whose amounts may be fractions (CPU in milli-cores, bytes rounded up)
 FRACTIONAL = (CPU, MEMORY, EPHEMERAL_STORAGE)
 
@@ -84,11 +86,10 @@ def _amount(value: int | float | str) -> int | float | str:
     if isinstance(value, str):
         if len(value) > MAX_BYTES_TEXT or _ANY.fullmatch(value) is None:
             raise ValueError(
-                f"{value[:MAX_BYTES_TEXT]!r} is not a quantity from 0 to below 2**63 "
-                f"({_EXAMPLES})"
+                f"{value[:MAX_BYTES_TEXT]!r} is not a quantity from 0 to below 2**63 ({_EXAMPLES})"
             )
     elif not (math.isfinite(value) and 0 <= value <= MAX_AMOUNT):
-        raise ValueError(f"must be a quantity from 0 to 2**63 - 1, got {value}")
+        raise ValueError(f"must be a quantity from 0 to 9.2e18, got {value}")
     return value
 
 
@@ -99,9 +100,7 @@ def _whole(value: int | float | str) -> bool:
 
 
 #: a quantity (number or Kubernetes text), checked against the document before it is parsed
-Amount = Annotated[
-    int | float | str, AfterValidator(_amount), WithJsonSchema(AMOUNT_SCHEMA)
-]
+Amount = Annotated[int | float | str, AfterValidator(_amount), WithJsonSchema(AMOUNT_SCHEMA)]
 
 
 def _named(pattern: re.Pattern[str], what: str, limit: int) -> Any:
@@ -179,7 +178,7 @@ class ResourceQuotaIn(CamelIn):
     may borrow (``borrowingLimit``) and how much of it others may borrow (``lendingLimit``,
     at most ``nominalQuota`` in a ClusterQueue); left out or null: no limit."""
 
-    model_config = {**CamelIn.model_config, "json_schema_extra": _QUOTA_RULES}
+    model_config = ConfigDict(json_schema_extra=_QUOTA_RULES)
 
     name: ResourceName
     nominal_quota: Amount
@@ -246,15 +245,14 @@ class BorrowWithinCohortIn(CamelIn):
     """Preempt in the cohort to borrow: ``policy`` Never or LowerPriority (then
     ``maxPriorityThreshold`` bounds the priorities preempted)."""
 
-    model_config = {
-        **CamelIn.model_config,
-        "json_schema_extra": {
+    model_config = ConfigDict(
+        json_schema_extra={
             "anyOf": [
                 {"properties": {"maxPriorityThreshold": {"type": "null"}}},
                 {"required": ["policy"], "properties": {"policy": {"const": "LowerPriority"}}},
             ]
-        },
-    }
+        }
+    )
 
     policy: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
     max_priority_threshold: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
@@ -282,9 +280,8 @@ class FlavorFungibilityIn(CamelIn):
     """Whether admission tries the next flavor when it could borrow or preempt in this one;
     ``preference`` only when it tries the next flavor in both cases."""
 
-    model_config = {
-        **CamelIn.model_config,
-        "json_schema_extra": {
+    model_config = ConfigDict(
+        json_schema_extra={
             "anyOf": [
                 {"properties": {"preference": {"type": "null"}}},
                 {
@@ -292,8 +289,8 @@ class FlavorFungibilityIn(CamelIn):
                     "properties": {"whenCanBorrow": _TRY_NEXT, "whenCanPreempt": _TRY_NEXT},
                 },
             ]
-        },
-    }
+        }
+    )
 
     when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
     when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
@@ -352,9 +349,8 @@ class ClusterQueueSpec(_Quotas):
     ``namespaceSelector`` only ``{}`` (gpuaas knows no namespace labels) and ``stopPolicy``
     only ``None`` (holding a queue is the service's)."""
 
-    model_config = {
-        **CamelIn.model_config,
-        "json_schema_extra": {
+    model_config = ConfigDict(
+        json_schema_extra={
             "anyOf": [
                 {
                     "required": ["cohortName"],
@@ -362,8 +358,8 @@ class ClusterQueueSpec(_Quotas):
                 },
                 _NO_LIMITS,
             ]
-        },
-    }
+        }
+    )
 
     cohort_name: CohortRef | None = None
     queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
@@ -396,7 +392,7 @@ class ResourceRangeIn(CamelIn):
     """What one pod of the profile gets of a resource: ``default``, and what a job may ask
     instead, from ``min`` to ``max`` (left out or null: no upper bound)."""
 
-    model_config = {**CamelIn.model_config, "json_schema_extra": _RANGE_RULES}
+    model_config = ConfigDict(json_schema_extra=_RANGE_RULES)
 
     name: ResourceName
     min: Amount

@@ -52,9 +52,7 @@ Start = Annotated[
     str | None,
     Query(description="window start: POSIX seconds or ISO-8601", json_schema_extra=_TIME),
 ]
-End = Annotated[
-    str | None, Query(description="window end (exclusive)", json_schema_extra=_TIME)
-]
+End = Annotated[str | None, Query(description="window end (exclusive)", json_schema_extra=_TIME)]
 Limit = Annotated[
     int,
     Query(description="page size (1..10000)", json_schema_extra={"minimum": 1, "maximum": 10000}),
