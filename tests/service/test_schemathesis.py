@@ -85,9 +85,10 @@ UNCHECKED: dict[str, str] = {
         )
     },
     "POST /v1/tenants/{tenant}/jobs": (
-        "a pod set's hardwareProfile must be one available to the tenant (stored, per tenant); "
-        "pod set names unique (across items); a pod set's resources within its profile's "
-        "min and max (stored)"
+        "a pod set's hardwareProfile must be one available to the tenant, its resources "
+        "known, covered by the queue's quota and offered by some node (stored); pod set names "
+        "unique (across items); its resources' quantities, GPU forms and shares are parsed by "
+        "the server (not yet a schema per resource name: left for a next change)"
     ),
     "POST /v1/tenants/{tenant}/jobs/batch": (
         "a YAML/JSON text of job documents: the body is a string whose content JSON Schema "
