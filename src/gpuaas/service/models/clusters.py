@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gpuaas.model.autoscale import MIN_POOL_GRACE, AutoscaleSpec, IdlePoolSpec
 from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
@@ -121,6 +121,20 @@ SSH_KEY_PATTERN = "^[ \t]*(ssh-|ecdsa-|sk-)[!-~]*[ \t]+[!-~]"
 _SSH_KEY = re.compile(SSH_KEY_PATTERN)
 
 
+def _ssh_key(key: str) -> str:
+    """The document's pattern first (so the server and the document read one key alike)."""
+    if _SSH_KEY.match(key) is None:
+        raise ValueError("expected an OpenSSH public key: 'ssh-ed25519 AAAA...'")
+    return key
+
+
+SshKey = Annotated[
+    str,
+    AfterValidator(_ssh_key),
+    Field(max_length=16_384, json_schema_extra={"pattern": SSH_KEY_PATTERN}),
+]
+
+
 class ClusterIn(Strict):
     """A cluster to create. ``distribution`` for ``kind: kubernetes`` only (default
     ``upstream``); ``controlPlane``: Kubernetes control-plane machines (1 or 3);
@@ -134,23 +148,10 @@ class ClusterIn(Strict):
     kubernetesVersion: str | None = Field(default=None, min_length=1, max_length=40)
     controlPlane: int = Field(default=1, ge=1, le=7)
     pools: list[NodePoolIn] = Field(min_length=1, max_length=16)
-    sshKeys: list[
-        Annotated[str, Field(max_length=16_384, json_schema_extra={"pattern": SSH_KEY_PATTERN})]
-    ] = Field(default_factory=list, max_length=32)
+    sshKeys: list[SshKey] = Field(default_factory=list, max_length=32)
     volumes: list[ClusterVolumeIn] = Field(default_factory=list, max_length=32)
     autoscale: AutoscaleIn | None = None
     idlePool: IdlePoolIn | None = None
-
-    @field_validator("sshKeys")
-    @classmethod
-    def _keys(cls, keys: list[str]) -> list[str]:
-        """The document's pattern first (so the server and the document read one key alike)."""
-        for i, key in enumerate(keys):
-            if _SSH_KEY.match(key) is None:
-                raise ValueError(
-                    f"sshKeys[{i}]: expected an OpenSSH public key: 'ssh-ed25519 AAAA...'"
-                )
-        return keys
 
 
 class PoolCount(Strict):

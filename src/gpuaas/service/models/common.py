@@ -233,6 +233,12 @@ def bytes_text(field: str, value: str | int, *, zero: bool) -> None:
         )
 
 
+#: a month ``YYYY-MM`` with a year from 0001 (datetime has no year 0): a usage or billing period
+PERIOD_PATTERN = (
+    "^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])$"
+)
+
+
 # --- a time as a request gives it ------------------------------------------------------------
 #
 # POSIX seconds as text (digits, a fraction of at most 9), or an ISO-8601 date with an optional

@@ -30,15 +30,11 @@ from gpuaas.service.models.billing import (
     UsageSummary,
     UsageTotalOut,
 )
-from gpuaas.service.models.common import TIME_PATTERN
+from gpuaas.service.models.common import PERIOD_PATTERN, TIME_PATTERN
 from gpuaas.service.prices import _when
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
-#: ``YYYY-MM`` with a year from 0001 (datetime has no year 0)
-PERIOD_PATTERN = (
-    "^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])$"
-)
 Period = Annotated[
     str | None,
     Query(
