@@ -133,7 +133,9 @@ UNCHECKED: dict[str, str] = {
     **{
         operation: (
             "validUntil after validFrom (across fields); an entry's validity may not overlap "
-            "another entry of its SKU in the book (stored)"
+            "another entry of its SKU in the book (stored); a price given as a JSON number has "
+            "at most 9 decimal places (JSON Schema's multipleOf cannot say it of a binary "
+            "number; as text it is the document's pattern)"
         )
         for operation in (
             "POST /v1/prices",

@@ -398,6 +398,8 @@ class SpecKind:
         return self.shown(at, object_out(row, {at.tenant.id: at.tenant.name}))
 
     def update(self, at: At, name: str, body: ObjectIn) -> Any:
+        if gv.name_problem(name) is not None:  # the path names nothing that can exist
+            raise not_found(f"{self.kind} {name[:100]!r}")
         object_name(body.name, name)
         body.spec = spec_json(body.spec)
         if at.tenant is None:
