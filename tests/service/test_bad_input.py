@@ -83,6 +83,12 @@ def hardware_profile(name: str, lq: str, allowed: list[str] | None = None) -> di
     return {"name": name, "spec": spec}
 
 
+def price_body(name: str, valid_from: int = 1_700_000_000) -> dict[str, Any]:
+    """A valid price entry (docs/billing.md)."""
+    return {"name": name, "sku": "H100-80GB/whole@on-demand", "listPerHour": "2.49",
+            "contractedPerHour": "2.10", "currency": "USD", "validFrom": valid_from}  # fmt: skip
+
+
 def node_entry(name: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -645,6 +651,133 @@ CASES: list[Case] = [
         "spec.topologyName",
         json={"name": "tinted", "spec": {"topologyName": "no-such-topology"}},
     ),
+    # the typed Kueue and HardwareProfile specs (models/kueue_specs.py): the document's rules
+    Case(
+        "cluster-queue-gpu-fraction",  # a GPU is counted in whole units
+        "POST",
+        "/v1/tenants/acme/cluster-queues",
+        422,
+        "spec.resourceGroups[0].flavors[0].resources[0]",
+        json=cluster_queue("halves", "1.5"),
+    ),
+    Case(
+        "cluster-queue-quota-not-a-quantity",
+        "POST",
+        "/v1/cluster-queues",
+        422,
+        "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
+        json=cluster_queue("wordy", "lots"),
+    ),
+    Case(
+        "cluster-queue-stop-policy",  # holding a queue is the service's
+        "POST",
+        "/v1/cluster-queues",
+        422,
+        "spec.stopPolicy",
+        json={"name": "held", "spec": {"stopPolicy": "Hold"}},
+    ),
+    Case(
+        "cluster-queue-unknown-kueue-field",
+        "POST",
+        "/v1/tenants/acme/cluster-queues",
+        422,
+        "spec.admissionChecks",
+        json={"name": "checked", "spec": {"admissionChecks": ["a"]}},
+    ),
+    Case(
+        "cluster-queue-preference-without-try-next",
+        "POST",
+        "/v1/cluster-queues",
+        422,
+        "spec.flavorFungibility",
+        json={
+            "name": "fussy",
+            "spec": {"flavorFungibility": {"preference": "BorrowingOverPreemption"}},
+        },
+    ),
+    Case(
+        "cohort-parent-not-a-name",
+        "POST",
+        "/v1/cohorts",
+        422,
+        "spec.parentName",
+        json={"name": "orphan", "spec": {"parentName": "Not A Name"}},
+    ),
+    Case(
+        "profile-without-display-name",
+        "POST",
+        "/v1/hardware-profiles",
+        422,
+        "spec.displayName",
+        json={
+            "name": "bare",
+            "spec": {
+                "localQueue": "q",
+                "resources": [{"name": "nvidia.com/gpu", "min": 1, "default": 1}],
+            },
+        },
+    ),
+    Case(
+        "profile-resource-boolean",
+        "POST",
+        "/v1/tenants/acme/hardware-profiles",
+        422,
+        "spec.resources[0].default",
+        json={
+            "name": "bool",
+            "spec": {
+                "displayName": "b",
+                "localQueue": "q",
+                "resources": [{"name": "nvidia.com/gpu", "min": 1, "default": True}],
+            },
+        },
+    ),
+    Case(
+        "price-sku-grammar",
+        "POST",
+        "/v1/prices",
+        422,
+        "sku",
+        json={**price_body("bad-sku"), "sku": "H100"},
+    ),
+    Case(
+        "price-currency-unknown",
+        "POST",
+        "/v1/prices",
+        422,
+        "currency",
+        json={**price_body("bad-currency"), "currency": "XYZ"},
+    ),
+    Case(
+        "price-valid-from-not-a-day",  # February 30 is no time
+        "POST",
+        "/v1/prices",
+        422,
+        "validFrom",
+        json={**price_body("bad-day"), "validFrom": "2026-02-30"},
+    ),
+    Case(
+        "job-volume-read-only-number",  # true or false, not 1
+        "POST",
+        JOBS,
+        422,
+        "volumes[0].readOnly",
+        json={
+            "name": "ro",
+            "command": ["true"],
+            "podSets": [{"resources": {"cpu": "1"}}],
+            "volumes": [{"name": "v", "mountPath": "/v", "readOnly": 1}],
+        },
+        token=USER,
+    ),
+    Case(
+        "user-disabled-yes",
+        "PATCH",
+        "/v1/users/acme-admin",
+        422,
+        "disabled",
+        json={"disabled": "yes"},
+    ),
     Case(
         "priority-value-huge",
         "POST",
@@ -946,12 +1079,6 @@ def test_bad_input_is_refused_by_name(
 
 #: Path parameters for each write route, all naming objects of the junk tenant or the junk
 #: platform objects (a garbage body that happens to be valid changes nothing else).
-def price_body(name: str, valid_from: int = 1_700_000_000) -> dict[str, Any]:
-    """A valid price entry (docs/billing.md)."""
-    return {"name": name, "sku": "H100-80GB/whole@on-demand", "listPerHour": "2.49",
-            "contractedPerHour": "2.10", "currency": "USD", "validFrom": valid_from}  # fmt: skip
-
-
 PATH_ARGS: dict[str, tuple[str, ...]] = {
     "POST /v1/tenants": (),
     "PATCH /v1/tenants/{}": ("junk",),

@@ -76,10 +76,7 @@ UNCHECKED: dict[str, str] = {
     # rules across fields, or against what is stored, that JSON Schema cannot say
     "GET /v1/allocation": "a window of at most 93 days: end - start, across two parameters",
     **{
-        f"GET {path}": (
-            "a period or start/end, not both, and end after start: across parameters; start "
-            "and end as POSIX seconds or an ISO-8601 time the calendar has (not yet a pattern)"
-        )
+        f"GET {path}": ("a period or start/end, not both, and end after start: across parameters")
         for path in (
             "/v1/usage",
             "/v1/usage/summary",
@@ -88,8 +85,10 @@ UNCHECKED: dict[str, str] = {
         )
     },
     "POST /v1/tenants/{tenant}/jobs": (
-        "a pod set's hardwareProfile must be one available to the tenant (stored, per tenant), "
-        "autoscale only on an inference job (if/then not written yet), pod set names unique"
+        "a pod set's hardwareProfile must be one available to the tenant, its resources "
+        "known, covered by the queue's quota and offered by some node (stored); pod set names "
+        "unique (across items); its resources' quantities, GPU forms and shares are parsed by "
+        "the server (not yet a schema per resource name: left for a next change)"
     ),
     "POST /v1/tenants/{tenant}/jobs/batch": (
         "a YAML/JSON text of job documents: the body is a string whose content JSON Schema "
@@ -100,39 +99,56 @@ UNCHECKED: dict[str, str] = {
     "POST /v1/volcano/import": "a YAML text of Volcano Queues, validated together with the store",
     "POST /v1/nodes": "a YAML/JSON text of node documents, the body a string",
     "PUT /v1/nodes": "a YAML/JSON text of node documents, the body a string",
-    # rules JSON Schema can say that the document does not say yet (left for a next change:
-    # each is a schema to write, not a server change)
-    # a Kueue spec the document leaves free-form ({"spec": {...}}): the seed reached only
-    # POST /v1/cohorts and the hardware-profile creates, the others share their reason
+    # typed specs (models/kueue_specs.py) whose remaining rules are across fields or stored
     **{
         f"{method} {path}{one}": (
-            "the Kueue spec not yet a schema: resourceGroups whose flavors must list the "
-            "group's coveredResources (across fields), quantities, and the cohorts and flavors "
-            "it names (stored)"
+            "each flavor of a resource group lists the group's coveredResources in that "
+            "order, a resource is covered by one group and a flavor listed once (across "
+            "items); the flavors named must exist and a tenant's cohorts stay inside its tree "
+            "and grant (stored)"
         )
-        for path in (
-            "/v1/cohorts",
-            "/v1/tenants/{tenant}/cohorts",
-            "/v1/cluster-queues",
-            "/v1/tenants/{tenant}/cluster-queues",
-        )
+        for path in ("/v1/cohorts", "/v1/tenants/{tenant}/cohorts")
         for method, one in (("POST", ""), ("PUT", "/{name}"))
     },
     **{
         f"{method} {path}{one}": (
-            "the HardwareProfile spec not yet a schema (displayName, localQueue and resources "
-            "required); each resource's min <= default <= max (across fields), its LocalQueue "
+            "each flavor of a resource group lists the group's coveredResources in that "
+            "order, a resource is covered by one group and a flavor listed once (across "
+            "items), lendingLimit at most nominalQuota (across fields); the flavors named must "
+            "exist, a tenant's queues stay inside its tree and their quota within its grant "
             "(stored)"
+        )
+        for path in ("/v1/cluster-queues", "/v1/tenants/{tenant}/cluster-queues")
+        for method, one in (("POST", ""), ("PUT", "/{name}"))
+    },
+    **{
+        f"{method} {path}{one}": (
+            "each resource's min <= default <= max and named once (across fields and items); "
+            "the LocalQueue must exist in each allowed tenant's namespace (stored); a tenant's "
+            "own profile serves that tenant only (allowedTenants against the path)"
         )
         for path in ("/v1/hardware-profiles", "/v1/tenants/{tenant}/hardware-profiles")
         for method, one in (("POST", ""), ("PUT", "/{name}"))
     },
-    "POST /v1/prices": "the SKU grammar not yet a pattern",
-    "POST /v1/tenants/{tenant}/prices": "the SKU grammar not yet a pattern",
-    "PUT /v1/tenants/{tenant}/prices/{name}": "currency: the ISO 4217 codes not yet an enum",
+    **{
+        operation: (
+            "validUntil after validFrom (across fields); an entry's validity may not overlap "
+            "another entry of its SKU in the book (stored); a price given as a JSON number has "
+            "at most 9 decimal places (JSON Schema's multipleOf cannot say it of a binary "
+            "number; as text it is the document's pattern)"
+        )
+        for operation in (
+            "POST /v1/prices",
+            "POST /v1/tenants/{tenant}/prices",
+            "PUT /v1/tenants/{tenant}/prices/{name}",
+        )
+    },
     "POST /v1/tenants/{tenant}/clusters": (
-        "exactly one of flavor and gpuModel per pool (oneOf) and the cluster name's pattern "
-        "not yet written; the flavor or GPU model must also be in the tenant's pools (stored)"
+        "a pool's flavor or GPU model must be one the tenant may draw from, its nodes within "
+        "the tenant's node limit, its kind one this server provisions (stored, configured); "
+        "pool names unique (across items); a pool's min <= max and an autoscaler's scaleInBelow "
+        "under its target (across fields); tenant and cluster name within 63 characters "
+        "(against the path)"
     ),
 }
 

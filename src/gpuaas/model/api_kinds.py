@@ -39,6 +39,7 @@ METHODS: dict[Verb, tuple[str, int]] = {
 _MODELS = "gpuaas.service.models.governance"
 _SERVICE = "gpuaas.service.governance_kinds"
 _DATASETS = "gpuaas.service.models.datasets"
+_SPECS = "gpuaas.service.models.kueue_specs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ KINDS: tuple[ApiKind, ...] = (
         plural="cohorts",
         help="Cohorts: trees of cluster queues that lend and borrow (--tenant: a tenant's own).",
         scopes=("provider", "tenant"),
+        request=f"{_SPECS}:CohortIn",
         service=f"{_SERVICE}:Cohorts",
         columns=(
             NAME,
@@ -159,7 +161,8 @@ KINDS: tuple[ApiKind, ...] = (
         help="ClusterQueues: quota per flavor and resource (--tenant: a tenant admin's own).",
         scopes=("provider", "tenant"),
         provider_read="platform",
-        provider_request=f"{_MODELS}:ClusterQueueIn",
+        request=f"{_SPECS}:TenantClusterQueueIn",
+        provider_request=f"{_SPECS}:ProviderClusterQueueIn",
         view=f"{_MODELS}:ClusterQueueOut",
         service=f"{_SERVICE}:ClusterQueues",
         fields=(
@@ -239,6 +242,7 @@ KINDS: tuple[ApiKind, ...] = (
         help="Hardware profiles: the catalogue users pick from (--tenant: as a tenant sees it).",
         scopes=("provider", "tenant"),
         provider_read="platform",
+        request=f"{_SPECS}:HardwareProfileIn",
         service=f"{_SERVICE}:HardwareProfiles",
         columns=(
             NAME,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -35,7 +36,6 @@ from gpuaas.service.models.common import MAX_LIMIT, Page, paginate
 from gpuaas.service.models.governance import (
     ClusterQueueIn,
     ClusterQueueOut,
-    FlavorSpec,
     LocalQueueIn,
     LocalQueueOut,
     ObjectIn,
@@ -296,6 +296,14 @@ def replace_object(
 # --- kinds carrying a Kueue spec -----------------------------------------------------------
 
 
+def spec_json(spec: Any) -> dict[str, Any]:
+    """A request's spec as the JSON it was sent as: a typed spec (:class:`FlavorSpec`,
+    ``models.kueue_specs``) held pydantic's rules; the Kueue loader reads the JSON."""
+    if isinstance(spec, BaseModel):
+        return spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return spec
+
+
 class SpecKind:
     """A kind whose body is ``{name, spec}`` and whose view is :class:`ObjectOut`.
 
@@ -373,6 +381,7 @@ class SpecKind:
         return self.shown(at, object_out(row, tenant_names(at.session)))
 
     def create(self, at: At, body: ObjectIn) -> Any:
+        body.spec = spec_json(body.spec)
         if at.tenant is None:
             owner = self.owner_of(at, body, None)
             names = tenant_names(at.session)
@@ -389,7 +398,10 @@ class SpecKind:
         return self.shown(at, object_out(row, {at.tenant.id: at.tenant.name}))
 
     def update(self, at: At, name: str, body: ObjectIn) -> Any:
+        if gv.name_problem(name) is not None:  # the path names nothing that can exist
+            raise not_found(f"{self.kind} {name[:100]!r}")
         object_name(body.name, name)
+        body.spec = spec_json(body.spec)
         if at.tenant is None:
             row = gv.get_object(at.session, self.kind, name)
             owner = self.owner_of(at, body, row)
@@ -419,9 +431,7 @@ class Flavors(SpecKind):
     kind = gv.FLAVOR
 
     def spec_of(self, at: At, spec: dict[str, Any], owner: str | None) -> dict[str, Any]:
-        if isinstance(spec, FlavorSpec):  # the request's (FlavorIn): the JSON it was sent as
-            spec = spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        out = spec
+        out = spec_json(spec)
         topology = out.get("topologyName")
         if isinstance(topology, str) and gv.find_object(at.session, "Topology", topology) is None:
             raise missing("spec.topologyName", f"no Topology named {topology!r}")

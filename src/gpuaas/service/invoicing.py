@@ -16,6 +16,7 @@ decimal text in the API.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -49,6 +50,7 @@ from gpuaas.service.models.budgets import (
     ShowbackRow,
     SpotRowOut,
 )
+from gpuaas.service.models.common import PERIOD_PATTERN
 from gpuaas.store.tables import InvoiceLineRow, InvoiceRow, Tenant
 
 DEFAULT_CURRENCY = "USD"
@@ -57,7 +59,10 @@ SHOWBACK = {"user": "user", "queue": "queue", "cluster": "cluster", "job": "job_
 
 
 def period_named(label: str) -> Period:
-    """The month ``YYYY-MM``, or a 422 naming ``period``."""
+    """The month ``YYYY-MM``, or a 422 naming ``period`` (matched against the document's
+    pattern first: ASCII digits, a month 01-12, a year from 0001)."""
+    if re.fullmatch(PERIOD_PATTERN, label) is None:
+        raise invalid("period", f"{label[:40]!r} is not a month YYYY-MM (such as 2026-01)")
     try:
         return month(label)
     except ValueError as exc:

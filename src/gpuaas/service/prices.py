@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import time
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -35,49 +36,16 @@ from gpuaas.model.billing import PriceEntry
 from gpuaas.service import governance as gv
 from gpuaas.service.errors import conflict, invalid, not_found
 from gpuaas.service.governance_kinds import At, _check_limit
-from gpuaas.service.models.billing import PriceIn, PriceOut
-from gpuaas.service.models.common import Page
+from gpuaas.service.models.billing import PRICE_CURRENCIES, PriceIn, PriceOut
+from gpuaas.service.models.common import TIME_PATTERN, TIME_WORDS, Page
 from gpuaas.service.usage import PROVIDER_BOOK, Total, entries, price_entry, totals
 from gpuaas.store.tables import PriceEntryRow, UsageRow
 
-#: ISO 4217 codes a price may be in.
-CURRENCIES = frozenset(
-    (
-        "USD",
-        "EUR",
-        "GBP",
-        "JPY",
-        "CNY",
-        "INR",
-        "CHF",
-        "CAD",
-        "AUD",
-        "NZD",
-        "SEK",
-        "NOK",
-        "DKK",
-        "PLN",
-        "CZK",
-        "HUF",
-        "KRW",
-        "SGD",
-        "HKD",
-        "TWD",
-        "BRL",
-        "MXN",
-        "ZAR",
-        "AED",
-        "SAR",
-        "ILS",
-        "TRY",
-        "THB",
-        "MYR",
-        "IDR",
-        "PHP",
-        "VND",
-    )
-)
+#: ISO 4217 codes a price may be in (the document's enum).
+CURRENCIES = frozenset(PRICE_CURRENCIES)
 
+
+_TIME = re.compile(TIME_PATTERN)
 
 #: The highest price per unit-hour: a record's cost (an hour of 2 TiB of memory at this price)
 #: still fits the 64-bit integer of nano-units it is stored as.
@@ -90,16 +58,20 @@ def book_of(at: At) -> str:
 
 
 def _when(field: str, value: float | str | None) -> float | None:
+    """A time as the document says it (``models.common.TIME_PATTERN``: text is matched
+    first), as POSIX seconds."""
     if value is None:
         return None
     if isinstance(value, str):
+        if _TIME.fullmatch(value) is None:
+            raise invalid(field, f"{value[:100]!r} is not {TIME_WORDS}")
         with contextlib.suppress(ValueError):
             value = float(value)
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value)
-        except ValueError:
-            raise invalid(field, f"{value!r} is neither POSIX seconds nor ISO-8601") from None
+        except ValueError:  # the pattern holds only what it reads: never, but say so
+            raise invalid(field, f"{value!r} is not {TIME_WORDS}") from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         return parsed.timestamp()

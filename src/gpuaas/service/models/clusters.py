@@ -3,22 +3,34 @@ what the provider lets a tenant carve (``/v1/tenants/{tenant}/cluster-allowance`
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gpuaas.model.autoscale import MIN_POOL_GRACE, AutoscaleSpec, IdlePoolSpec
 from gpuaas.model.cluster import AccessMode, ClusterKind, Distribution
-from gpuaas.service.models.common import ReasonView, Strict, bytes_schema
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, ReasonView, Strict, bytes_schema
 
 Name = str
+#: a cluster's or a pool's name, as ``governance.check_name(label=True)`` checks it
+_LABEL = {"pattern": DNS_LABEL_PATTERN}
+#: ``_pool_allowed``: exactly one of flavor and gpuModel, said in the schema
+_ONE_SOURCE = {
+    "oneOf": [
+        {"required": [given], "properties": {given: {"type": "string"}, other: {"type": "null"}}}
+        for given, other in (("flavor", "gpuModel"), ("gpuModel", "flavor"))
+    ]
+}
 
 
 class NodePoolIn(Strict):
     """``count`` nodes of one ``flavor`` (a ResourceFlavor's nodes) or ``gpuModel``, kept in
     ``[min, max]`` (``max`` 0 or absent: ``count``)."""
 
-    name: Name = Field(min_length=1, max_length=63)
+    model_config = ConfigDict(json_schema_extra=_ONE_SOURCE)
+
+    name: Name = Field(min_length=1, max_length=63, json_schema_extra=_LABEL)
     count: int = Field(ge=0, le=100_000)
     min: int = Field(default=0, ge=0, le=100_000)
     max: int = Field(default=0, ge=0, le=100_000)
@@ -79,18 +91,64 @@ def idle_pool_spec(stored: dict[str, Any] | None) -> IdlePoolSpec | None:
     return None if stored is None else IdlePoolIn.model_validate(stored).spec()
 
 
+_NOTHING = {"type": "null"}
+#: ``clusters._check_kind``, said in the schema: a kubernetes cluster names its distribution and
+#: has 1 or 3 control-plane machines; only it has a distribution and a Kubernetes version; only
+#: bare metal records SSH keys; ``idlePool`` is the provider's (/v1/idle-pools), never here
+_KIND_RULES = {
+    "allOf": [
+        {
+            "anyOf": [
+                {"properties": {"kind": {"enum": ["slurm", "baremetal"]},
+                                "distribution": _NOTHING, "kubernetesVersion": _NOTHING}},
+                {"required": ["distribution"],
+                 "properties": {"kind": {"const": "kubernetes"},
+                                "distribution": {"type": "string"},
+                                "controlPlane": {"enum": [1, 3]}}},
+            ]
+        },
+        {
+            "anyOf": [
+                {"properties": {"kind": {"const": "baremetal"}}},
+                {"properties": {"sshKeys": {"maxItems": 0}}},
+            ]
+        },
+        {"properties": {"idlePool": _NOTHING}},
+    ]
+}  # fmt: skip
+#: an OpenSSH public key as ``clusters._check_kind`` reads one: a key type, then the key
+SSH_KEY_PATTERN = "^[ \t]*(ssh-|ecdsa-|sk-)[!-~]*[ \t]+[!-~]"
+_SSH_KEY = re.compile(SSH_KEY_PATTERN)
+
+
+def _ssh_key(key: str) -> str:
+    """The document's pattern first (so the server and the document read one key alike)."""
+    if _SSH_KEY.match(key) is None:
+        raise ValueError("expected an OpenSSH public key: 'ssh-ed25519 AAAA...'")
+    return key
+
+
+SshKey = Annotated[
+    str,
+    AfterValidator(_ssh_key),
+    Field(max_length=16_384, json_schema_extra={"pattern": SSH_KEY_PATTERN}),
+]
+
+
 class ClusterIn(Strict):
     """A cluster to create. ``distribution`` for ``kind: kubernetes`` only (default
     ``upstream``); ``controlPlane``: Kubernetes control-plane machines (1 or 3);
     ``sshKeys``: public keys recorded for bare metal."""
 
-    name: Name = Field(min_length=1, max_length=63)
+    model_config = ConfigDict(json_schema_extra=_KIND_RULES)
+
+    name: Name = Field(min_length=1, max_length=63, json_schema_extra=_LABEL)
     kind: ClusterKind
     distribution: Distribution | None = None
     kubernetesVersion: str | None = Field(default=None, min_length=1, max_length=40)
     controlPlane: int = Field(default=1, ge=1, le=7)
     pools: list[NodePoolIn] = Field(min_length=1, max_length=16)
-    sshKeys: list[str] = Field(default_factory=list, max_length=32)
+    sshKeys: list[SshKey] = Field(default_factory=list, max_length=32)
     volumes: list[ClusterVolumeIn] = Field(default_factory=list, max_length=32)
     autoscale: AutoscaleIn | None = None
     idlePool: IdlePoolIn | None = None

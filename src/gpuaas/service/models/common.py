@@ -231,3 +231,31 @@ def bytes_text(field: str, value: str | int, *, zero: bool) -> None:
             f"{value[:MAX_BYTES_TEXT]!r} is not a size in bytes below 2**63"
             f"{'' if zero else ' and above 0'} (examples: '100Gi', '1.5T', '500000000', '1e9')",
         )
+
+
+#: a month ``YYYY-MM`` with a year from 0001 (datetime has no year 0): a usage or billing period
+PERIOD_PATTERN = (
+    "^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])$"
+)
+
+
+# --- a time as a request gives it ------------------------------------------------------------
+#
+# POSIX seconds as text (digits, a fraction of at most 9), or an ISO-8601 date with an optional
+# time of day (``T`` or a space, seconds and a fraction optional) and offset (``Z``,
+# ``+HH:MM``): a date the calendar has (February 29 of leap years only; year 1 to 9999), as
+# ``datetime.fromisoformat`` reads it. The server matches it first (``prices._when``), so the
+# document and the server refuse the same texts; a JSON number is POSIX seconds, at least 0.
+_YEAR = "([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"
+_MONTH_DAY = "((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+_LEAP_DAY = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
+_CLOCK = "([01][0-9]|2[0-3]):[0-5][0-9]"
+_TIME_OF_DAY = f"[T ]{_CLOCK}(:[0-5][0-9](\\.[0-9]{{1,6}})?)?(Z|[+-]{_CLOCK})?"
+TIME_PATTERN = (
+    f"^([0-9]{{1,11}}(\\.[0-9]{{1,9}})?|({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})({_TIME_OF_DAY})?)$"
+)
+#: what a time must be, in words
+TIME_WORDS = (
+    "POSIX seconds (such as 1767225600) or an ISO-8601 date and time the calendar has "
+    "(such as 2026-01-01 or 2026-01-01T00:00:00Z)"
+)

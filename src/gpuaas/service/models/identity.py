@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from pydantic.alias_generators import to_camel
 
 from gpuaas.service.governance import name_problem
@@ -160,7 +160,7 @@ class UserPatch(CamelIn):
     platform_role: str | None = Field(
         default=None, json_schema_extra={"enum": ["provider-admin", "viewer", None]}
     )
-    disabled: bool | None = None
+    disabled: StrictBool | None = None  # true or false: not 1, "yes"
 
 
 class UserOut(CamelOut):

@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -112,7 +113,7 @@ class NetworkSpec(Strict):
 
     pool: Text = Field(default="", max_length=253)
     count: int = Field(default=0, ge=0, le=64, strict=True)
-    perGpu: bool = False
+    perGpu: StrictBool = False  # true or false: not 1, "yes" (as the document says)
     alignment: str = "preferred"
     attachment: Text | None = Field(default=None, min_length=1, max_length=253)
 
@@ -151,7 +152,7 @@ class VolumeMount(Strict):
 
     name: Text = Field(min_length=1, max_length=63)
     mountPath: Text = Field(min_length=1, max_length=1000)
-    readOnly: bool = False
+    readOnly: StrictBool = False
 
 
 class PodSetSpec(Strict):
@@ -249,11 +250,15 @@ class JobSpec(Strict):
     """What a user submits; see the contract's example."""
 
     model_config = ConfigDict(
-        json_schema_extra={  # _one_way_to_run, said in the schema
+        json_schema_extra={  # _one_way_to_run and _inference_only, said in the schema
             "oneOf": [
                 {"required": [way], "properties": {way: {"not": {"type": "null"}}}}
                 for way in ("container", "command", "script")
-            ]
+            ],
+            "anyOf": [
+                {"properties": {"autoscale": {"type": "null"}}},
+                {"required": ["kind"], "properties": {"kind": {"const": "inference"}}},
+            ],
         }
     )
 

@@ -19,6 +19,7 @@ from gpuaas.service import invoicing
 from gpuaas.service.auth import Need, require_platform, tenant_for
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.models.budgets import AllocationOut, InvoiceLineIn, InvoiceOut, ShowbackRow
+from gpuaas.service.models.common import PERIOD_PATTERN
 
 router = APIRouter(prefix="/v1", tags=["billing"])
 
@@ -108,8 +109,20 @@ def showback(
     tenant: str,
     session: SessionDep,
     p: PrincipalDep,
-    period: Annotated[str | None, Query(description="the month, YYYY-MM (default: now)")] = None,
-    by: Annotated[str, Query(description="user, queue, cluster, job or sku")] = "user",
+    period: Annotated[
+        str | None,
+        Query(
+            description="the month, YYYY-MM (default: now)",
+            json_schema_extra={"pattern": PERIOD_PATTERN},
+        ),
+    ] = None,
+    by: Annotated[
+        str,
+        Query(
+            description="user, queue, cluster, job or sku",
+            json_schema_extra={"enum": list(invoicing.SHOWBACK)},
+        ),
+    ] = "user",
 ) -> list[ShowbackRow]:
     """What the tenant's month cost, by user, queue, cluster, job or SKU."""
     t = tenant_for(session, p, tenant, Need.READ)

@@ -30,14 +30,11 @@ from gpuaas.service.models.billing import (
     UsageSummary,
     UsageTotalOut,
 )
+from gpuaas.service.models.common import PERIOD_PATTERN, TIME_PATTERN
 from gpuaas.service.prices import _when
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
-#: ``YYYY-MM`` with a year from 0001 (datetime has no year 0)
-PERIOD_PATTERN = (
-    "^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[1-9]|1[0-2])$"
-)
 Period = Annotated[
     str | None,
     Query(
@@ -45,8 +42,13 @@ Period = Annotated[
         json_schema_extra={"pattern": PERIOD_PATTERN},
     ),
 ]
-Start = Annotated[str | None, Query(description="window start: POSIX seconds or ISO-8601")]
-End = Annotated[str | None, Query(description="window end (exclusive)")]
+#: a time as ``prices._when`` reads it (text matched against the pattern first)
+_TIME = {"pattern": TIME_PATTERN}
+Start = Annotated[
+    str | None,
+    Query(description="window start: POSIX seconds or ISO-8601", json_schema_extra=_TIME),
+]
+End = Annotated[str | None, Query(description="window end (exclusive)", json_schema_extra=_TIME)]
 Limit = Annotated[
     int,
     Query(description="page size (1..10000)", json_schema_extra={"minimum": 1, "maximum": 10000}),
