@@ -597,6 +597,12 @@ class ScheduledLoad(Load):
                 self.opening += 1
                 self.connections_now()
                 self.loop.create_task(self.open())
+            if len(self.clients) + self.opening >= self.max_connections:
+                # the pool is full and behind: the next connection to free up takes the oldest
+                # waiting request, and the schedule is looked at again when the backlog is gone
+                # (send) or a connection is lost: no timer per planned request meanwhile, whose
+                # wake-ups would take CPU from the server exactly when it is overloaded
+                return
         upcoming = max(self.next_index, int((now - self.t0) * self.rate) + 1)
         while upcoming < self.jobs and self.planned(upcoming) <= now:
             upcoming += 1
@@ -664,6 +670,7 @@ class ScheduledLoad(Load):
             self.dispatch(client, now)
         else:
             self.idle.append(client)
+            self.wake()  # the backlog is gone: the timer takes over again
 
     def disconnected(self, client: LoadClient) -> None:
         self.clients.discard(client)
