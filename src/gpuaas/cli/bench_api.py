@@ -998,9 +998,7 @@ def bench_api(
 ) -> None:
     """Submissions per second and latency of `POST /v1/tenants/{t}/jobs` on a real server.
 
-    By default a closed loop (each of --clients sends its next request when answered: at
-    saturation its latency is the queue of --clients). With --rate, an open loop at a fixed
-    offered rate, what a stream of independent submitters sees (docs/benchmarks.md)."""
+    Default: a closed loop of --clients. --rate R: an open loop, R requests/s on a schedule."""
     err = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-api-") as tmp:
         workdir = Path(tmp)
