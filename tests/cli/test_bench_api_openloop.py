@@ -29,7 +29,7 @@ def created(number: int) -> bytes:
 
 
 async def open_loop(
-    handler: Handler, *, jobs: int, rate: float, connections: int
+    handler: Handler, *, jobs: int, rate: float, connections: int, timeout: float = 60.0
 ) -> tuple[Outcome, dict[int, float]]:
     """Run the open loop against a server that lets ``handler`` answer each request; also
     returns when (``time.time()``, the clock of ``Outcome.sent``) each job number reached the
@@ -59,7 +59,7 @@ async def open_loop(
         with Progress(disable=True) as progress:
             outcome = await submit_all(
                 f"http://127.0.0.1:{port}", "tok", None, connections, jobs, 30.0, progress,
-                rate=rate,
+                timeout=timeout, rate=rate,
             )  # fmt: skip
     finally:
         server.close()
@@ -125,6 +125,20 @@ def test_a_stall_is_charged_to_every_request_planned_during_it(connections: int)
         assert outcome.connections == 4
     else:  # sent on time, answered late
         assert outcome.connections > 4
+
+
+def test_the_timeout_counts_from_the_send_not_the_plan() -> None:
+    """Two connections, 0.4 s an answer, a 0.5 s timeout: the requests held back are answered
+    more than 0.5 s after their planned times, but 0.4 s after being sent, so none times out
+    (and their latencies, from the plan, exceed the timeout)."""
+
+    async def handler(number: int, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.4)
+        writer.write(created(number))
+
+    outcome, _ = asyncio.run(open_loop(handler, jobs=6, rate=50.0, connections=2, timeout=0.5))
+    assert not outcome.errors and outcome.created == 6
+    assert max(outcome.latencies) > 0.5 and outcome.late >= 3
 
 
 def test_a_dropped_connection_fails_its_request_and_the_schedule_goes_on() -> None:

@@ -407,6 +407,9 @@ class LoadClient(asyncio.Protocol):
         self.in_flight = False
         self.sent = 0.0  # time.time() of the request in flight (for --trace)
         self.started = 0.0  # perf_counter() just before its bytes were written
+        #: perf_counter() when its bytes were written, for the timeout: the open loop's
+        #: ``started`` is the planned time, which a request held back may be long past
+        self.written = 0.0
         self.closed: asyncio.Future[None] = load.loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -500,7 +503,7 @@ class Load:
         request = self.template.render(index)
         client.in_flight = True
         client.sent = time.time()
-        client.started = time.perf_counter()
+        client.started = client.written = time.perf_counter()
         client.transport.write(request)
 
     def answered(self, client: LoadClient, status: int, body: bytes, now: float) -> None:
@@ -512,7 +515,7 @@ class Load:
         """Fail every request older than the timeout (checked once a second, not per request)."""
         now = time.perf_counter()
         for client in list(self.clients):
-            if client.in_flight and now - client.started > self.timeout:
+            if client.in_flight and now - client.written > self.timeout:
                 client.fail("TimeoutError")
 
     async def client(self, host: str, port: int) -> None:
@@ -627,6 +630,7 @@ class ScheduledLoad(Load):
                 self.outcome.worst_late = late
         client.in_flight = True
         client.started = planned  # the latency runs from the planned time, not the send
+        client.written = now
         client.sent = self.epoch0 + index * self.interval
         client.transport.write(self.template.render(index))
         if self.spent:
