@@ -129,9 +129,8 @@ def test_a_stall_is_charged_to_every_request_planned_during_it(connections: int)
 
 def test_the_timeout_counts_from_the_send_not_the_plan() -> None:
     """Two connections, 0.35 s an answer, 12 requests in 0.24 s, a 1 s timeout (checked each
-    second): the last requests held back are
-    answered more than 1 s after their planned times, but 0.35 s after being sent, so none times
-    out (and their latencies, from the plan, exceed the timeout)."""
+    second): the last requests held back are answered more than 1 s after their planned times
+    but 0.35 s after being sent, so none times out (their latencies, from the plan, exceed it)."""
 
     async def handler(number: int, writer: asyncio.StreamWriter) -> None:
         await asyncio.sleep(0.35)
