@@ -74,6 +74,13 @@ class Outcome:
     children_cpu: float | None = None
     #: CPU seconds the load generator itself (this process) spent while the clients submitted
     client_cpu: float | None = None
+    #: open loop (``--rate``) only: the planned rate, the requests that left more than
+    #: :data:`LATE_AFTER` after their planned time (and the worst lateness, s), and the most
+    #: connections open at once
+    offered_rate: float | None = None
+    late: int = 0
+    worst_late: float = 0.0
+    connections: int = 0
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -400,12 +407,14 @@ class LoadClient(asyncio.Protocol):
         self.in_flight = False
         self.sent = 0.0  # time.time() of the request in flight (for --trace)
         self.started = 0.0  # perf_counter() just before its bytes were written
+        #: perf_counter() when its bytes were written, for the timeout: the open loop's
+        #: ``started`` is the planned time, which a request held back may be long past
+        self.written = 0.0
         self.closed: asyncio.Future[None] = load.loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
-        self.load.clients.add(self)
-        self.load.send(self)
+        self.load.connected(self)
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter()
@@ -439,14 +448,14 @@ class LoadClient(asyncio.Protocol):
         another)."""
         if self.in_flight:
             self.in_flight = False
-            self.load.outcome.errors[kind] += 1
+            self.load.failed(kind)
         self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.in_flight:
             self.in_flight = False
-            self.load.outcome.errors[type(exc).__name__ if exc else "ServerDisconnected"] += 1
-        self.load.clients.discard(self)
+            self.load.failed(type(exc).__name__ if exc else "ServerDisconnected")
+        self.load.disconnected(self)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -467,6 +476,17 @@ class Load:
         self.clients: set[LoadClient] = set()
         self.spent = False  # every job number has been taken
 
+    def connected(self, client: LoadClient) -> None:
+        self.clients.add(client)
+        self.send(client)
+
+    def disconnected(self, client: LoadClient) -> None:
+        self.clients.discard(client)
+
+    def failed(self, kind: str) -> None:
+        """A request that got no answer (or none that can be framed)."""
+        self.outcome.errors[kind] += 1
+
     def take(self) -> int | None:
         """The next job number, or None when every job has been sent."""
         index = next(self.numbers)
@@ -483,7 +503,7 @@ class Load:
         request = self.template.render(index)
         client.in_flight = True
         client.sent = time.time()
-        client.started = time.perf_counter()
+        client.started = client.written = time.perf_counter()
         client.transport.write(request)
 
     def answered(self, client: LoadClient, status: int, body: bytes, now: float) -> None:
@@ -495,7 +515,7 @@ class Load:
         """Fail every request older than the timeout (checked once a second, not per request)."""
         now = time.perf_counter()
         for client in list(self.clients):
-            if client.in_flight and now - client.started > self.timeout:
+            if client.in_flight and now - client.written > self.timeout:
                 client.fail("TimeoutError")
 
     async def client(self, host: str, port: int) -> None:
@@ -512,6 +532,172 @@ class Load:
                 self.outcome.errors[type(exc).__name__] += 1
                 continue
             await protocol.closed
+
+
+#: a request that leaves more than this after its planned time counts as late: the event loop's
+#: timers fire to the millisecond (uvloop's resolution), so up to about 1 ms is the timer's own
+LATE_AFTER = 0.002
+
+
+class ScheduledLoad(Load):
+    """The open loop (``--rate``): request ``i`` is planned at ``t0 + i / rate``, whatever the
+    server does, and sent then on an idle keep-alive connection of a pool that grows on demand
+    up to ``connections``. A request whose time has come while every connection is busy waits
+    for the first to free up (oldest first); its latency still runs FROM ITS PLANNED TIME, so a
+    stalled server is charged for every request its stall held back (no coordinated omission,
+    as in wrk2), and how many left late, and by how much, is counted. Each job is still sent
+    once; the run ends when every job has been answered or has failed."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, template: RequestTemplate, jobs: int,
+        timeout: float, *, rate: float, connections: int, host: str, port: int,
+    ) -> None:  # fmt: skip
+        super().__init__(loop, template, jobs, timeout)
+        self.interval = 1.0 / rate
+        self.rate = rate
+        self.max_connections = connections
+        self.host, self.port = host, port
+        self.idle: list[LoadClient] = []
+        self.opening = 0
+        self.next_index = 0  # the next request to leave (all before it have)
+        self.settled = 0  # answered or failed
+        self.t0 = math.inf  # perf_counter() of request 0's planned time (none before start)
+        self.epoch0 = 0.0  # the same instant as time.time(), for --trace
+        self.timer: asyncio.Handle | None = None
+        self.finished: asyncio.Future[None] = loop.create_future()
+        self.outcome.offered_rate = rate
+
+    async def warm(self, count: int) -> None:
+        """Open ``count`` connections before the first planned time, as wrk2 opens its
+        connections first: the first requests should not pay for a TCP handshake."""
+        self.opening += count
+        self.connections_now()
+        await asyncio.gather(*(self.open() for _ in range(count)))
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+        self.epoch0 = time.time()
+        self.due()
+
+    def planned(self, index: int) -> float:
+        return self.t0 + index * self.interval
+
+    def due(self) -> None:
+        """Send every request whose time has come while a connection is idle; open connections
+        for those still waiting; wake again at the next planned time."""
+        self.timer = None
+        now = time.perf_counter()
+        while self.next_index < self.jobs and self.planned(self.next_index) <= now and self.idle:
+            client = self.idle.pop()
+            if not client.transport.is_closing():
+                self.dispatch(client, now)
+        if self.next_index >= self.jobs:
+            return
+        if self.planned(self.next_index) <= now:  # waiting for a connection
+            waiting = min(self.jobs, int((now - self.t0) * self.rate) + 1) - self.next_index
+            room = self.max_connections - len(self.clients) - self.opening
+            for _ in range(min(waiting - self.opening, room)):
+                self.opening += 1
+                self.connections_now()
+                self.loop.create_task(self.open())
+            if len(self.clients) + self.opening >= self.max_connections:
+                # the pool is full and behind: the next connection to free up takes the oldest
+                # waiting request, and the schedule is looked at again when the backlog is gone
+                # (send) or a connection is lost: no timer per planned request meanwhile, whose
+                # wake-ups would take CPU from the server exactly when it is overloaded
+                return
+        upcoming = max(self.next_index, int((now - self.t0) * self.rate) + 1)
+        while upcoming < self.jobs and self.planned(upcoming) <= now:
+            upcoming += 1
+        if upcoming < self.jobs:
+            # rounded up to the millisecond: a timer never fires before the planned time
+            delay = math.ceil((self.planned(upcoming) - now) * 1000) / 1000
+            self.timer = self.loop.call_later(delay, self.due)
+
+    def connections_now(self) -> None:
+        self.outcome.connections = max(self.outcome.connections, len(self.clients) + self.opening)
+
+    def dispatch(self, client: LoadClient, now: float) -> None:
+        index = self.next_index
+        self.next_index += 1
+        if self.next_index >= self.jobs:
+            self.spent = True
+        planned = self.planned(index)
+        late = now - planned
+        if late > LATE_AFTER:
+            self.outcome.late += 1
+            if late > self.outcome.worst_late:
+                self.outcome.worst_late = late
+        client.in_flight = True
+        client.started = planned  # the latency runs from the planned time, not the send
+        client.written = now
+        client.sent = self.epoch0 + index * self.interval
+        client.transport.write(self.template.render(index))
+        if self.spent:
+            for idle in self.idle:
+                idle.transport.close()
+            self.idle.clear()
+
+    async def open(self) -> None:
+        """One more connection for the pool; one that cannot be made fails the oldest waiting
+        request (each job is sent once), as the closed loop does."""
+        try:
+            await self.loop.create_connection(lambda: LoadClient(self), self.host, self.port)
+        except OSError as exc:
+            self.opening -= 1
+            if self.next_index < self.jobs:
+                self.next_index += 1
+                self.spent = self.next_index >= self.jobs
+                self.failed(type(exc).__name__)
+            self.wake()
+
+    def wake(self) -> None:
+        """Look at the schedule again soon (a connection lost or not made while requests may
+        be waiting, and no timer due)."""
+        if self.timer is None and not self.spent and self.t0 != math.inf:
+            self.timer = self.loop.call_soon(self.due)
+
+    def connected(self, client: LoadClient) -> None:
+        self.opening -= 1
+        self.clients.add(client)
+        self.connections_now()
+        self.send(client)
+
+    def send(self, client: LoadClient) -> None:
+        """A connection is free (new, or its answer read): the oldest request whose time has
+        come leaves on it now, or it waits in the pool."""
+        if self.spent:
+            client.transport.close()
+            return
+        now = time.perf_counter()
+        if self.planned(self.next_index) <= now:
+            self.dispatch(client, now)
+        else:
+            self.idle.append(client)
+            self.wake()  # the backlog is gone: the timer takes over again
+
+    def disconnected(self, client: LoadClient) -> None:
+        self.clients.discard(client)
+        if client in self.idle:
+            self.idle.remove(client)
+        self.wake()
+
+    def answered(self, client: LoadClient, status: int, body: bytes, now: float) -> None:
+        super().answered(client, status, body, now)
+        self.settle()
+
+    def failed(self, kind: str) -> None:
+        super().failed(kind)
+        self.settle()
+
+    def settle(self) -> None:
+        self.settled += 1
+        if self.settled >= self.jobs and not self.finished.done():
+            if self.timer is not None:
+                self.timer.cancel()
+            for client in list(self.clients):
+                client.transport.close()
+            self.finished.set_result(None)
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -538,17 +724,25 @@ async def submit_all(
     progress: Progress,
     *,
     timeout: float = 60.0,
+    rate: float | None = None,
 ) -> Outcome:
     """``clients`` closed-loop clients, each on its own keep-alive connection, take job numbers
-    from one counter until ``jobs`` are sent (see the paragraph above :class:`RequestTemplate`).
+    from one counter until ``jobs`` are sent (see the paragraph above :class:`RequestTemplate`);
+    with ``rate``, the open loop of :class:`ScheduledLoad` over up to ``clients`` connections.
 
     The outcome carries the generator's own CPU time (``time.process_time`` of this process,
     every thread of it) beside the server's, so a run shows what the load itself cost."""
     split = urlsplit(url)
     host, port = split.hostname or "127.0.0.1", split.port or 80
     loop = asyncio.get_running_loop()
-    load = Load(loop, RequestTemplate.for_run(split.netloc, token, secrets.token_hex(6), duration),
-                jobs, timeout)  # fmt: skip
+    template = RequestTemplate.for_run(split.netloc, token, secrets.token_hex(6), duration)
+    load: Load
+    if rate is None:
+        load = Load(loop, template, jobs, timeout)
+    else:
+        load = ScheduledLoad(
+            loop, template, jobs, timeout, rate=rate, connections=clients, host=host, port=port
+        )
     task = progress.add_task("submitting", total=jobs)
 
     def tick() -> None:
@@ -561,11 +755,19 @@ async def submit_all(
     client_before = time.process_time()
     began = time.perf_counter()
     try:
-        await asyncio.gather(*(load.client(host, port) for _ in range(clients)))
+        if isinstance(load, ScheduledLoad):
+            # enough connections for 10 ms answers at the rate; more are opened on demand
+            await load.warm(min(clients, max(1, math.ceil(load.rate / 100)), jobs))
+            load.start()
+            await load.finished
+        else:
+            await asyncio.gather(*(load.client(host, port) for _ in range(clients)))
     finally:
         ticker[0].cancel()
     outcome = load.outcome
-    outcome.elapsed = time.perf_counter() - began
+    # the open loop's run begins at its first planned time (after the connections are made)
+    start = load.t0 if isinstance(load, ScheduledLoad) else began
+    outcome.elapsed = time.perf_counter() - start
     outcome.client_cpu = time.process_time() - client_before
     cpu_after = tree_cpu(server_pid) if server_pid is not None else (None, None)
     if cpu_before[0] is not None and cpu_after[0] is not None:
@@ -629,10 +831,26 @@ def summarise(
     lat = sorted(outcome.latencies)
     acknowledged = len(outcome.job_ids)
     missing = len(outcome.job_ids - listed.keys())
+    open_loop = outcome.offered_rate is not None
     return {
+        # closed: each client sends when answered; open: on a fixed schedule (--rate), latency
+        # from each request's planned time
+        "mode": "open" if open_loop else "closed",
+        **(
+            {
+                "offered_per_s": outcome.offered_rate,
+                "late_to_leave": outcome.late,
+                "worst_late_ms": round(outcome.worst_late * 1000, 2),
+                "connections": outcome.connections,
+            }
+            if open_loop
+            else {}
+        ),
+        # answered requests per second over the run (in the open loop: the achieved rate)
         "submissions_per_s": round(len(lat) / outcome.elapsed, 1) if outcome.elapsed else 0.0,
         "p50_ms": round(percentile(lat, 50) * 1000, 2),
         "p99_ms": round(percentile(lat, 99) * 1000, 2),
+        "p999_ms": round(percentile(lat, 99.9) * 1000, 2),
         "max_ms": round(lat[-1] * 1000, 2) if lat else 0.0,
         "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else 0.0,
         # the API process's CPU per submission (the reconciler's process apart): on a shared
@@ -683,20 +901,27 @@ def list_every_job(url: str, token: str) -> dict[int, str]:
 
 def show_result(result: dict[str, Any]) -> None:
     console = Console()
+    load = (
+        f"{result['offered_per_s']:g}/s offered (open loop) over up to {result['clients']} "
+        f"connections"
+        if result["mode"] == "open"
+        else f"{result['clients']} clients"
+    )
     title = (
-        f"bench api: {result['jobs']} jobs from {result['clients']} clients, "
+        f"bench api: {result['jobs']} jobs from {load}, "
         f"{result['database']}, reconciler {'ON' if result['reconciler'] else 'off'} "
         f"({result['fleet']})"
     )
     table = Table(title=title)
-    headers = ("submissions/s", "p50 ms", "p99 ms", "max ms", "server CPU ms/sub", "errors",
-               "acked", "listed")  # fmt: skip
+    headers = ("submissions/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "server CPU ms/sub",
+               "errors", "acked", "listed")  # fmt: skip
     for header in headers:
         table.add_column(header, justify="right")
     table.add_row(
         f"{result['submissions_per_s']:.1f}",
         f"{result['p50_ms']:.1f}",
         f"{result['p99_ms']:.1f}",
+        f"{result['p999_ms']:.1f}",
         f"{result['max_ms']:.1f}",
         "-" if (cpu := result["server_cpu_ms_per_submission"]) is None else f"{cpu:.2f}",
         str(result["errors"]),
@@ -704,6 +929,13 @@ def show_result(result: dict[str, Any]) -> None:
         str(result["listed"]),
     )
     console.print(table)
+    if result["mode"] == "open":
+        console.print(
+            f"open loop: latency from each request's planned send time; "
+            f"{result['late_to_leave']} requests left more than {LATE_AFTER * 1000:g} ms late "
+            f"(worst {result['worst_late_ms']:.1f} ms), {result['connections']} connections",
+            markup=False,
+        )
     states = ", ".join(f"{state} {n}" for state, n in result["states"].items())
     console.print(f"job states at the end: {states or 'none'}", markup=False)
     for kind, count in result["error_kinds"].items():
@@ -716,7 +948,27 @@ def database_kind(url: str) -> str:
 
 @bench_app.command("api")
 def bench_api(
-    clients: Annotated[int, typer.Option("--clients", min=1, max=1000)] = 32,
+    clients: Annotated[
+        int,
+        typer.Option(
+            "--clients",
+            min=1,
+            max=1000,
+            help="Closed loop: concurrent clients. With --rate: the most connections to use.",
+        ),
+    ] = 32,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            min=0.001,
+            help=(
+                "Open loop: send R requests per second on a fixed schedule (request i at "
+                "t0 + i/R) whatever the answers, latency measured from each planned time (no "
+                "coordinated omission). Default: the closed loop of --clients."
+            ),
+        ),
+    ] = None,
     jobs: Annotated[int, typer.Option("--jobs", min=1)] = 20_000,
     db: Annotated[
         str | None,
@@ -748,7 +1000,9 @@ def bench_api(
         ),
     ] = None,
 ) -> None:
-    """Submissions per second and latency of `POST /v1/tenants/{t}/jobs` on a real server."""
+    """Submissions per second and latency of `POST /v1/tenants/{t}/jobs` on a real server.
+
+    Default: a closed loop of --clients. --rate R: an open loop, R requests/s on a schedule."""
     err = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-api-") as tmp:
         workdir = Path(tmp)
@@ -777,7 +1031,16 @@ def bench_api(
                 )
                 with progress, asyncio.Runner(loop_factory=loop_factory()) as runner:
                     outcome = runner.run(
-                        submit_all(server.url, token, server.pid, clients, jobs, duration, progress)
+                        submit_all(
+                            server.url,
+                            token,
+                            server.pid,
+                            clients,
+                            jobs,
+                            duration,
+                            progress,
+                            rate=rate,
+                        )
                     )
                 listed = list_every_job(server.url, token)
             finally:
