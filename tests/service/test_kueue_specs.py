@@ -17,7 +17,7 @@ from gpuaas.billing.skus import parse_sku
 from gpuaas.model.resources import canonical_amount
 from gpuaas.service.app import create_app
 from gpuaas.service.models.billing import SKU_PATTERN, PriceIn
-from gpuaas.service.models.common import BYTES_PATTERN, TIME_PATTERN
+from gpuaas.service.models.common import BYTES_PATTERN, MAX_BYTES_TEXT, TIME_PATTERN
 from gpuaas.service.models.kueue_specs import (
     WHOLE_PATTERN,
     ClusterQueueSpec,
@@ -29,13 +29,13 @@ from gpuaas.service.settings import Settings
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.from_regex(WHOLE_PATTERN, fullmatch=True))
+@given(st.from_regex(WHOLE_PATTERN, fullmatch=True).filter(lambda t: len(t) <= MAX_BYTES_TEXT))
 def test_a_whole_quantity_the_document_admits_is_a_whole_amount(text: str) -> None:
     assert 0 <= canonical_amount("nvidia.com/gpu", text) < 2**63
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.from_regex(BYTES_PATTERN, fullmatch=True))
+@given(st.from_regex(BYTES_PATTERN, fullmatch=True).filter(lambda t: len(t) <= MAX_BYTES_TEXT))
 def test_any_quantity_the_document_admits_is_an_amount(text: str) -> None:
     assert 0 <= canonical_amount("memory", text) < 2**63
     assert canonical_amount("cpu", text) >= 0
