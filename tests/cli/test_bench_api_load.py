@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rich.progress import Progress
+from scripted_server import load, load_against
 
 from gpuaas.cli.bench_api import (
     TENANT,
@@ -23,7 +23,6 @@ from gpuaas.cli.bench_api import (
     answer_head,
     job_id_of,
     job_spec,
-    submit_all,
 )
 
 #: a handler gets the request's body and the connection's writer, and answers (or not)
@@ -48,33 +47,15 @@ def created(body: bytes) -> bytes:
 async def serve_and_load(
     handler: Handler, jobs: int, clients: int, timeout: float = 60.0
 ) -> tuple[Outcome, list[bytes]]:
-    """Run the generator against a server that reads each request and lets ``handler`` answer."""
+    """Run the generator against a server that reads each request and lets ``handler`` answer;
+    also returns the requests' heads."""
     heads: list[bytes] = []
 
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                heads.append(head)
-                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                await handler(await reader.readexactly(length), writer)
-                if writer.is_closing():
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def answer(head: bytes, body: bytes, writer: asyncio.StreamWriter) -> None:
+        heads.append(head)
+        await handler(body, writer)
 
-    server = await asyncio.start_server(connection, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        with Progress(disable=True) as progress:
-            outcome = await submit_all(
-                f"http://127.0.0.1:{port}", "tok", None, clients, jobs, 30.0, progress,
-                timeout=timeout,
-            )  # fmt: skip
-    finally:
-        server.close()
+    outcome = await load_against(answer, jobs=jobs, connections=clients, timeout=timeout)
     return outcome, heads
 
 
@@ -204,10 +185,8 @@ def test_a_request_never_answered_times_out() -> None:
     assert outcome.errors == {"TimeoutError": 2} and not outcome.latencies
 
 
-def test_a_server_that_refuses_connections_fails_every_job() -> None:
-    async def nothing() -> Outcome:
-        with Progress(disable=True) as progress:
-            return await submit_all("http://127.0.0.1:1", "tok", None, 3, 7, 30.0, progress)
-
-    outcome = asyncio.run(nothing())
+@pytest.mark.parametrize("rate", [None, 100.0], ids=["closed", "open"])
+def test_a_server_that_refuses_connections_fails_every_job(rate: float | None) -> None:
+    """Closed or open loop, a refused connection is an error for each of its jobs."""
+    outcome = asyncio.run(asyncio.wait_for(load("http://127.0.0.1:1", 7, 3, rate=rate), 10))
     assert sum(outcome.errors.values()) == 7 and not outcome.latencies

@@ -13,10 +13,10 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
-from rich.progress import Progress
+from scripted_server import load_against
 from typer.testing import CliRunner
 
-from gpuaas.cli.bench_api import TENANT, Outcome, submit_all
+from gpuaas.cli.bench_api import TENANT, Outcome
 from gpuaas.cli.main import app
 
 #: a handler gets the request's job number and the connection's writer, and answers (or not)
@@ -36,33 +36,15 @@ async def open_loop(
     server."""
     arrived: dict[int, float] = {}
 
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                body = await reader.readexactly(length)
-                number = int(json.loads(body)["name"].removeprefix("bench-"))
-                assert number not in arrived  # each job is sent once
-                arrived[number] = time.time()
-                await handler(number, writer)
-                if writer.is_closing():
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def answer(head: bytes, body: bytes, writer: asyncio.StreamWriter) -> None:
+        number = int(json.loads(body)["name"].removeprefix("bench-"))
+        assert number not in arrived  # each job is sent once
+        arrived[number] = time.time()
+        await handler(number, writer)
 
-    server = await asyncio.start_server(connection, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        with Progress(disable=True) as progress:
-            outcome = await submit_all(
-                f"http://127.0.0.1:{port}", "tok", None, connections, jobs, 30.0, progress,
-                timeout=timeout, rate=rate,
-            )  # fmt: skip
-    finally:
-        server.close()
+    outcome = await load_against(
+        answer, jobs=jobs, connections=connections, timeout=timeout, rate=rate
+    )
     return outcome, arrived
 
 
@@ -151,17 +133,6 @@ def test_a_dropped_connection_fails_its_request_and_the_schedule_goes_on() -> No
     outcome, arrived = asyncio.run(open_loop(handler, jobs=60, rate=300.0, connections=4))
     assert sum(outcome.errors.values()) == 6 and outcome.created == 54
     assert sorted(arrived) == list(range(60))  # each job sent once, none retried
-
-
-def test_a_server_that_refuses_connections_fails_every_job() -> None:
-    async def nothing() -> Outcome:
-        with Progress(disable=True) as progress:
-            return await submit_all(
-                "http://127.0.0.1:1", "tok", None, 3, 7, 30.0, progress, rate=100.0
-            )
-
-    outcome = asyncio.run(asyncio.wait_for(nothing(), 10))
-    assert sum(outcome.errors.values()) == 7 and not outcome.latencies
 
 
 def test_open_loop_run_acknowledges_and_lists_every_job() -> None:

@@ -108,11 +108,11 @@ class _Pending:
     tenant_name: str
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Stored]
-    render: Callable[[Any], bytes] | None = None
+    render: Callable[[Job], bytes] | None = None
     draft: AuditEntry | None = None
     job_id: int | None = field(default=None)
     #: set in the transaction for a created job with a draft: the job, its answer, its entry
-    job: Any = None
+    job: Job | None = None
     answer: bytes | None = None
     entry: AuditEntry | None = None
 
@@ -159,7 +159,7 @@ class SubmissionWriter:
         self,
         values: dict[str, Any],
         tenant_name: str,
-        render: Callable[[Any], bytes] | None = None,
+        render: Callable[[Job], bytes] | None = None,
         draft: AuditEntry | None = None,
     ) -> Stored:
         """Store a prepared job (:func:`~gpuaas.service.jobs.prepare_job`); returns (job,
