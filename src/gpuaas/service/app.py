@@ -61,6 +61,11 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # the console serves /docs from vendored assets (works offline)
         redoc_url=None,
+        telemetry={
+            "tracing": settings.opentelemetry,
+            "metrics": settings.opentelemetry,
+            "logs": settings.opentelemetry,
+        },
     )
     app.state.settings = settings
     app.state.tenant_ids = TenantCache()

@@ -119,6 +119,15 @@ class Settings:
             os.environ.get("GPUAAS_METERING", "1").lower() not in ("0", "false", "no", "off")
         )
     )
+    #: FastAPI's native OpenTelemetry (spans, metrics and logs of each request, sent to the
+    #: globally configured providers, e.g. by ``opentelemetry-instrument``); off unless
+    #: ``GPUAAS_OPENTELEMETRY=1``, because even unconfigured it asks on every request whether a
+    #: provider has appeared, 2-3 % of a submission's CPU (docs/benchmarks.md)
+    opentelemetry: bool = field(
+        default_factory=lambda: (
+            os.environ.get("GPUAAS_OPENTELEMETRY", "0").lower() in ("1", "true", "yes", "on")
+        )
+    )
     reconcile: bool = True
     #: run the reconciler in a child process (``gpuaas serve``) rather than a thread
     reconciler_process: bool = False
