@@ -16,7 +16,7 @@ import pytest
 from scripted_server import load_against
 from typer.testing import CliRunner
 
-from gpuaas.cli.bench_api import TENANT, Outcome
+from gpuaas.cli.bench_api import TENANT, Outcome, connections_for
 from gpuaas.cli.main import app
 
 #: a handler gets the request's job number and the connection's writer, and answers (or not)
@@ -149,3 +149,15 @@ def test_open_loop_run_acknowledges_and_lists_every_job() -> None:
     assert {"late_to_leave", "worst_late_ms", "connections"} <= summary.keys()
     assert summary["server_cpu_ms_per_submission"] is not None
     assert summary["client_cpu_ms_per_submission"] is not None
+
+
+@pytest.mark.parametrize(
+    "rate, connections",
+    [(None, 32), (10.0, 32), (64.0, 32), (65.0, 33), (800.0, 400), (5000.0, 1000)],
+)
+def test_the_default_connections_carry_a_half_second_stall(
+    rate: float | None, connections: int
+) -> None:
+    """Closed loop: 32 clients. Open loop: a connection for each request planned in 0.5 s, so a
+    server stall that long holds requests at the server, not in the generator; 32 to 1,000."""
+    assert connections_for(rate) == connections

@@ -942,6 +942,22 @@ def show_result(result: dict[str, Any]) -> None:
         console.print(f"error x{count}: {kind}", markup=False)
 
 
+#: the closed loop's clients, and the open loop's fewest connections
+DEFAULT_CLIENTS = 32
+#: the open loop's default connections carry a server stall this long (s) at the offered rate:
+#: with fewer, requests planned during a stall wait at the generator (still charged from their
+#: planned time, but then the generator, not the server, sets when they are sent)
+STALL_CARRIED = 0.5
+
+
+def connections_for(rate: float | None) -> int:
+    """``--clients`` when not given: 32 for the closed loop; for the open loop at ``rate``/s,
+    enough connections for every request planned during a 0.5 s stall (at most 1,000)."""
+    if rate is None:
+        return DEFAULT_CLIENTS
+    return min(1000, max(DEFAULT_CLIENTS, math.ceil(rate * STALL_CARRIED)))
+
+
 def database_kind(url: str) -> str:
     return "postgresql" if url.startswith(("postgres", "postgresql")) else "sqlite"
 
@@ -949,14 +965,17 @@ def database_kind(url: str) -> str:
 @bench_app.command("api")
 def bench_api(
     clients: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--clients",
             min=1,
             max=1000,
-            help="Closed loop: concurrent clients. With --rate: the most connections to use.",
+            help=(
+                "Closed loop: concurrent clients (default 32). With --rate: the most connections "
+                "to use (default: enough to carry a 0.5 s stall at the rate, at least 32)."
+            ),
         ),
-    ] = 32,
+    ] = None,
     rate: Annotated[
         float | None,
         typer.Option(
@@ -1004,6 +1023,7 @@ def bench_api(
 
     Default: a closed loop of --clients. --rate R: an open loop, R requests/s on a schedule."""
     err = Console(stderr=True)
+    clients = clients or connections_for(rate)
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-api-") as tmp:
         workdir = Path(tmp)
         db_url = db or f"sqlite:///{workdir / 'bench.db'}"
