@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -192,11 +193,17 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("tenant_id", "user_id", "idempotency_key", name="uq_job_idempotency"),
         Index("ix_jobs_tenant_id_id", "tenant_id", "id"),
-        Index("ix_jobs_state", "state"),
-        # a new leader pages its backlog in queue order (service/backlog.py), and every
-        # reconcile step asks for cancel requests (rare): neither scans the pending jobs
+        # a new leader pages its backlog in queue order (service/backlog.py); its leading
+        # column also serves every question by state alone
         Index("ix_jobs_queue_order", "state", "priority", "created_at", "id"),
-        Index("ix_jobs_cancel_requested", "cancel_requested"),
+        # every reconcile step asks for cancel requests (rare): a partial index holds only
+        # those, so a submission's insert writes no entry to it (migration 0017)
+        Index(
+            "ix_jobs_cancel_requested",
+            "cancel_requested",
+            sqlite_where=text("cancel_requested IS 1"),
+            postgresql_where=text("cancel_requested IS true"),
+        ),
     )
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
