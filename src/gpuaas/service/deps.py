@@ -75,7 +75,7 @@ def authenticate_request(request: Request, db: Connection | Session, token: str)
     limits.check_client(client, now)
     digest = hash_token(token)
     cache: PrincipalCache | None = getattr(request.app.state, "principals", None)
-    found = cache.get(digest, now) if cache is not None else None
+    found = cached_principal(request, digest, now)
     if found is None:
         found = _read_principal(request, db, token, digest, client, now, limits, cache)
     request.state.principal = found  # the audit log's "who"
@@ -83,6 +83,25 @@ def authenticate_request(request: Request, db: Connection | Session, token: str)
     tenant = request.path_params.get("tenant")
     if tenant:
         limits.tenant(str(tenant))
+    return found
+
+
+#: the principal cache's answer to this request (a scope key): asked once per request
+_CACHED = "gpuaas.cached_principal"
+
+
+def cached_principal(request: Request, digest: str, now: float) -> Principal | None:
+    """The principal cache's answer for this request's token hash, asked once per request and
+    remembered in its scope: the cache picks one request per entry to read the token again
+    (:meth:`PrincipalCache.get` answers it ``None``), and that request must read it however
+    often it asks (the submission asks first to choose where to prepare the job)."""
+    scope = request.scope
+    if _CACHED in scope:
+        remembered: Principal | None = scope[_CACHED]
+        return remembered
+    cache: PrincipalCache | None = getattr(request.app.state, "principals", None)
+    found = cache.get(digest, now) if cache is not None else None
+    scope[_CACHED] = found
     return found
 
 
@@ -101,6 +120,8 @@ def _read_principal(
     try:
         found = authenticate(db, token)
     except ApiError:
+        if cache is not None:
+            cache.drop(digest)
         # a guess is a token nobody was ever given; a revoked or expired one is a client
         # still configured with it, told 401 each time rather than backed off
         if db.execute(select(Token.id).where(Token.token_hash == digest)).first() is None:

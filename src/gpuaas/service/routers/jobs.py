@@ -40,6 +40,7 @@ from gpuaas.service.deps import (
     SessionDep,
     authenticate_request,
     bearer_token_on_loop,
+    cached_principal,
 )
 from gpuaas.service.errors import ApiError, invalid, not_found, problem
 from gpuaas.service.group_commit import SubmissionWriter
@@ -67,7 +68,6 @@ from gpuaas.service.models.jobs import (
     JobView,
     WorkloadView,
 )
-from gpuaas.service.principal_cache import PrincipalCache
 from gpuaas.service.replica_sets import replica_views
 from gpuaas.store.db import Database
 from gpuaas.store.tables import Job, JobEvent, Tenant, User
@@ -229,8 +229,7 @@ def _known_caller(request: Request, token: str) -> bool:
     """Whether the caller's principal is cached (:mod:`gpuaas.service.principal_cache`): then
     preparing the job reads nothing from the database but the governance version (at most once
     a second), so on PostgreSQL too it runs on the event loop, without the thread hand-off."""
-    cache: PrincipalCache | None = getattr(request.app.state, "principals", None)
-    return cache is not None and cache.get(hash_token(token), time.time()) is not None
+    return cached_principal(request, hash_token(token), time.time()) is not None
 
 
 def _prepare(
