@@ -25,6 +25,7 @@ On PostgreSQL (row locks, and a commit is a WAL flush) the step keeps one transa
 from __future__ import annotations
 
 import gc
+import math
 import time
 from contextlib import ExitStack
 from types import TracebackType
@@ -43,9 +44,9 @@ class WriteChunks:
     :meth:`boundary` where the transaction may end. Commits at the end, rolls back the open
     chunk on an error (earlier chunks stay committed)."""
 
-    def __init__(self, db: Database, budget: float = CHUNK_SECONDS) -> None:
+    def __init__(self, db: Database, budget: float | None = None) -> None:
         self.db = db
-        self.budget = budget if db.is_sqlite else float("inf")
+        self.budget = (CHUNK_SECONDS if budget is None else budget) if db.is_sqlite else math.inf
         self.commits = 0
         self._stack: ExitStack | None = None
         self._session: Session | None = None
