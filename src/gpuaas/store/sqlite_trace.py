@@ -7,13 +7,17 @@ and who waits, needs their times on both sides. With ``GPUAAS_SQLITE_TRACE`` set
 directory, every SQLite connection of the process is made by :class:`TracingConnection`, and
 each write transaction ends as one line in ``<dir>/<pid>.trace``:
 
-``tx <first write sent> <lock got> <commit began> <commit ended> <thread> <statements> <what>``
+``tx <first write sent> <lock got> <commit began> <commit ended> <thread> <statements> <what>
+<run delay>``
 
 (epoch seconds; "lock got" is when the first write returned, so waiting = got - sent and the
-hold = commit ended - got, a checkpoint run by the commit included). Collections of the
-cyclic garbage collector are lines ``gc <start> <end> <thread> <generation>``, and a caller may
-add spans of its own with :func:`span`. Off (the default) it costs nothing: the factory is not
-installed and :func:`span` returns at once.
+hold = commit ended - got, a checkpoint run by the commit included; "run delay": milliseconds
+the thread waited for a core during that first write, from Linux's schedstat). A hold over
+20 ms is followed by a ``steps`` line: each statement's start (ms after the lock was got) and
+duration, so that the statements' own time and the gaps between them can be told apart.
+Collections of the cyclic garbage collector are lines ``gc <start> <end> <thread>
+<generation>``, and a caller may add spans of its own with :func:`span`. Off (the default) it
+costs nothing: the factory is not installed and :func:`span` returns at once.
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ from typing import Any
 
 ENV = "GPUAAS_SQLITE_TRACE"
 
-_lock = threading.Lock()
-_out: Any = None  # the open trace file of this process (None: tracing off)
-_pid = 0
+_lock = threading.RLock()  # re-entered by a collection that ends inside a write
+_out: Any = None  # the open trace file of this process (None: not opened yet)
+_opened: tuple[int, str] = (0, "")  # the process and directory it was opened for
 
 
 def enabled() -> bool:
@@ -40,14 +44,17 @@ def enabled() -> bool:
 
 
 def _write(line: str) -> None:
-    global _out, _pid
-    if _out is None or _pid != os.getpid():
-        directory = Path(os.environ[ENV])
-        directory.mkdir(parents=True, exist_ok=True)
-        _pid = os.getpid()
-        _out = open(directory / f"{_pid}.trace", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
-        _watch_collector()
+    global _out, _opened
     with _lock:
+        where = (os.getpid(), os.environ.get(ENV, ""))
+        if _out is None or _opened != where:
+            if _out is not None and _opened[0] == where[0]:
+                _out.close()
+            directory = Path(where[1])
+            directory.mkdir(parents=True, exist_ok=True)
+            _out = open(directory / f"{where[0]}.trace", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            _opened = where
+            _watch_collector()
         _out.write(line)
 
 
