@@ -4,6 +4,7 @@ written; on, a write transaction is one ``tx`` line with its times in order, and
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,18 @@ def test_a_write_transaction_is_one_line(tmp_path: Path, monkeypatch: pytest.Mon
     assert sent <= got <= began <= ended
     assert tx[0][6] == "1"  # one statement
     assert any(p[0] == "span" and p[4] == "step" for p in lines)
+
+
+def test_turned_off_again_a_collection_writes_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(sqlite_trace.ENV, str(tmp_path / "trace"))
+    with sqlite_trace.span("on"):
+        pass
+    gc.collect()  # registers nothing twice, writes its line
+    written = sorted(p.read_text() for p in (tmp_path / "trace").glob("*.trace"))
+    monkeypatch.delenv(sqlite_trace.ENV)
+    gc.collect()
+    assert sorted(p.read_text() for p in (tmp_path / "trace").glob("*.trace")) == written
+    assert not list(tmp_path.glob("*.trace"))  # nothing in the working directory

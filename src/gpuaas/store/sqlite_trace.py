@@ -45,14 +45,16 @@ def enabled() -> bool:
 
 def _write(line: str) -> None:
     global _out, _opened
+    directory = os.environ.get(ENV, "")
+    if not directory:  # turned off since (the collector's callback stays registered)
+        return
     with _lock:
-        where = (os.getpid(), os.environ.get(ENV, ""))
+        where = (os.getpid(), directory)
         if _out is None or _opened != where:
             if _out is not None and _opened[0] == where[0]:
                 _out.close()
-            directory = Path(where[1])
-            directory.mkdir(parents=True, exist_ok=True)
-            _out = open(directory / f"{where[0]}.trace", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            _out = open(Path(directory) / f"{where[0]}.trace", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
             _opened = where
             _watch_collector()
         _out.write(line)
