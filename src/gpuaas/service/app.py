@@ -27,6 +27,7 @@ from gpuaas.service.settings import Settings
 from gpuaas.service.submission_lane import SubmissionLane
 from gpuaas.service.telemetry import Telemetry
 from gpuaas.service.utilisation import Utilisation
+from gpuaas.store.checkpointer import Checkpoints
 from gpuaas.store.db import Database
 
 log = logging.getLogger("gpuaas.service")
@@ -101,7 +102,8 @@ def start(
     on_admin_token: Callable[[str], None] | None,
     announce_later: bool = False,
 ) -> None:
-    db = Database(settings.url)
+    # the WAL checkpointed by a thread, not in the commits requests wait for (store/checkpointer)
+    db = Database(settings.url, Checkpoints.THREAD)
     db.upgrade()
     app.state.db = db
     #: authenticated principals for at most a second, invalidated by this process's identity

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -68,13 +69,15 @@ from gpuaas.service.models.jobs import (
 from gpuaas.service.replica_sets import check_autoscale, create_set
 from gpuaas.service.storage import resolve_job_volumes
 from gpuaas.service.tenancy import check_job_size
+from gpuaas.store import write_lock
 from gpuaas.store.db import where as db_where
 from gpuaas.store.tables import Job, JobEvent, Meta, Tenant
 
 # --- governance as submission sees it, cached per database and governance.version ---------
 
 _lock = threading.Lock()
-_write_locks: dict[str, threading.Lock] = {}
+#: per database URL: this process's writer lock and the file lock beside the database
+_write_locks: dict[str, tuple[threading.Lock, Path | None]] = {}
 _JOBS = Job.__table__
 # statements built once: building one costs more than running it on SQLite
 _INSERT_JOB = insert(_JOBS).returning(_JOBS.c.id)
@@ -385,23 +388,26 @@ class BatchInvalid(Exception):
 
 @contextmanager
 def serialized_writes(target: Session | Engine) -> Iterator[None]:
-    """On SQLite, one writing transaction at a time per process.
+    """On SQLite, one writing transaction at a time, within the process and across processes.
 
     SQLite has one writer; threads that collide wait in its busy handler, which sleeps 1, 2, 5,
     10 ... ms between retries, and 32 concurrent submitters then see seconds of latency. A
-    process lock hands the write lock over without sleeping. Hold it from the first write to
-    the commit. On PostgreSQL (row locks) it does nothing.
+    process lock hands the write lock over without sleeping, and a file lock beside the
+    database does the same between the API server and the reconciler's process
+    (:mod:`gpuaas.store.write_lock`). Hold it from before the first write to the commit. On
+    PostgreSQL (row locks) it does nothing.
     """
     bind = target.get_bind() if isinstance(target, Session) else target
     if bind.dialect.name != "sqlite":
         yield
         return
     key = str(bind.url)
-    lock = _write_locks.get(key)
-    if lock is None:
+    found = _write_locks.get(key)
+    if found is None:
         with _lock:
-            lock = _write_locks.setdefault(key, threading.Lock())
-    with lock:
+            found = _write_locks.setdefault(key, (threading.Lock(), write_lock.lock_path(key)))
+    lock, path = found
+    with lock, write_lock.across_processes(path):
         yield
 
 

@@ -132,13 +132,16 @@ def run(settings: Settings, parent: int, leading: ctypes.c_byte) -> None:
     from gpuaas.service import collector
     from gpuaas.service.reconciler import Reconciler
     from gpuaas.service.telemetry import Telemetry
+    from gpuaas.store.checkpointer import Checkpoints
     from gpuaas.store.db import Database
 
     if settings.catalogue is not None:  # the server's catalogue file: same models here
         from gpuaas.supply.catalogue_file import use_catalogue
 
         use_catalogue(settings.catalogue)
-    db = Database(settings.url)
+    # the server's thread checkpoints the WAL: none in this process's commits, which hold the
+    # writers' file lock the submissions wait on (store/checkpointer.py)
+    db = Database(settings.url, Checkpoints.ELSEWHERE)
     reconciler = Reconciler(db, settings, Telemetry())
     # the server's collector tuning here too: the engine keeps every pending job alive, so each
     # full collection walked the backlog (0.5-0.7 s at 20,000 pending, seven in a `bench api`

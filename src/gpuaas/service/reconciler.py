@@ -100,7 +100,9 @@ from gpuaas.service.telemetry import Telemetry
 from gpuaas.service.telemetry_feed import TelemetryFeed
 from gpuaas.service.utilisation import PUBLISHED_FILE, Utilisation, publish
 from gpuaas.service.webhooks import WebhookSender
+from gpuaas.service.write_chunks import WriteChunks
 from gpuaas.store.db import LEADER_LOCK_KEY, Database
+from gpuaas.store.sqlite_trace import span
 from gpuaas.store.tables import Job, Meta, NodeRow, Tenant
 
 log = logging.getLogger("gpuaas.reconciler")
@@ -451,7 +453,8 @@ class Reconciler:
             self.engine = None  # whatever happened while another process led: start afresh
         started, cpu = time.perf_counter(), time.thread_time()
         try:
-            self._step(now)
+            with span("step"):
+                self._step(now)
         except BaseException:
             self.engine = None
             raise
@@ -463,7 +466,7 @@ class Reconciler:
     # --- one step -------------------------------------------------------------------------
 
     def _step(self, now: float) -> None:
-        with self.db.sessions() as session:
+        with span("sync"), self.db.sessions() as session:
             versions = (_meta(session, GOVERNANCE_VERSION), _meta(session, FLEET_VERSION))
             if self.engine is None or self._versions is None or versions[0] != self._versions[0]:
                 writes = self._rebuild(session, versions, now)
@@ -480,26 +483,33 @@ class Reconciler:
         self._enforce_max_run_time(now, writes)
         self._scale_replicas(now, writes)
         self._hold_over_budget(scheduler, now, writes)
-        decisions = scheduler.cycle(now)
+        with span("cycle"):
+            decisions = scheduler.cycle(now)
         stops: list[int] = []
-        with serialized_writes(self.db.engine), self.db.session() as session:
+        # on SQLite in short transactions, so that submissions do not wait for the whole step
+        # (service/write_chunks.py); a boundary falls only between independent writes
+        with WriteChunks(self.db) as chunks:
             for write in writes:
-                self._apply(session, write, stops)
+                self._apply(chunks.session, write, stops)
+                chunks.boundary()
             succeeded = [
                 w.job_id for w in writes if isinstance(w, Finish) and w.state is JobState.SUCCEEDED
             ]
-            self._datasets.after(session, succeeded, now)  # their nodes hold their dataset
-            if self._preemptors_left(session, decisions):
+            self._datasets.after(chunks.session, succeeded, now)  # their nodes hold their dataset
+            chunks.boundary()
+            if self._preemptors_left(chunks.session, decisions):
                 # a job cancelled since the last sweep made room by evicting others: store
                 # none of this step's decisions and rebuild from the database next step
                 self.engine = None
                 launches = []
             else:
-                self._write_evictions(session, now, stops, decisions)
-                launches = self._write_admissions(session, now, decisions)
+                self._write_evictions(chunks.session, now, stops, decisions)
+                launches = self._write_admissions(chunks, now, decisions)
         if self.engine is not None:
-            self._write_reasons(now)
-            self._meter(now)
+            with span("reasons"):
+                self._write_reasons(now)
+            with span("meter"):
+                self._meter(now)
         for job_id in stops:
             self._stop_on_backend(job_id)
         for name, job in launches:
@@ -903,14 +913,19 @@ class Reconciler:
             tracked.requeued(now, why)
 
     def _write_admissions(
-        self, session: Session, now: float, decisions: Decisions
+        self, chunks: WriteChunks, now: float, decisions: Decisions
     ) -> list[tuple[str, BackendJob]]:
-        """Store the admissions; returns what to launch, on which backend."""
+        """Store the admissions; returns what to launch, on which backend. Each admission may
+        be committed apart from the next, unless this step evicted: then a preemptor's
+        admission is committed with its victims' evictions (in the chunk they are in)."""
         assert self.engine is not None
+        apart = not decisions.evicted
         scheduler = self.scheduler(self.engine)
         launches: list[tuple[str, BackendJob]] = []
         deferred: list[Write] = []
         for admitted in decisions.admitted:
+            if apart:  # before this admission's placement is worked out, not inside its chunk
+                chunks.boundary()
             aw = admitted.admission
             assert aw is not None
             name = admitted.name
@@ -926,6 +941,7 @@ class Reconciler:
             for pod in placement:  # a run of identical pods holds no device: nothing given
                 pod["given"] = [[d.name, d.uuid] for d in placement.typed[rank].devices]
                 rank += pods_in(pod)
+            session = chunks.session
             if not transition(
                 session, job_id, (JobState.PENDING,), JobState.ADMITTED, now,
                 self._admission_reason(aw), cluster_queue=aw.cluster_queue, flavors=aw.flavors,
@@ -947,7 +963,7 @@ class Reconciler:
             else:
                 launches.append((name, self._backend_job(tracked, placement.typed)))
         for write in deferred:
-            self._apply(session, write, [])
+            self._apply(chunks.session, write, [])
         return launches
 
     @staticmethod

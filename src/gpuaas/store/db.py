@@ -22,6 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from gpuaas.model.errors import InvalidValue
+from gpuaas.store import sqlite_trace
+from gpuaas.store.checkpointer import FALLBACK_PAGES, Checkpointer, Checkpoints
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -58,20 +60,35 @@ def where(session: Session) -> str:
 
 
 class Database:
-    """One engine and its session factory for the whole process."""
+    """One engine and its session factory for the whole process.
 
-    def __init__(self, url: str) -> None:
+    ``checkpoints``: who checkpoints a SQLite file's WAL; the API server, whose commits
+    requests wait for, does it in a thread of its own (:mod:`gpuaas.store.checkpointer`)."""
+
+    def __init__(self, url: str, checkpoints: Checkpoints = Checkpoints.IN_COMMITS) -> None:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
+        self.checkpointer: Checkpointer | None = None
         if self.is_sqlite:
             ensure_directory(self.url)
+            connect_args: dict[str, object] = {"check_same_thread": False, "timeout": 30}
+            if sqlite_trace.enabled():  # a debug trace of write transactions (its module)
+                connect_args["factory"] = sqlite_trace.TracingConnection
             self.engine: Engine = create_engine(
                 self.url,
-                connect_args={"check_same_thread": False, "timeout": 30},
+                connect_args=connect_args,
                 pool_size=8,
                 max_overflow=32,
             )
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            database = make_url(self.url).database
+            autocheckpoint = 1000  # SQLite's default
+            if checkpoints is not Checkpoints.IN_COMMITS and database not in (None, "", ":memory:"):
+                autocheckpoint = FALLBACK_PAGES
+                if checkpoints is Checkpoints.THREAD:
+                    self.checkpointer = Checkpointer(str(Path(database).expanduser()))
+            event.listen(self.engine, "connect", _SqlitePragmas(autocheckpoint))
+            if self.checkpointer is not None:
+                self.checkpointer.start()
         else:
             self.engine = create_engine(self.url, pool_size=10, max_overflow=30, pool_pre_ping=True)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -92,16 +109,26 @@ class Database:
         upgrade(self.url)
 
     def dispose(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         self.engine.dispose()
 
 
-def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
-    cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+class _SqlitePragmas:
+    """Each new SQLite connection's settings; ``autocheckpoint``: the WAL's pages past which a
+    commit checkpoints (:mod:`gpuaas.store.checkpointer`)."""
+
+    def __init__(self, autocheckpoint: int) -> None:
+        self.autocheckpoint = int(autocheckpoint)
+
+    def __call__(self, dbapi_connection: object, _record: object) -> None:
+        cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA wal_autocheckpoint={self.autocheckpoint}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
 
 
 def ensure_directory(url: str) -> None:
