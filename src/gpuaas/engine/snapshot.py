@@ -160,6 +160,15 @@ class Snapshot:
     #: recent part is kept (``_journal_start`` is the tick of its first entry).
     _journal: list[int] = field(default_factory=list)
     _journal_start: int = 0
+    #: Per node (once anything watches), the change lists of the watchers whose nodes hold it
+    #: (:meth:`watch`): a reservation or release on node ``n`` appends ``n`` to each, so a count
+    #: kept for one pod kind learns of the changes on its own nodes only, not of every change
+    #: in the fleet. Empty until the first watch; dropped with every layout change.
+    _watch_of: list[tuple[list[int], ...]] = field(default_factory=list)
+    #: Counts kept beside this snapshot that watch it, by their owner's key (e.g. a pod kind):
+    #: owned by :mod:`gpuaas.engine.domain_counts` and :mod:`gpuaas.engine.share_counts`,
+    #: dropped with the watches on a layout change (the counts then start afresh).
+    watchers: dict[object, object] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -352,6 +361,8 @@ class Snapshot:
             self._trim_journal()
         self.cpu_free[node] -= copies * a.cpu_milli
         self.mem_free[node] -= copies * a.memory_bytes
+        if self._watch_of:
+            self._tell(node)
 
     def _check(self, a: Assignment) -> None:
         n = a.node
@@ -421,6 +432,8 @@ class Snapshot:
         for g, count in a.replicas:
             self.replica_free[n, g] += sign * count
             self.replica_sum[n] += sign * count
+        if self._watch_of:
+            self._tell(n)
         if not full_delta:
             return  # free whole GPUs unchanged, so is "node fully free" and every domain index
         old = int(self.full_free[n])
@@ -437,6 +450,50 @@ class Snapshot:
             index.free_gpus[d] += full_delta
             if node_delta:
                 index.free_nodes[d] += node_delta
+
+    # ------------------------------------------------------------------ watches
+    def watch(self, nodes: np.ndarray) -> list[int]:
+        """A new change list for ``nodes`` (int node indices): from now on every reservation
+        and release on one of them appends the node's index to it (at most :data:`WATCH_CAP`
+        entries: a reader finding it that full re-counts every node instead). The reader
+        empties it; :meth:`unwatch` ends it. A layout change (nodes added, removed,
+        repartitioned, taints) ends every watch, as it gives the snapshot a new uid.
+
+        Why beside the journal: the journal lists every change in the fleet, so a count kept
+        for pods that fit a few nodes (a MIG profile, time-sliced replicas) still sifts through
+        all of them; a watch lists only the changes on the nodes it was given."""
+        dirty: list[int] = []
+        if not self._watch_of:
+            self._watch_of = [()] * self.size
+        watch_of = self._watch_of
+        grown: dict[int, tuple[list[int], ...]] = {}  # one new tuple per old one
+        for n in nodes.tolist():
+            old = watch_of[n]
+            new = grown.get(id(old))
+            if new is None:
+                new = grown[id(old)] = (*old, dirty)
+            watch_of[n] = new
+        return dirty
+
+    def unwatch(self, dirty: list[int], nodes: np.ndarray) -> None:
+        """End the watch :meth:`watch` returned ``dirty`` for, on the same ``nodes``."""
+        watch_of = self._watch_of
+        if not watch_of:
+            return  # a layout change ended it already
+        shrunk: dict[int, tuple[list[int], ...]] = {}
+        for n in nodes.tolist():
+            old = watch_of[n]
+            new = shrunk.get(id(old))
+            if new is None:
+                new = shrunk[id(old)] = tuple(d for d in old if d is not dirty)
+            watch_of[n] = new
+        dirty.clear()
+
+    def _tell(self, n: int) -> None:
+        """Node ``n`` changed: append it to every change list watching it."""
+        for dirty in self._watch_of[n]:
+            if len(dirty) < WATCH_CAP:
+                dirty.append(n)
 
     # ------------------------------------------------------------------ the journal
     def _moved(self, n: int) -> None:
@@ -657,6 +714,8 @@ class Snapshot:
         for topology's per-layout cache, new mask caches)."""
         self.uid = next(_UIDS)
         self.names = list(self.names)  # topology's per-layout caches key on this list
+        self._watch_of = []  # every watch ends: what it counted no longer holds
+        self.watchers = {}
         self._label_index = {}
         self._static_masks = {}
         self._capacity_milli = -1
@@ -1033,6 +1092,9 @@ class Snapshot:
         )
 
 
+#: Entries a watch's change list holds at most (:meth:`Snapshot.watch`): past this its reader
+#: re-counts every node it watches, which costs about as much as reading that many entries.
+WATCH_CAP = 4096
 #: Journal entries kept before the older half is dropped (a Python list of ints: ~2 MB).
 _JOURNAL_MAX = 1 << 18
 #: Past one journal entry per this many nodes, comparing the version array is cheaper than
