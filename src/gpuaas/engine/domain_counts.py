@@ -43,7 +43,7 @@ from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
-from gpuaas.engine.snapshot import WATCH_CAP, Snapshot
+from gpuaas.engine.snapshot import Snapshot, overflowed
 from gpuaas.model.topology import Level
 
 #: Evaluates the tracked value at the given node indices of the snapshot (int64[k] -> int64[k]).
@@ -62,7 +62,7 @@ _FULL_PASS_SHARE = 0.25
 _FEW = 16
 #: Up to this many changed nodes, watched counts re-check them one by one in plain Python
 #: (a few microseconds each) rather than through the vectorised path (~25 numpy calls).
-_ONE_BY_ONE = 12
+_ONE_BY_ONE = 8
 #: Watched counts kept per snapshot (each holds int64 arrays per node, and costs every
 #: reservation on its nodes one list append).
 _MAX_WATCHED = 32
@@ -121,7 +121,7 @@ class TrackedCounts:
             changed, self.tick = snap.moved_since(self.tick, self.seen)
         elif not dirty:
             return
-        elif len(dirty) >= WATCH_CAP:  # the list stopped at its cap: count every node again
+        elif overflowed(dirty):  # the list stopped at its cap: count every node again
             dirty.clear()
             changed = np.arange(len(self.values), dtype=np.int64)
         else:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 from gpuaas.engine.domain_counts import kept_on
-from gpuaas.engine.snapshot import WATCH_CAP, Snapshot
+from gpuaas.engine.snapshot import Snapshot, overflowed
 from gpuaas.model.topology import Level
 
 #: The room of the given node indices (int64[k] -> int64[k]): the largest free share where the
@@ -55,7 +55,7 @@ _FULL_PASS_SHARE = 0.25
 #: Up to this many (moved node x share size) updates, counts are moved in plain Python.
 _FEW = 512
 #: Up to this many changed nodes, a query re-checks them one by one with scalars.
-_ONE_BY_ONE = 12
+_ONE_BY_ONE = 8
 
 
 class ShareCounts:
@@ -118,7 +118,7 @@ class ShareCounts:
         dirty = self.dirty
         if not dirty:
             return
-        if len(dirty) >= WATCH_CAP:  # the list stopped at its cap: every node again
+        if overflowed(dirty):  # the list stopped at its cap: every node again
             changed = self.candidates
         else:
             nodes = sorted(set(dirty))

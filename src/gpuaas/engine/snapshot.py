@@ -1095,6 +1095,14 @@ class Snapshot:
 #: Entries a watch's change list holds at most (:meth:`Snapshot.watch`): past this its reader
 #: re-counts every node it watches, which costs about as much as reading that many entries.
 WATCH_CAP = 4096
+
+
+def overflowed(dirty: list[int]) -> bool:
+    """Whether a watch's change list reached :data:`WATCH_CAP` (its reader then re-counts
+    every node it watches: the list stopped growing and misses later changes)."""
+    return len(dirty) >= WATCH_CAP
+
+
 #: Journal entries kept before the older half is dropped (a Python list of ints: ~2 MB).
 _JOURNAL_MAX = 1 << 18
 #: Past one journal entry per this many nodes, comparing the version array is cheaper than
