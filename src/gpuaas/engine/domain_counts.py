@@ -95,16 +95,16 @@ class TrackedCounts:
         evaluate: Evaluate,
         candidates: np.ndarray | None = None,
         evaluate_one: EvaluateOne | None = None,
-        watched: np.ndarray | None = None,
+        watched: Callable[[], np.ndarray] | None = None,
     ) -> None:
         self.uid = snap.uid
         self.evaluate = evaluate
         self.evaluate_one = evaluate_one
         self.candidates = candidates
         #: the nodes watched (those whose value may move), or None: read the journal
-        self.watched = watched
-        self.dirty = None if watched is None else snap.watch(watched)
-        self.seen = snap.version.copy() if watched is None else snap.version[:0]
+        self.watched = None if watched is None else watched()
+        self.dirty = None if self.watched is None else snap.watch(self.watched)
+        self.seen = snap.version.copy() if self.watched is None else snap.version[:0]
         self.tick = snap.tick()
         self.values = self._evaluate_all(snap)
         self.values.flags.writeable = False
@@ -254,15 +254,16 @@ def tracked(
     evaluate: Evaluate,
     candidates: np.ndarray | None = None,
     evaluate_one: EvaluateOne | None = None,
-    watched: np.ndarray | None = None,
+    watched: Callable[[], np.ndarray] | None = None,
 ) -> TrackedCounts:
     """The counts of ``kind`` on ``snap``, synced (built with ``evaluate`` on first use).
 
     ``kind`` must determine ``evaluate``'s result for a node state (e.g. the pod's shape and
     static scheduling fields), since one kind's counts are reused across calls. ``candidates``
     (int node indices, static for the snapshot's layout): the only nodes whose value may be
-    non-zero; ``evaluate`` must return 0 for any other node. With ``watched`` (int node
-    indices, static for the layout: the only nodes whose value may ever move) and
+    non-zero; ``evaluate`` must return 0 for any other node. With ``watched`` (giving int
+    node indices, static for the layout: the only nodes whose value may ever move; asked once,
+    when the counts are built) and
     ``evaluate_one`` the counts watch those nodes instead of reading the journal (see the
     module docstring); they are then kept on the snapshot, not in this module."""
     if watched is not None:

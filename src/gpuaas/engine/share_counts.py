@@ -83,15 +83,15 @@ class ShareCounts:
         room_of: Room,
         candidates: np.ndarray,
         room_one: RoomOne,
-        watched: np.ndarray,
+        watched: Callable[[], np.ndarray],
     ):
         self.uid = snap.uid
         self.level = level
         self.room_of = room_of
         self.room_one = room_one
         self.candidates = candidates
-        self.watched = watched  # the candidates that pass the static filters
-        self.dirty = snap.watch(watched)
+        self.watched = watched()  # the candidates that pass the static filters
+        self.dirty = snap.watch(self.watched)
         self.room = self._room_all(snap)
         self.sizes: OrderedDict[int, np.ndarray] = OrderedDict()
         self.by_size: list[int] = []  # the keys of ``sizes``, ascending
@@ -197,13 +197,14 @@ def share_counts(
     room_of: Room,
     candidates: np.ndarray,
     room_one: RoomOne,
-    watched: np.ndarray,
+    watched: Callable[[], np.ndarray],
 ) -> ShareCounts:
     """The counts of ``family`` on ``snap`` for domains of ``level``, synced (built on first
     use). ``family`` must determine ``room_of``'s (and ``room_one``'s) result for a node
     state, and ``candidates`` (int node indices, static for the layout, each in a domain of
-    ``level``) are the only nodes whose room may be other than -1; ``watched``, those of them
-    that pass the family's static filters, the only ones whose room may move."""
+    ``level``) are the only nodes whose room may be other than -1; ``watched`` gives those of
+    them that pass the family's static filters, the only ones whose room may move (asked once,
+    when the family is built)."""
     counts, made = kept_on(
         snap,
         ("share", family),

@@ -384,7 +384,7 @@ def _tracked_fits(
         # a watched node is capable and passes the static filters: the fit rule alone
         return int(fits_one(now, shape, node))
 
-    return tracked(snap, kind, evaluate, nodes, evaluate_one, _usable(snap, pod, nodes))
+    return tracked(snap, kind, evaluate, nodes, evaluate_one, lambda: _usable(snap, pod, nodes))
 
 
 def _usable(snap: Snapshot, pod: PodRequest, nodes: np.ndarray) -> np.ndarray:
@@ -444,7 +444,7 @@ def _share_fitting_per_domain(
         return int(now.max_free[node]) if fits_one(now, rest, node) else -1
 
     counts = share_counts(
-        snap, family, level, room_of, nodes, room_one, _usable(snap, pod, nodes)
+        snap, family, level, room_of, nodes, room_one, lambda: _usable(snap, pod, nodes)
     ).per_domain(snap, shape.share)
     if model < 0:
         return counts
