@@ -170,7 +170,7 @@ def test_a_watch_lists_exactly_the_watched_nodes_that_changed(
     for op, read in steps:
         fleet.apply(op)
         if fleet.snap is not snap or fleet.snap.uid != uid:  # a layout change ends every watch
-            assert fleet.snap.watchers == {} and fleet.snap._watch_of == []
+            assert fleet.snap.watchers == {} and fleet.snap._watch_sets == []
             snap, uid = fleet.snap, fleet.snap.uid
             watches = start()
             ended = watches[-1]
@@ -268,3 +268,20 @@ def test_best_fit_equals_the_plain_sort(fits: list, data: st.DataObject, count: 
     got, total = _best_fit(fits_a, count, free.astype(np.int64), ok, first)
     assert total == len(plain)
     assert got.tolist() == plain[:first].tolist()
+
+
+def test_watch_classes_are_compacted_and_still_route_every_change() -> None:
+    """Many watches started and ended (as the least recently used counts go) leave classes
+    no node is in; they are dropped, and every live watch still hears of its nodes alone."""
+    from gpuaas.engine.snapshot import Assignment
+
+    snap = Snapshot.from_nodes([make_node(f"n{k}", 0, 0, k % 2) for k in range(6)])
+    keep = snap.watch(np.array([0, 2, 4], dtype=np.int64))
+    for k in range(200):
+        nodes = np.array([k % 6, (k + 1) % 6], dtype=np.int64)
+        snap.unwatch(snap.watch(nodes), nodes)
+    assert len(snap._watch_sets) < 100
+    late = snap.watch(np.array([1, 2], dtype=np.int64))
+    for n in range(6):
+        snap.reserve(n, Assignment(n, cpu_milli=1000))
+    assert keep == [0, 2, 4] and late == [1, 2]
