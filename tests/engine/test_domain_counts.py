@@ -99,16 +99,29 @@ def _check(snap: Snapshot, probes: list[int]) -> None:
     st.lists(st.tuples(OPS, st.lists(st.integers(0, len(PROBES) - 1), max_size=3)), max_size=40),
     st.sampled_from([0, 16]),
     st.sampled_from([snapshot._JOURNAL_MAX, 3]),
+    st.sampled_from([0, 8, 10**6]),
+    st.sampled_from([snapshot.WATCH_CAP, 2]),
 )
 def test_tracked_counts_equal_a_computation_from_scratch(
-    initial: list, steps: list, few: int, journal: int
+    initial: list, steps: list, few: int, journal: int, one_by_one: int, cap: int
 ) -> None:
     """``few``: sums moved by ``np.add.at`` (0) or in Python for up to 16 moved nodes;
-    ``journal``: a journal so short that counts often fall back to comparing versions."""
-    saved = domain_counts._FEW, snapshot._JOURNAL_MAX, share_counts._FEW
+    ``journal``: a journal so short that counts often fall back to comparing versions;
+    ``one_by_one``: watched counts re-check changed nodes with scalars never (0), up to 8 of
+    them, or always; ``cap``: watch lists so short that they often overflow (a full pass)."""
+    saved = (
+        domain_counts._FEW,
+        snapshot._JOURNAL_MAX,
+        share_counts._FEW,
+        domain_counts._ONE_BY_ONE,
+        share_counts._ONE_BY_ONE,
+        snapshot.WATCH_CAP,
+    )
     domain_counts._FEW = few
     share_counts._FEW = few * 32  # 0: every share count moved by np.add.at
     snapshot._JOURNAL_MAX = journal
+    domain_counts._ONE_BY_ONE = share_counts._ONE_BY_ONE = one_by_one
+    snapshot.WATCH_CAP = cap
     try:
         fleet = Fleet([make_node(f"i{k}", *spec) for k, spec in enumerate(initial)])
         _check(fleet.snap, list(range(len(PROBES))))
@@ -117,7 +130,73 @@ def test_tracked_counts_equal_a_computation_from_scratch(
             _check(fleet.snap, probes)  # often none: changes pile up between queries
         _check(fleet.snap, list(range(len(PROBES))))
     finally:
-        domain_counts._FEW, snapshot._JOURNAL_MAX, share_counts._FEW = saved
+        (
+            domain_counts._FEW,
+            snapshot._JOURNAL_MAX,
+            share_counts._FEW,
+            domain_counts._ONE_BY_ONE,
+            share_counts._ONE_BY_ONE,
+            snapshot.WATCH_CAP,
+        ) = saved
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    INITIAL,
+    st.lists(st.tuples(OPS, st.integers(0, 3)), max_size=40),
+    st.lists(st.lists(st.integers(0, 99), max_size=6), min_size=1, max_size=3),
+)
+def test_a_watch_lists_exactly_the_watched_nodes_that_changed(
+    initial: list, steps: list, watched: list
+) -> None:
+    """After any sequence of reservations and releases, a watch's change list holds
+    exactly the watched nodes whose version moved since it was last emptied (read: ``read``
+    0 empties the first watch, and so on), and nothing else; an ended watch (``unwatch``, or
+    any layout change) is told nothing more."""
+    fleet = Fleet([make_node(f"i{k}", *spec) for k, spec in enumerate(initial)])
+    snap = fleet.snap
+    uid = snap.uid
+
+    def start() -> list[tuple[np.ndarray, list[int], np.ndarray]]:
+        size = max(fleet.snap.size, 1)
+        sets = [np.unique(np.array(w, dtype=np.int64) % size) for w in watched]
+        sets = [w[w < fleet.snap.size] for w in sets]
+        return [(w, fleet.snap.watch(w), fleet.snap.version.copy()) for w in sets]
+
+    watches = start()
+    ended = watches[-1]
+    snap.unwatch(ended[1], ended[0])
+    watches = watches[:-1]
+    for op, read in steps:
+        fleet.apply(op)
+        if fleet.snap is not snap or fleet.snap.uid != uid:  # a layout change ends every watch
+            assert fleet.snap.watchers == {} and fleet.snap._watch_sets == []
+            snap, uid = fleet.snap, fleet.snap.uid
+            watches = start()
+            ended = watches[-1]
+            snap.unwatch(ended[1], ended[0])
+            watches = watches[:-1]
+            continue
+        assert not ended[1]
+        for i, (nodes, dirty, seen) in enumerate(watches):
+            moved = nodes[snap.version[nodes] != seen[nodes]]
+            assert sorted(set(dirty)) == moved.tolist()
+            assert set(dirty) <= set(nodes.tolist())
+            if read == i:
+                dirty.clear()
+                seen[:] = snap.version
+
+
+def test_reserve_copies_tells_the_watch() -> None:
+    """The bulk path (:meth:`Snapshot.reserve_copies`) tells a watch as one reservation does."""
+    from gpuaas.engine.snapshot import Assignment
+
+    snap = Snapshot.from_nodes([make_node(f"n{k}", 0, 0, k % 2) for k in range(3)])
+    dirty = snap.watch(np.array([1], dtype=np.int64))
+    snap.reserve_copies(0, Assignment(0, cpu_milli=1000), 2)
+    assert dirty == []
+    snap.reserve_copies(1, Assignment(1, cpu_milli=1000), 2)
+    assert dirty == [1]
 
 
 @settings(max_examples=60, deadline=None)
@@ -189,3 +268,20 @@ def test_best_fit_equals_the_plain_sort(fits: list, data: st.DataObject, count: 
     got, total = _best_fit(fits_a, count, free.astype(np.int64), ok, first)
     assert total == len(plain)
     assert got.tolist() == plain[:first].tolist()
+
+
+def test_watch_classes_are_compacted_and_still_route_every_change() -> None:
+    """Many watches started and ended (as the least recently used counts go) leave classes
+    no node is in; they are dropped, and every live watch still hears of its nodes alone."""
+    from gpuaas.engine.snapshot import Assignment
+
+    snap = Snapshot.from_nodes([make_node(f"n{k}", 0, 0, k % 2) for k in range(6)])
+    keep = snap.watch(np.array([0, 2, 4], dtype=np.int64))
+    for k in range(200):
+        nodes = np.array([k % 6, (k + 1) % 6], dtype=np.int64)
+        snap.unwatch(snap.watch(nodes), nodes)
+    assert len(snap._watch_sets) < 100
+    late = snap.watch(np.array([1, 2], dtype=np.int64))
+    for n in range(6):
+        snap.reserve(n, Assignment(n, cpu_milli=1000))
+    assert keep == [0, 2, 4] and late == [1, 2]

@@ -22,22 +22,36 @@ pass would give for it.
 Counts are keyed by ``Snapshot.uid``: a copy and a layout change (nodes added or removed,
 taints changed) get a new uid, so they start afresh, and a snapshot never sees another's
 counts. Tracking is per process and bounded (the least recently used counts go first).
+
+**Watched counts.** A pod kind that fits only some nodes (a MIG profile, time-sliced replicas)
+learns little from the journal: between two of its queries most changes are on nodes it can
+never use, and sifting them (dedupe, a vectorised re-check with a dozen numpy calls) is most
+of a query's cost. Given ``evaluate_one`` (the value of one node, with scalars), the counts
+*watch* their nodes instead (:meth:`Snapshot.watch`): every reservation or release on one of
+them pushes the node's index onto the counts' own change list, in O(1), and a query re-checks
+just those nodes one by one (up to :data:`_ONE_BY_ONE` of them; more go through the vectorised
+path). Watched counts live on the snapshot itself (:attr:`Snapshot.watchers`, bounded, least
+recently used first out, each unwatched as it goes), so that a watch ends with its counts and
+a layout change ends both.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
-from gpuaas.engine.snapshot import Snapshot
+from gpuaas.engine.snapshot import Snapshot, overflowed
 from gpuaas.model.topology import Level
 
 #: Evaluates the tracked value at the given node indices of the snapshot (int64[k] -> int64[k]).
 #: It takes the snapshot as an argument rather than holding it, so that tracking keeps no
 #: snapshot alive.
 Evaluate = Callable[[Snapshot, np.ndarray], np.ndarray]
+#: Evaluates the tracked value at one node (the same value ``Evaluate`` gives, as an int).
+EvaluateOne = Callable[[Snapshot, int], int]
 
 #: Kinds tracked at once over all snapshots (two int64 arrays per node each: 400 KB at 25,000
 #: nodes), least recently used first out.
@@ -46,6 +60,12 @@ _MAX_TRACKED = 128
 _FULL_PASS_SHARE = 0.25
 #: Up to this many moved nodes, per-domain sums are moved in plain Python.
 _FEW = 16
+#: Up to this many changed nodes, watched counts re-check them one by one in plain Python
+#: (a few microseconds each) rather than through the vectorised path (~25 numpy calls).
+_ONE_BY_ONE = 8
+#: Watched counts kept per snapshot (each holds int64 arrays per node, and costs every
+#: reservation on its nodes one list append).
+_MAX_WATCHED = 32
 
 
 class TrackedCounts:
@@ -55,15 +75,36 @@ class TrackedCounts:
     sum asked for so far up to date. ``values`` and the sums are consistent with each other at
     any time, since both change only in :meth:`sync`."""
 
-    __slots__ = ("candidates", "evaluate", "seen", "sums", "tick", "total", "uid", "values")
+    __slots__ = (
+        "candidates",
+        "dirty",
+        "evaluate",
+        "evaluate_one",
+        "seen",
+        "sums",
+        "tick",
+        "total",
+        "uid",
+        "values",
+        "watched",
+    )
 
     def __init__(
-        self, snap: Snapshot, evaluate: Evaluate, candidates: np.ndarray | None = None
+        self,
+        snap: Snapshot,
+        evaluate: Evaluate,
+        candidates: np.ndarray | None = None,
+        evaluate_one: EvaluateOne | None = None,
+        watched: Callable[[], np.ndarray] | None = None,
     ) -> None:
         self.uid = snap.uid
         self.evaluate = evaluate
+        self.evaluate_one = evaluate_one
         self.candidates = candidates
-        self.seen = snap.version.copy()
+        #: the nodes watched (those whose value may move), or None: read the journal
+        self.watched = None if watched is None else watched()
+        self.dirty = None if self.watched is None else snap.watch(self.watched)
+        self.seen = snap.version.copy() if self.watched is None else snap.version[:0]
         self.tick = snap.tick()
         self.values = self._evaluate_all(snap)
         self.values.flags.writeable = False
@@ -71,10 +112,25 @@ class TrackedCounts:
         self.sums: dict[Level, np.ndarray] = {}
 
     def sync(self, snap: Snapshot) -> None:
-        """Re-evaluate the nodes whose version moved since the last sync (read from the
-        snapshot's journal; compared over the whole version array when the journal no longer
+        """Re-evaluate the nodes whose version moved since the last sync: those on the
+        counts' own change list when they watch their nodes; otherwise read from the
+        snapshot's journal (compared over the whole version array when the journal no longer
         reaches back to the last sync or holds more changes than the compare costs)."""
-        changed, self.tick = snap.moved_since(self.tick, self.seen)
+        dirty = self.dirty
+        if dirty is None:
+            changed, self.tick = snap.moved_since(self.tick, self.seen)
+        elif not dirty:
+            return
+        elif overflowed(dirty):  # the list stopped at its cap: count every node again
+            dirty.clear()
+            changed = np.arange(len(self.values), dtype=np.int64)
+        else:
+            nodes = sorted(set(dirty))
+            dirty.clear()
+            if len(nodes) <= _ONE_BY_ONE and self.evaluate_one is not None:
+                self._sync_one_by_one(snap, nodes, self.evaluate_one)
+                return
+            changed = np.array(nodes, dtype=np.int64)
         if not len(changed):
             return
         values = self.values
@@ -107,6 +163,36 @@ class TrackedCounts:
             known = of_node >= 0
             np.add.at(sums, of_node[known], delta[known])
 
+    def _sync_one_by_one(self, snap: Snapshot, nodes: list[int], evaluate_one: EvaluateOne) -> None:
+        """:meth:`sync` for a few changed ``nodes`` (ascending, each once): each
+        re-evaluated with scalars, its value and its domains' sums moved by the difference."""
+        values = self.values
+        moved: list[tuple[int, int]] = []
+        for n in nodes:
+            by = evaluate_one(snap, n) - int(values[n])
+            if by:
+                moved.append((n, by))
+        if not moved:
+            return
+        values.flags.writeable = True
+        try:
+            for n, by in moved:
+                values[n] += by
+                self.total += by
+        finally:
+            values.flags.writeable = False
+        for level, sums in self.sums.items():
+            of_node = snap.domains[level].of_node
+            for n, by in moved:
+                d = int(of_node[n])
+                if d >= 0:
+                    sums[d] += by
+
+    def close(self, snap: Snapshot) -> None:
+        """Stop watching (the counts are dropped)."""
+        if self.dirty is not None and self.watched is not None:
+            snap.unwatch(self.dirty, self.watched)
+
     def _evaluate_all(self, snap: Snapshot) -> np.ndarray:
         """Every node's value: ``evaluate`` over the candidates only, when given (the value
         is 0 elsewhere), so a first query costs what a pass over them did before tracking."""
@@ -137,18 +223,59 @@ _TRACKED: OrderedDict[tuple[int, Hashable], TrackedCounts] = OrderedDict()
 _BY_VALUES: dict[int, TrackedCounts] = {}
 
 
+class Watcher(Protocol):
+    """Counts kept on a snapshot's :attr:`~gpuaas.engine.snapshot.Snapshot.watchers`."""
+
+    def close(self, snap: Snapshot) -> None: ...
+
+
+W = TypeVar("W", bound=Watcher)
+
+
+def kept_on(snap: Snapshot, key: Hashable, build: Callable[[], W], limit: int) -> tuple[W, bool]:
+    """The watcher kept on ``snap`` under ``key`` (built with ``build`` when missing; then
+    True), most recently used last; past ``limit`` the least recently used is closed and
+    dropped."""
+    kept = snap.watchers
+    found = kept.pop(key, None)
+    if found is not None:
+        kept[key] = found  # most recently used last
+        return cast(W, found), False
+    made = build()
+    kept[key] = made
+    while len(kept) > limit:
+        cast(Watcher, kept.pop(next(iter(kept)))).close(snap)
+    return made, True
+
+
 def tracked(
     snap: Snapshot,
     kind: Hashable,
     evaluate: Evaluate,
     candidates: np.ndarray | None = None,
+    evaluate_one: EvaluateOne | None = None,
+    watched: Callable[[], np.ndarray] | None = None,
 ) -> TrackedCounts:
     """The counts of ``kind`` on ``snap``, synced (built with ``evaluate`` on first use).
 
     ``kind`` must determine ``evaluate``'s result for a node state (e.g. the pod's shape and
     static scheduling fields), since one kind's counts are reused across calls. ``candidates``
     (int node indices, static for the snapshot's layout): the only nodes whose value may be
-    non-zero; ``evaluate`` must return 0 for any other node."""
+    non-zero; ``evaluate`` must return 0 for any other node. With ``watched`` (giving int
+    node indices, static for the layout: the only nodes whose value may ever move; asked once,
+    when the counts are built) and
+    ``evaluate_one`` the counts watch those nodes instead of reading the journal (see the
+    module docstring); they are then kept on the snapshot, not in this module."""
+    if watched is not None:
+        counts, made = kept_on(
+            snap,
+            ("tracked", kind),
+            lambda: TrackedCounts(snap, evaluate, candidates, evaluate_one, watched),
+            _MAX_WATCHED,
+        )
+        if not made:
+            counts.sync(snap)
+        return counts
     key = (snap.uid, kind)
     counts = _TRACKED.get(key)
     if counts is None:

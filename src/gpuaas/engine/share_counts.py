@@ -15,13 +15,17 @@ and then re-evaluates every node that moved since its last query (a few hundred 
 nodes). A :class:`ShareCounts` instead keeps the room once per *family* (the pod's shape but
 the share's size, node selector and tolerations) and, per share size asked so far, the count
 per domain of nodes with ``room >= share``. A query re-evaluates only the nodes that moved since
-the last query of any size of the family (read from the snapshot's journal, as there), and for
+the last query of any size of the family (from the family's watch, below), and for
 each node whose room changed moves its domain's count of each size it crossed. The counts are
 therefore exactly those of a full pass; ``tests/engine/test_domain_counts.py`` checks them
 against one after any sequence of reservations, releases and fleet changes.
 
-Families are keyed by ``Snapshot.uid`` (a copy or a layout change starts afresh) and bounded,
-least recently used first out; so are the sizes kept per family.
+Families are kept on the snapshot they count (a copy or a layout change starts afresh) and
+bounded, least recently used first out; so are the sizes kept per family. A family *watches*
+its nodes (:meth:`Snapshot.watch`, as watched counts in :mod:`gpuaas.engine.domain_counts`
+do): a reservation or release there pushes the node onto the family's change list, and a
+query re-checks those nodes, one by one with scalars when they are few; no other change in
+the fleet costs it anything.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from gpuaas.engine.snapshot import Snapshot
+from gpuaas.engine.domain_counts import kept_on
+from gpuaas.engine.snapshot import Snapshot, overflowed
 from gpuaas.model.topology import Level
 
 #: The room of the given node indices (int64[k] -> int64[k]): the largest free share where the
 #: rest of the pod fits, -1 elsewhere (and -1 for any node outside the family's candidates).
 Room = Callable[[Snapshot, np.ndarray], np.ndarray]
+#: The room of one watched node (one that passes the family's static filters), as an int.
+RoomOne = Callable[[Snapshot, int], int]
 
 #: Families kept at once over all snapshots (two int64 arrays per node each).
 _MAX_FAMILIES = 32
@@ -47,6 +54,8 @@ _MAX_SIZES = 64
 _FULL_PASS_SHARE = 0.25
 #: Up to this many (moved node x share size) updates, counts are moved in plain Python.
 _FEW = 512
+#: Up to this many changed nodes, a query re-checks them one by one with scalars.
+_ONE_BY_ONE = 8
 
 
 class ShareCounts:
@@ -57,22 +66,32 @@ class ShareCounts:
     __slots__ = (
         "by_size",
         "candidates",
+        "dirty",
         "level",
         "room",
         "room_of",
-        "seen",
+        "room_one",
         "sizes",
-        "tick",
         "uid",
+        "watched",
     )
 
-    def __init__(self, snap: Snapshot, level: Level, room_of: Room, candidates: np.ndarray):
+    def __init__(
+        self,
+        snap: Snapshot,
+        level: Level,
+        room_of: Room,
+        candidates: np.ndarray,
+        room_one: RoomOne,
+        watched: Callable[[], np.ndarray],
+    ):
         self.uid = snap.uid
         self.level = level
         self.room_of = room_of
+        self.room_one = room_one
         self.candidates = candidates
-        self.seen = snap.version.copy()
-        self.tick = snap.tick()
+        self.watched = watched()  # the candidates that pass the static filters
+        self.dirty = snap.watch(self.watched)
         self.room = self._room_all(snap)
         self.sizes: OrderedDict[int, np.ndarray] = OrderedDict()
         self.by_size: list[int] = []  # the keys of ``sizes``, ascending
@@ -89,13 +108,26 @@ class ShareCounts:
         fits &= index.of_node >= 0
         return np.bincount(index.of_node[fits], minlength=len(index.names)).astype(np.int64)
 
+    def close(self, snap: Snapshot) -> None:
+        """Stop watching (the family is dropped)."""
+        snap.unwatch(self.dirty, self.watched)
+
     def sync(self, snap: Snapshot) -> None:
-        """Re-evaluate the nodes that moved since the last sync (the journal, or a compare of
-        the version array when the journal cannot say), and move the counts of every kept
-        size by the nodes whose room crossed it."""
-        changed, self.tick = snap.moved_since(self.tick, self.seen)
-        if not len(changed):
+        """Re-evaluate the watched nodes that changed since the last sync, and move the
+        counts of every kept size by the nodes whose room crossed it."""
+        dirty = self.dirty
+        if not dirty:
             return
+        if overflowed(dirty):  # the list stopped at its cap: every node again
+            changed = self.candidates
+        else:
+            nodes = sorted(set(dirty))
+            if len(nodes) <= _ONE_BY_ONE:
+                dirty.clear()
+                self._sync_one_by_one(snap, nodes)
+                return
+            changed = np.array(nodes, dtype=np.int64)
+        dirty.clear()
         if len(changed) > _FULL_PASS_SHARE * len(self.room):
             self.room = self._room_all(snap)
             for share in self.sizes:
@@ -126,6 +158,24 @@ class ShareCounts:
         for share, counts in self.sizes.items():
             np.add.at(counts, of_node, (new >= share).astype(np.int64) - (old >= share))
 
+    def _sync_one_by_one(self, snap: Snapshot, nodes: list[int]) -> None:
+        """:meth:`sync` for a few changed ``nodes``, with scalars: the same rooms and counts."""
+        room, room_one = self.room, self.room_one
+        by_size, sizes = self.by_size, self.sizes
+        of_node = snap.domains[self.level].of_node
+        for n in nodes:
+            now = room_one(snap, n)
+            was = int(room[n])
+            if now == was:
+                continue
+            room[n] = now
+            d = int(of_node[n])
+            if d < 0 or not by_size:
+                continue
+            lo, hi, by = (was, now, 1) if was < now else (now, was, -1)
+            for share in by_size[bisect_right(by_size, lo) : bisect_right(by_size, hi)]:
+                sizes[share][d] += by
+
     def per_domain(self, snap: Snapshot, share: int) -> np.ndarray:
         """Nodes per domain where a share of ``share`` milli fits (int64[D]; do not write to
         it). Call after :meth:`sync`."""
@@ -140,23 +190,27 @@ class ShareCounts:
         return counts
 
 
-_FAMILIES: OrderedDict[tuple[int, Hashable], ShareCounts] = OrderedDict()
-
-
 def share_counts(
-    snap: Snapshot, family: Hashable, level: Level, room_of: Room, candidates: np.ndarray
+    snap: Snapshot,
+    family: Hashable,
+    level: Level,
+    room_of: Room,
+    candidates: np.ndarray,
+    room_one: RoomOne,
+    watched: Callable[[], np.ndarray],
 ) -> ShareCounts:
     """The counts of ``family`` on ``snap`` for domains of ``level``, synced (built on first
-    use). ``family`` must determine ``room_of``'s result for a node state, and ``candidates``
-    (int node indices, static for the layout, each in a domain of ``level``) are the only
-    nodes whose room may be other than -1."""
-    key = (snap.uid, family)
-    counts = _FAMILIES.get(key)
-    if counts is None:
-        counts = _FAMILIES[key] = ShareCounts(snap, level, room_of, candidates)
-        while len(_FAMILIES) > _MAX_FAMILIES:
-            _FAMILIES.popitem(last=False)
-    else:
-        _FAMILIES.move_to_end(key)
+    use). ``family`` must determine ``room_of``'s (and ``room_one``'s) result for a node
+    state, and ``candidates`` (int node indices, static for the layout, each in a domain of
+    ``level``) are the only nodes whose room may be other than -1; ``watched`` gives those of
+    them that pass the family's static filters, the only ones whose room may move (asked once,
+    when the family is built)."""
+    counts, made = kept_on(
+        snap,
+        ("share", family),
+        lambda: ShareCounts(snap, level, room_of, candidates, room_one, watched),
+        _MAX_FAMILIES,
+    )
+    if not made:
         counts.sync(snap)
     return counts

@@ -32,7 +32,7 @@ replaced, never written, so a copy never sees another snapshot's fleet change.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,6 +160,19 @@ class Snapshot:
     #: recent part is kept (``_journal_start`` is the tick of its first entry).
     _journal: list[int] = field(default_factory=list)
     _journal_start: int = 0
+    #: The change lists of watchers (:meth:`watch`), by *watch class*: one tuple of lists per
+    #: set of watches some node is in (class 0: none). A reservation or release on node ``n``
+    #: appends ``n`` to each list of its class, so a count kept for one pod kind learns of the
+    #: changes on its own nodes only, not of every change in the fleet. Empty until the first
+    #: watch; dropped with every layout change.
+    _watch_sets: list[tuple[list[int], ...]] = field(default_factory=list)
+    #: int64[N] once anything watches: each node's watch class (an index into ``_watch_sets``),
+    #: so that a watch is set up over many nodes with a few vector operations.
+    _watch_class: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: Counts kept beside this snapshot that watch it, by their owner's key (e.g. a pod kind):
+    #: owned by :mod:`gpuaas.engine.domain_counts` and :mod:`gpuaas.engine.share_counts`,
+    #: dropped with the watches on a layout change (the counts then start afresh).
+    watchers: dict[object, object] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -352,6 +365,8 @@ class Snapshot:
             self._trim_journal()
         self.cpu_free[node] -= copies * a.cpu_milli
         self.mem_free[node] -= copies * a.memory_bytes
+        if self._watch_sets:
+            self._tell(node)
 
     def _check(self, a: Assignment) -> None:
         n = a.node
@@ -421,6 +436,8 @@ class Snapshot:
         for g, count in a.replicas:
             self.replica_free[n, g] += sign * count
             self.replica_sum[n] += sign * count
+        if self._watch_sets:
+            self._tell(n)
         if not full_delta:
             return  # free whole GPUs unchanged, so is "node fully free" and every domain index
         old = int(self.full_free[n])
@@ -437,6 +454,53 @@ class Snapshot:
             index.free_gpus[d] += full_delta
             if node_delta:
                 index.free_nodes[d] += node_delta
+
+    # ------------------------------------------------------------------ watches
+    def watch(self, nodes: np.ndarray) -> list[int]:
+        """A new change list for ``nodes`` (int node indices): from now on every reservation
+        and release on one of them appends the node's index to it (at most :data:`WATCH_CAP`
+        entries: a reader finding it that full re-counts every node instead). The reader
+        empties it; :meth:`unwatch` ends it. A layout change (nodes added, removed,
+        repartitioned, taints) ends every watch, as it gives the snapshot a new uid.
+
+        Why beside the journal: the journal lists every change in the fleet, so a count kept
+        for pods that fit a few nodes (a MIG profile, time-sliced replicas) still sifts through
+        all of them; a watch lists only the changes on the nodes it was given."""
+        dirty: list[int] = []
+        if not self._watch_sets:
+            self._watch_sets = [()]
+            self._watch_class = np.zeros(self.size, dtype=np.int64)
+        self._regroup(nodes, lambda old: (*old, dirty))
+        return dirty
+
+    def unwatch(self, dirty: list[int], nodes: np.ndarray) -> None:
+        """End the watch :meth:`watch` returned ``dirty`` for, on the same ``nodes``."""
+        if self._watch_sets:  # else a layout change ended it already
+            self._regroup(nodes, lambda old: tuple(d for d in old if d is not dirty))
+        dirty.clear()
+
+    def _regroup(
+        self, nodes: np.ndarray, change: Callable[[tuple[list[int], ...]], tuple[list[int], ...]]
+    ) -> None:
+        """Move ``nodes`` to the watch classes ``change`` makes of theirs: one new class per
+        class among them (O(nodes) in numpy, O(classes) in Python). Classes no node is in any
+        more are dropped once they outnumber the live ones."""
+        sets = self._watch_sets
+        old, inverse = np.unique(self._watch_class[nodes], return_inverse=True)
+        first = len(sets)
+        sets.extend(change(sets[c]) for c in old.tolist())
+        self._watch_class[nodes] = first + inverse.reshape(-1)
+        if len(sets) > 64 + 4 * len(old):
+            used, compact = np.unique(self._watch_class, return_inverse=True)
+            if len(used) * 2 < len(sets):
+                self._watch_sets = [sets[c] for c in used.tolist()]
+                self._watch_class = compact.reshape(-1).astype(np.int64)
+
+    def _tell(self, n: int) -> None:
+        """Node ``n`` changed: append it to every change list watching it."""
+        for dirty in self._watch_sets[self._watch_class[n]]:
+            if len(dirty) < WATCH_CAP:
+                dirty.append(n)
 
     # ------------------------------------------------------------------ the journal
     def _moved(self, n: int) -> None:
@@ -657,6 +721,9 @@ class Snapshot:
         for topology's per-layout cache, new mask caches)."""
         self.uid = next(_UIDS)
         self.names = list(self.names)  # topology's per-layout caches key on this list
+        self._watch_sets = []  # every watch ends: what it counted no longer holds
+        self._watch_class = np.zeros(0, dtype=np.int64)
+        self.watchers = {}
         self._label_index = {}
         self._static_masks = {}
         self._capacity_milli = -1
@@ -1031,6 +1098,17 @@ class Snapshot:
             _shared=True,
             nics=self.nics.copy(),
         )
+
+
+#: Entries a watch's change list holds at most (:meth:`Snapshot.watch`): past this its reader
+#: re-counts every node it watches, which costs about as much as reading that many entries.
+WATCH_CAP = 4096
+
+
+def overflowed(dirty: list[int]) -> bool:
+    """Whether a watch's change list reached :data:`WATCH_CAP` (its reader then re-counts
+    every node it watches: the list stopped growing and misses later changes)."""
+    return len(dirty) >= WATCH_CAP
 
 
 #: Journal entries kept before the older half is dropped (a Python list of ints: ~2 MB).

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuaas.engine.domain_counts import TrackedCounts, counts_of, tracked
-from gpuaas.engine.fit import fit_count, fit_mask, sum_per_row  # noqa: F401 (re-exported)
+from gpuaas.engine.fit import fit_count, fit_mask, fits_one, sum_per_row  # noqa: F401 (re-exported)
 from gpuaas.engine.framework import PodShape, static_mask
 from gpuaas.engine.share_counts import share_counts
 from gpuaas.engine.snapshot import DOMAIN_LEVELS, MILLI, Snapshot
@@ -380,7 +380,18 @@ def _tracked_fits(
             capable[0][nodes] = True
         return capable[0][which] & _fits_on(now, pod, shape, which)
 
-    return tracked(snap, kind, evaluate, nodes)
+    def evaluate_one(now: Snapshot, node: int) -> int:
+        # a watched node is capable and passes the static filters: the fit rule alone
+        return int(fits_one(now, shape, node))
+
+    return tracked(snap, kind, evaluate, nodes, evaluate_one, lambda: _usable(snap, pod, nodes))
+
+
+def _usable(snap: Snapshot, pod: PodRequest, nodes: np.ndarray) -> np.ndarray:
+    """Those of ``nodes`` (int indices) that pass ``pod``'s static filters: the only ones
+    whose fit can move before the layout changes, so the only ones counts need to watch."""
+    static = static_mask(snap, pod)
+    return nodes if static is None else nodes[static[nodes]]
 
 
 def _fitting_per_domain_within(
@@ -428,7 +439,13 @@ def _share_fitting_per_domain(
             fits &= capable[0][which]
         return np.where(fits, now.max_free[which], -1)
 
-    counts = share_counts(snap, family, level, room_of, nodes).per_domain(snap, shape.share)
+    def room_one(now: Snapshot, node: int) -> int:
+        # a watched node is capable and passes the static filters: the fit rule alone
+        return int(now.max_free[node]) if fits_one(now, rest, node) else -1
+
+    counts = share_counts(
+        snap, family, level, room_of, nodes, room_one, lambda: _usable(snap, pod, nodes)
+    ).per_domain(snap, shape.share)
     if model < 0:
         return counts
     return np.where(_domain_models(snap, level) == model, counts, 0)
