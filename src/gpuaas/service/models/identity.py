@@ -50,7 +50,7 @@ _USER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9._@]*[a-z0-9])?$")
 
 def user_name_problem(name: str) -> str | None:
     """Why ``name`` is not a user name (1-100 of ``a-z 0-9 - . _ @``), or None."""
-    if len(name) > 100 or not _USER_NAME.match(name):
+    if len(name) > 100 or not _USER_NAME.fullmatch(name):
         return (
             f"{name!r} is not a valid user name (1-100 lowercase letters, digits, '-', '.', '_' "
             "or '@', starting and ending with a letter or digit)"
