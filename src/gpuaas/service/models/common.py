@@ -21,6 +21,14 @@ PAGE_BOUNDS = {"minimum": 1, "maximum": MAX_LIMIT}
 #: A DNS-1123 label (at most 63; the length is a separate keyword), as the OpenAPI document says
 #: it: the validators check it themselves, with their own messages.
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: a DNS-1123 subdomain (a flavor's, a cohort's, a LocalQueue's name; at most 253, said apart)
+SUBDOMAIN_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: a label key or resource name, ``[prefix/]name``: a DNS-subdomain prefix, then 1-63 letters,
+#: digits, ``-``, ``_``, ``.`` (at most 253 in all, said apart)
+LABEL_KEY_PATTERN = (
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 
 class Strict(BaseModel):

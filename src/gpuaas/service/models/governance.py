@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, WithJsonSchema
 
 from gpuaas.model.node import TaintEffect
-from gpuaas.service.models.common import DNS_LABEL_PATTERN
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, LABEL_KEY_PATTERN
 from gpuaas.service.models.identity import CamelIn, CamelOut, Text
 
 #: What the schema says of an object's name (``governance.check_name`` checks it): a DNS-1123
@@ -40,11 +40,6 @@ class ObjectIn(CamelIn):
 # YAML number: in JSON a label value is a string, and a label key is at most 253 characters
 # (so its DNS-subdomain prefix is too).
 
-#: ``[prefix/]name``: a DNS-subdomain prefix, then 1-63 letters, digits, ``-``, ``_``, ``.``
-LABEL_KEY_PATTERN = (
-    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
 #: empty, or 1-63 letters, digits, ``-``, ``_``, ``.``, starting and ending alphanumeric
 LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY_PATTERN, max_length=253)]

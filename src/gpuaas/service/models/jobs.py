@@ -186,16 +186,6 @@ class PodSetSpec(Strict):
     def _name(cls, value: str) -> str:
         return _dns_label(value, "pod set name")
 
-    @field_validator("resources", mode="before")
-    @classmethod
-    def _resources(cls, value: Any) -> Any:
-        """Before pydantic reads ``true`` as 1: a boolean is no quantity."""
-        if isinstance(value, dict):
-            for name, amount in value.items():
-                if isinstance(amount, bool):
-                    raise ValueError(f"{name}: expected a quantity, got {amount!r}")
-        return value
-
     @model_validator(mode="after")
     def _asks_for_something(self) -> PodSetSpec:
         if self.hardwareProfile is None and not self.resources:
@@ -238,6 +228,15 @@ class UtilizationProfile(Strict):
     replicas running: each reads ``min(100, total / running)`` in place of ``gpu`` (and
     ``amplitude / running``), so scaling it is seen in its replicas' utilisation."""
 
+    model_config = ConfigDict(
+        json_schema_extra={  # _varies, said in the schema
+            "anyOf": [
+                {"properties": {"amplitude": {"maximum": 0}}},
+                {"required": ["period"], "properties": {"period": {"type": "number"}}},
+            ]
+        }
+    )
+
     gpu: float = Field(default=80.0, ge=0, le=100)
     memory: float = Field(default=50.0, ge=0, le=100)
     amplitude: float = Field(default=0.0, ge=0, le=100)
@@ -251,6 +250,13 @@ class UtilizationProfile(Strict):
         return self
 
 
+#: a pod set that names a hardware profile (whose LocalQueue the job then queues in)
+_HAS_PROFILE = {
+    "required": ["hardwareProfile"],
+    "properties": {"hardwareProfile": {"type": "string"}},
+}
+
+
 class JobSpec(Strict):
     """What a user submits; see the contract's example."""
 
@@ -260,9 +266,25 @@ class JobSpec(Strict):
                 {"required": [way], "properties": {way: {"not": {"type": "null"}}}}
                 for way in ("container", "command", "script")
             ],
-            "anyOf": [
-                {"properties": {"autoscale": {"type": "null"}}},
-                {"required": ["kind"], "properties": {"kind": {"const": "inference"}}},
+            "allOf": [
+                {
+                    "anyOf": [
+                        {"properties": {"autoscale": {"type": "null"}}},
+                        {"required": ["kind"], "properties": {"kind": {"const": "inference"}}},
+                    ]
+                },
+                {  # jobs._resolve_pod_sets: a queue, or a cluster or hardware profile naming one
+                    "anyOf": [
+                        {"required": [field], "properties": {field: {"type": "string"}}}
+                        for field in ("queue", "cluster")
+                    ]
+                    + [
+                        {
+                            "required": ["podSets"],
+                            "properties": {"podSets": {"contains": _HAS_PROFILE}},
+                        }
+                    ]
+                },
             ],
         }
     )

@@ -38,7 +38,7 @@ from gpuaas.model.governance import (
     ReclaimWithinCohort,
     WithinClusterQueue,
 )
-from gpuaas.service.models.common import DNS_LABEL_PATTERN
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, SUBDOMAIN_PATTERN
 from gpuaas.service.models.governance import LABEL_KEY_PATTERN, ClusterQueueIn, ObjectIn
 from gpuaas.service.models.identity import CamelIn, Text
 from gpuaas.service.models.quantities import (
@@ -50,8 +50,6 @@ from gpuaas.service.models.quantities import (
     is_whole,
 )
 
-#: a DNS-1123 subdomain (a flavor's, a cohort's, a LocalQueue's name)
-SUBDOMAIN_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _SUBDOMAIN = re.compile(SUBDOMAIN_PATTERN)
 _LABEL = re.compile(DNS_LABEL_PATTERN)
 _RESOURCE = re.compile(LABEL_KEY_PATTERN)

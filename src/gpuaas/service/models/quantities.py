@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import WithJsonSchema
+from pydantic import BeforeValidator, WithJsonSchema
 
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.resources import (
@@ -48,8 +48,12 @@ from gpuaas.model.resources import (
     ResourceList,
     canonical_amount,
 )
-from gpuaas.service.models.common import BYTES_PATTERN, MAX_BYTES_TEXT
-from gpuaas.service.models.governance import LABEL_KEY_PATTERN
+from gpuaas.service.models.common import (
+    BYTES_PATTERN,
+    LABEL_KEY_PATTERN,
+    MAX_BYTES_TEXT,
+    SUBDOMAIN_PATTERN,
+)
 from gpuaas.supply.mig import COMPUTE_SLICES
 
 #: the largest amount a JSON number may say (in units: cores, bytes, devices): below 2**63, and
@@ -258,11 +262,42 @@ def amounts_schema(*, pod: bool = False, fractions: bool = True) -> dict[str, An
     return schema
 
 
+def refuse_booleans(value: Any, path: str = "") -> Any:
+    """A map of amounts (or of such maps) as given, refusing JSON's true/false before pydantic
+    reads them as 1/0: a boolean is no quantity, and the document says so."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(item, bool):
+                raise ValueError(f"{where}: expected a quantity, got {item!r}")
+            refuse_booleans(item, where)
+    return value
+
+
 #: a pod's requests: per resource name, and at most one GPU form (the server's
 #: ``jobs._check_gpu_form`` after :func:`pod_resources`)
 POD_RESOURCES_SCHEMA = amounts_schema(pod=True)
 #: requests that ask for something: not every amount zero (nor none at all)
 ASKS_FOR_SOMETHING = {"type": "object", "not": {"additionalProperties": ZERO_SCHEMA}}
-#: a pod's requests as a request body gives them (JSON's true/false refused before: a boolean
-#: is no quantity, and pydantic would read it as 1/0)
-PodResources = Annotated[dict[str, int | float | str], WithJsonSchema(POD_RESOURCES_SCHEMA)]
+#: a pod's requests as a request body gives them
+PodResources = Annotated[
+    dict[str, int | float | str],
+    BeforeValidator(refuse_booleans),
+    WithJsonSchema(POD_RESOURCES_SCHEMA),
+]
+#: ``{resource: amount}`` of a tenant's terms (``maxJob``): a JSON integer or a quantity text
+AMOUNTS_SCHEMA = amounts_schema(fractions=False)
+Amounts = Annotated[
+    dict[str, str | int], BeforeValidator(refuse_booleans), WithJsonSchema(AMOUNTS_SCHEMA)
+]
+#: ``{flavor: {resource: amount}}`` (a tenant's ``capacity``, ``borrowing``, ``lending``)
+FLAVOR_AMOUNTS_SCHEMA = {
+    "type": "object",
+    "propertyNames": {"pattern": SUBDOMAIN_PATTERN, "maxLength": 253},
+    "additionalProperties": AMOUNTS_SCHEMA,
+}
+FlavorAmounts = Annotated[
+    dict[str, dict[str, str | int]],
+    BeforeValidator(refuse_booleans),
+    WithJsonSchema(FLAVOR_AMOUNTS_SCHEMA),
+]
