@@ -71,3 +71,26 @@ def test_the_api_refuses_a_name_with_a_final_newline(
     r = sqlite_api.post(path, json=body)
     assert r.status_code == 422, r.text
     assert field in [e["field"] for e in r.json()["errors"]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"nodeLabels": {"bad key!": "x"}}, "spec.nodeLabels.bad key!.[key]", "is not a label key"),
+        ({"nodeLabels": {"zone": "eu west"}}, "spec.nodeLabels.zone", "is not a label value"),
+        ({"nodeLabels": {"zone\n": "eu"}}, "spec.nodeLabels.zone\n.[key]", "is not a label key"),
+        (
+            {"nodeTaints": [{"key": "-x", "effect": "NoSchedule"}]},
+            "spec.nodeTaints.0.key",
+            "is not a label key",
+        ),
+    ],
+)
+def test_a_label_is_refused_in_words_not_as_a_pattern(
+    sqlite_api: Api, spec: dict[str, object], field: str, words: str
+) -> None:
+    r = sqlite_api.post("/v1/flavors", json={"name": "f1", "spec": spec})
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["errors"]
+    assert error["field"] == field
+    assert words in error["message"] and "^" not in error["message"], error
