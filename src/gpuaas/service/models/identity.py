@@ -207,7 +207,9 @@ class UserOut(CamelOut):
 
 
 class MemberIn(CamelIn):
-    role: str
+    """``role``: one of ``auth.TENANT_ROLES`` (``members`` checks it, with its own message)."""
+
+    role: str = Field(json_schema_extra={"enum": ["tenant-admin", "tenant-user", "viewer"]})
 
 
 class MemberOut(CamelOut):

@@ -51,14 +51,12 @@ from gpuaas.model.resources import (
 from gpuaas.service.models.common import (
     BYTES_PATTERN,
     LABEL_KEY_PATTERN,
+    MAX_AMOUNT,
     MAX_BYTES_TEXT,
     SUBDOMAIN_PATTERN,
 )
 from gpuaas.supply.mig import COMPUTE_SLICES
 
-#: the largest amount a JSON number may say (in units: cores, bytes, devices): below 2**63, and
-#: exactly a double; the texts' digits keep them below it too
-MAX_AMOUNT = 9_200_000_000_000_000_000
 #: resources whose amounts may be fractions (CPU in milli-cores, bytes rounded up)
 FRACTIONAL = (CPU, MEMORY, EPHEMERAL_STORAGE)
 
