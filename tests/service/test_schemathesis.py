@@ -157,6 +157,10 @@ UNCHECKED: dict[str, str] = {
         "provider's Cohorts, borrowing and lending only with a parentCohort and on flavors of "
         "the capacity, given or stored (stored, across fields)"
     ),
+    "PUT /v1/nodes/{name}/partition": (
+        "the partitioning (text or a mapping, the inventory file's grammar) must be one the "
+        "node's GPU model can take: MIG profiles and layouts are per model (stored)"
+    ),
     "POST /v1/tenants/{tenant}/clusters": (
         "a pool's flavor or GPU model must be one the tenant may draw from, its nodes within "
         "the tenant's node limit, its kind one this server provisions (stored, configured); "
