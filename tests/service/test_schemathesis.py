@@ -89,9 +89,10 @@ UNCHECKED: dict[str, str] = {
         "tenant's, a pod set's hardwareProfile one available to it (whose resources, with the "
         "pod set's, keep to its bounds and one GPU form), its resources known and within what "
         "the queue's quota and some node could ever give (stored); pod set names unique and "
-        "at most 10,000 pods in all (across items); an autoscaled job's maxReplicas at least "
-        "its minReplicas (across fields). A pod set's resources themselves are typed per "
-        "resource name (models/quantities.py)"
+        "at most 10,000 pods in all, not every amount of a pod set's resources zero (across "
+        "items; the last sayable as a `not`, which made generating a job twice as slow); an "
+        "autoscaled job's maxReplicas at least its minReplicas (across fields). A pod set's "
+        "resources themselves are typed per resource name (models/quantities.py)"
     ),
     "POST /v1/tenants/{tenant}/jobs/batch": (
         "a YAML/JSON text of job documents: the body is a string whose content JSON Schema "
