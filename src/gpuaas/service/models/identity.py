@@ -79,11 +79,9 @@ def _user_name(name: str) -> str:
     return name
 
 
-UserName = Annotated[
-    str,
-    AfterValidator(_user_name),
-    Field(json_schema_extra={"pattern": _USER_NAME.pattern, "minLength": 1, "maxLength": 100}),
-]
+#: a user name as the document says it (``user_name_problem`` checks it, with its own message)
+USER_NAME_SCHEMA = {"pattern": _USER_NAME.pattern, "minLength": 1, "maxLength": 100}
+UserName = Annotated[str, AfterValidator(_user_name), Field(json_schema_extra=USER_NAME_SCHEMA)]
 
 #: ``{flavor: {resource: quantity}}``, e.g. ``{"h100": {"nvidia.com/gpu": "64"}}``: each
 #: amount as :mod:`gpuaas.service.models.quantities` says it for its resource
