@@ -94,14 +94,15 @@ def test_job_logs_is_the_text_and_what_the_server_said(http: TestClient, alice: 
 
 def test_bad_parameters_and_unknown_jobs_are_api_errors(alice: Client) -> None:
     job = submit(alice, pods=1)
-    for kwargs, field in (
-        ({"pod": 1}, "pod"),
-        ({"stream": "both"}, "stream"),
-        ({"tail": -3}, "tail"),
+    for kwargs, field, status in (
+        ({"pod": 1}, "pod", 404),  # a rank the job does not have: names what does not exist
+        ({"pod": -1}, "pod", 422),
+        ({"stream": "both"}, "stream", 422),
+        ({"tail": -3}, "tail", 422),
     ):
         with pytest.raises(ApiError) as err:
             alice.job_logs("acme", job, **kwargs)  # type: ignore[arg-type]
-        assert err.value.status == 422
+        assert err.value.status == status
         assert [e["field"] for e in err.value.errors] == [field]
     with pytest.raises(ApiError) as err:
         alice.job_logs("acme", 424242)

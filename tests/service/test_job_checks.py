@@ -112,13 +112,22 @@ def test_a_pod_bigger_than_any_node_is_refused_with_both_numbers(world: Api) -> 
     assert _stored(world) == []
 
 
-def test_1e23_gpus_are_refused_with_both_numbers_never_byte_suffixes(world: Api) -> None:
+def test_8e18_gpus_are_refused_with_both_numbers_never_byte_suffixes(world: Api) -> None:
+    field, message = _error(world.as_(TOKENS["alice"]).post(JOBS, json=_with(gpus="8E")))
+    assert field == "podSets[0].resources.nvidia.com/gpu"
+    assert message == (
+        "asks for 8000000000000000000 GPUs per pod; the largest node of flavor gpu has 4 GPUs"
+    )
+    assert "Ei" not in message
+
+
+def test_1e23_gpus_are_beyond_what_the_document_admits(world: Api) -> None:
     field, message = _error(world.as_(TOKENS["alice"]).post(JOBS, json=_with(gpus="1e23")))
     assert field == "podSets[0].resources.nvidia.com/gpu"
     assert message == (
-        "asks for 100000000000000000000000 GPUs per pod; the largest node of flavor gpu has 4 GPUs"
+        "nvidia.com/gpu is counted in whole units: a whole number from 0 to below 2**63 such "
+        "as 4, 2k, 1Ki or 1e3, got '1e23'"
     )
-    assert "Ei" not in message
 
 
 def test_more_than_the_cluster_queue_could_ever_hold_is_refused(world: Api) -> None:

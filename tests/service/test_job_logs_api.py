@@ -204,8 +204,8 @@ def test_another_users_or_tenants_job_or_no_job_is_404(world: Api) -> None:
     ("params", "field"),
     [
         ({"pod": -1}, "pod"),
-        ({"pod": 2}, "pod"),  # the job has pods 0 and 1
         ({"pod": "zero"}, "pod"),
+        ({"pod": 10_000}, "pod"),  # no job has more than 10,000 pods (the document's bound)
         ({"pod": 10**30}, "pod"),
         ({"tail": -1}, "tail"),
         ({"tail": 10_001}, "tail"),
@@ -223,6 +223,17 @@ def test_bad_parameters_are_422_naming_the_parameter(
     assert r.status_code == 422, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     assert [e["field"] for e in r.json()["errors"]] == [field]
+
+
+def test_a_pod_the_job_does_not_have_is_404_naming_the_parameter(world: Api) -> None:
+    """A rank the document admits, of no pod of this job: the request was well formed and
+    names what does not exist (as a job id that does not exist is)."""
+    job = submit(world, pods=2)
+    r = world.get(f"/v1/tenants/acme/jobs/{job}/logs", params={"pod": 2})
+    assert r.status_code == 404, r.text
+    assert r.json()["errors"] == [
+        {"field": "pod", "message": f"pod: job {job} has no pod 2 (its 2: ranks 0 to 1)"}
+    ]
 
 
 def later(*steps: tuple[float, Callable[[], object]]) -> threading.Thread:

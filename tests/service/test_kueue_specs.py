@@ -18,12 +18,8 @@ from gpuaas.model.resources import canonical_amount
 from gpuaas.service.app import create_app
 from gpuaas.service.models.billing import SKU_PATTERN, PriceIn
 from gpuaas.service.models.common import BYTES_PATTERN, MAX_BYTES_TEXT, TIME_PATTERN
-from gpuaas.service.models.kueue_specs import (
-    WHOLE_PATTERN,
-    ClusterQueueSpec,
-    CohortSpec,
-    HardwareProfileSpec,
-)
+from gpuaas.service.models.kueue_specs import ClusterQueueSpec, CohortSpec, HardwareProfileSpec
+from gpuaas.service.models.quantities import WHOLE_PATTERN
 from gpuaas.service.prices import _when
 from gpuaas.service.settings import Settings
 

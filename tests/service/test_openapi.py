@@ -91,3 +91,11 @@ def test_yaml_routes_say_yaml(sqlite_api: Api, route: str) -> None:
     answer = sqlite_api.get(route)
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("application/yaml")
+
+
+def test_the_member_roles_the_document_lists_are_the_servers() -> None:
+    from gpuaas.service.auth import TENANT_ROLES
+    from gpuaas.service.models.identity import MemberIn
+
+    enum = MemberIn.model_json_schema()["properties"]["role"]["enum"]
+    assert enum == [str(r) for r in TENANT_ROLES]

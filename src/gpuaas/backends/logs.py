@@ -33,5 +33,5 @@ class LogLayout:
         folder = self.root / str(job_id)
         if not folder.is_dir():
             return []
-        found = (_ATTEMPT.match(p.name) for p in folder.iterdir())
+        found = (_ATTEMPT.fullmatch(p.name) for p in folder.iterdir())
         return sorted(int(m.group(1)) for m in found if m)

@@ -41,7 +41,7 @@ def month_of(at: float) -> Period:
 
 def month(label: str) -> Period:
     """The month labelled ``YYYY-MM``; ValueError when the label is not one."""
-    if _MONTH.match(label) is None:
+    if _MONTH.fullmatch(label) is None:
         raise ValueError(f"{label!r} is not a month (YYYY-MM)")
     return Period(label, *metering.period_bounds(label))
 

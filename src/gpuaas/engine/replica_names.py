@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-_CLAIMED = re.compile(r"/gpu-(\d+)-ts-(\d+)$")
+_CLAIMED = re.compile(r"/gpu-(\d+)-ts-(\d+)\Z")
 Alive = Callable[[int, int], bool]
 
 

@@ -73,7 +73,7 @@ class Quantity:
             raise InvalidValue(
                 field, f"a quantity is at most {MAX_TEXT} characters, got {len(text)}"
             )
-        match = _PATTERN.match(text.strip())
+        match = _PATTERN.fullmatch(text.strip())
         if match is None:
             raise InvalidValue(
                 field,

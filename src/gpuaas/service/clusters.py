@@ -821,8 +821,8 @@ def scale_cluster(
     row = get_cluster(session, tenant, name)
     if row.state == ClusterState.DELETING:
         raise conflict(f"cluster {name} is being deleted", "name")
-    if row.spec.get("idlePool") is not None:
-        raise invalid("name", f"cluster {name} is the idle pool: {IDLE_POOL_IS_THE_PROVIDERS}")
+    if row.spec.get("idlePool") is not None:  # a well-formed request, refused by what is stored
+        raise conflict(f"cluster {name} is the idle pool: {IDLE_POOL_IS_THE_PROVIDERS}", "name")
     spec = copy.deepcopy(row.spec)
     by_name = {p["name"]: p for p in spec["pools"]}
     allowance = _allowance(session, tenant)

@@ -59,7 +59,7 @@ def name_problem(name: object, *, label: bool = False) -> str | None:
     if not isinstance(name, str) or not name:
         return f"must be a non-empty string, got {name!r}"
     pattern = _DNS_LABEL if label else _DNS_SUBDOMAIN
-    if len(name) > limit or not pattern.match(name):
+    if len(name) > limit or not pattern.fullmatch(name):
         return (
             f"{name!r} is not a valid {what} (at most {limit} lowercase letters, digits, '-'"
             + ("" if label else " and '.'")

@@ -689,6 +689,8 @@ class LocalQueues:
     def update(self, at: At, name: str, body: LocalQueueIn) -> LocalQueueOut:
         tenant = at.tenant
         assert tenant is not None
+        if gv.name_problem(name, label=True) is not None:  # the path names nothing that can exist
+            raise not_found(f"{self.kind} {name[:100]!r}")
         object_name(body.name, name, label=True)
         row = gv.get_object(at.session, self.kind, name, tenant.name)
         doc, options = self._body(at.session, tenant, body)
@@ -771,6 +773,8 @@ class PriorityClasses:
         return self._out(gv.put_object(at.session, doc, at.tenant.id, time.time()), at.tenant.name)
 
     def update(self, at: At, name: str, body: PriorityClassIn) -> PriorityClassOut:
+        if gv.name_problem(name) is not None:  # the path names nothing that can exist
+            raise not_found(f"{self.kind} {name[:100]!r}")
         object_name(body.name, name)
         if at.tenant is None:
             row = gv.get_object(at.session, self.kind, name)

@@ -44,7 +44,7 @@ from gpuaas.model.governance import (
     HardwareProfile,
 )
 from gpuaas.model.job_state import FINAL, JobState
-from gpuaas.model.resources import ResourceList, format_amount, parse_resource_list
+from gpuaas.model.resources import ResourceList, format_amount
 from gpuaas.model.topology import Level
 from gpuaas.model.workload import TopologyMode, TopologyRequest
 from gpuaas.service import usage
@@ -66,6 +66,7 @@ from gpuaas.service.models.jobs import (
     ReplicasView,
     WorkloadView,
 )
+from gpuaas.service.models.quantities import pod_resources
 from gpuaas.service.replica_sets import check_autoscale, create_set
 from gpuaas.service.storage import resolve_job_volumes
 from gpuaas.service.tenancy import check_job_size
@@ -148,6 +149,7 @@ def _resolve_pod_sets(
     resolved: list[dict[str, Any]] = []
     for i, ps in enumerate(spec.podSets):
         where = f"podSets[{i}]"
+        written = pod_resources(ps.resources or {}, f"{where}.resources")  # as documented
         if ps.hardwareProfile is not None:
             field = f"{where}.hardwareProfile"
             profile = _usable_profile(gov, ps.hardwareProfile, tenant.name, field)
@@ -164,7 +166,7 @@ def _resolve_pod_sets(
             except InvalidValue as exc:
                 raise InvalidValue(f"{where}.resources", str(exc)) from None
         else:
-            requests = parse_resource_list(ps.resources or {}, f"{where}.resources")
+            requests = written
         _check_gpu_form(requests, f"{where}.resources")
         entry: dict[str, Any] = {"name": ps.name, "count": ps.count, "requests": requests}
         if ps.topology is not None:

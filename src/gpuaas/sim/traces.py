@@ -225,7 +225,7 @@ def parse_seconds(value: object, where: str) -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     else:
-        match = _DURATION.match(str(value))
+        match = _DURATION.fullmatch(str(value))
         if not match:
             raise InvalidValue(where, f"expected a duration like 90, 30m, 2h or 1d, got {value!r}")
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]

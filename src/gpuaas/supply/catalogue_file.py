@@ -112,7 +112,7 @@ def _profiles(raw: object, where: str) -> tuple[tuple[MigProfile, ...], int, int
         at = f"{where}profiles[{number}]."
         p = _keys(item, at.rstrip("."), _PROFILE)
         name = _text(p, "name", at).lower()
-        match = _PROFILE_NAME.match(name)
+        match = _PROFILE_NAME.fullmatch(name)
         if match is None:
             raise InvalidValue(f"{at}name", f"{name!r} is not a MIG profile name such as 1g.10gb")
         if any(q.name == name for q in profiles):
@@ -164,7 +164,7 @@ def _model(raw: object, where: str) -> tuple[GpuModel, list[str]]:
         raise InvalidValue("name", f"{name!r}: use letters, digits, '-', '_' and '.'")
     cc = (0, 0)
     if "computeCapability" in m:
-        match = _CC.match(str(m["computeCapability"]).strip())
+        match = _CC.fullmatch(str(m["computeCapability"]).strip())
         if match is None:
             raise InvalidValue(
                 "computeCapability", f"expected e.g. '9.0', got {m['computeCapability']!r}"

@@ -74,7 +74,7 @@ def kai_resource(resource: str, amount: int, where: str) -> tuple[str, Fraction]
     if resource == GPU_MILLI:
         return "gpu", Fraction(amount, 1000)
     if resource.startswith(MIG_PREFIX):
-        match = _MIG.match(resource)
+        match = _MIG.fullmatch(resource)
         if match is None:
             raise InvalidValue(
                 f"{where}: {resource}",

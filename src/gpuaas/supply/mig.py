@@ -184,7 +184,7 @@ def parse_layout(layout: str | Mapping[str, Any], model: GpuModel | str) -> dict
         return {profile.name: profile.max_instances}
     for item in text.split(","):
         item = item.strip()
-        match = _ITEM.match(item)
+        match = _ITEM.fullmatch(item)
         if not item or match is None or (match["n1"] and match["n2"]):
             raise PartitionError(
                 f"cannot read MIG layout item {item!r} in {text!r} "

@@ -80,12 +80,12 @@ _TOPOLOGY_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.:]{0,61}[A-Za-z0-9])?$"
 def pool_problem(pool: str) -> str | None:
     """Why ``pool`` cannot name a NIC pool's extended resource (``domain/name``), or None."""
     domain, slash, name = pool.partition("/")
-    if not slash or not domain or len(domain) > 253 or not _DNS_PART.match(domain):
+    if not slash or not domain or len(domain) > 253 or not _DNS_PART.fullmatch(domain):
         return (
             f"{pool!r} is not an extended resource name: expected domain/name such as "
             "'openshift.io/mlnx_ib', 'nvidia.com/rdma_ib' or 'rdma/hca_shared'"
         )
-    if not _RESOURCE_NAME.match(name):
+    if not _RESOURCE_NAME.fullmatch(name):
         return f"{pool!r}: the name after '/' must be 1-63 letters, digits, '-', '_' or '.'"
     if pool in (NVIDIA_GPU, SHARED_GPU) or pool.startswith(MIG_PREFIX):
         return f"{pool!r} is a GPU resource, not a NIC pool"
@@ -102,7 +102,7 @@ def _pool(value: object, where: str) -> str:
 
 def topology_text(value: object, where: str) -> str:
     text = document_text(value, where, numbers=True)
-    if not _TOPOLOGY_VALUE.match(text):
+    if not _TOPOLOGY_VALUE.fullmatch(text):
         raise InvalidValue(
             where,
             f"{text!r} is invalid (1-63 letters, digits, '-', '_', '.' or ':', "
@@ -128,7 +128,7 @@ def read_nic(raw: object, where: str, *, max_vfs: int = MAX_SHARED) -> Nic:
         if key not in spec:
             raise InvalidValue(at(where, key), "is required")
     name = document_text(spec["name"], at(where, "name"), numbers=True)
-    if not _NIC_NAME.match(name):
+    if not _NIC_NAME.fullmatch(name):
         raise InvalidValue(
             at(where, "name"),
             f"{name!r} is not a NIC name (1-63 letters, digits, '_', '-', '.' or ':', "
@@ -157,7 +157,7 @@ def read_nic(raw: object, where: str, *, max_vfs: int = MAX_SHARED) -> Nic:
             fields[attr] = topology_text(spec[key], at(where, key))
     if "pciAddress" in spec:
         address = document_text(spec["pciAddress"], at(where, "pciAddress"))
-        if not _PCI_ADDRESS.match(address):
+        if not _PCI_ADDRESS.fullmatch(address):
             raise InvalidValue(
                 at(where, "pciAddress"),
                 f"{address!r} is not a PCI address (domain:bus:device.function, e.g. 0000:17:00.0)",

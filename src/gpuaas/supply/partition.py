@@ -105,10 +105,10 @@ def partition_gpu(model: str | GpuModel, spec: Any = None, field: str = "") -> P
         text = spec.strip()
         if text.lower() in _WHOLE:
             return Partition.whole()
-        match = _TS_TEXT.match(text)
+        match = _TS_TEXT.fullmatch(text)
         if match:
             return Partition.time_sliced(_replicas(int(match[1]), field))
-        match = _MPS_TEXT.match(text)
+        match = _MPS_TEXT.fullmatch(text)
         if match:
             return Partition.mps(_replicas(int(match[1]), field))
         if text.lower().startswith("mig:") or text.lower().startswith("mig="):

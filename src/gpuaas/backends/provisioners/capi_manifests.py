@@ -163,7 +163,7 @@ def check(spec: ClusterSpec, nodes: ClusterNodes | None = None) -> None:
             "distribution", "a kubernetes cluster needs one of " + ", ".join(Distribution)
         )
     for what, value in (("tenant", spec.tenant), ("name", spec.name)):
-        if not _DNS_LABEL.match(value):
+        if not _DNS_LABEL.fullmatch(value):
             raise InvalidValue(
                 what, f"{value!r} is not a DNS label (lower-case letters, digits, '-')"
             )
@@ -177,7 +177,7 @@ def check(spec: ClusterSpec, nodes: ClusterNodes | None = None) -> None:
         )
     pools = [p.name for p in spec.pools] + list((nodes.pools if nodes else {}).keys())
     for pool in pools:  # object names <tenant>-<cluster>-<pool> are DNS labels too
-        if not _DNS_LABEL.match(pool) or len(base_name(spec)) + 1 + len(pool) > 63:
+        if not _DNS_LABEL.fullmatch(pool) or len(base_name(spec)) + 1 + len(pool) > 63:
             raise InvalidValue(
                 "pools.name",
                 f"{pool!r}: {base_name(spec)}-{pool} is not a DNS label (at most 63 characters)",

@@ -113,7 +113,7 @@ def inventory_entries(
         if node_partitions:
             labels[PARTITION_LABEL] = node_partitions[0]
         for partition in node_partitions:
-            if _LABEL_NAME.match(f"partition-{partition}") and len(partition) <= 53:
+            if _LABEL_NAME.fullmatch(f"partition-{partition}") and len(partition) <= 53:
                 labels[f"{PARTITION_LABEL}-{partition}"] = "true"
         entry: dict[str, Any] = {
             "name": name,
@@ -128,7 +128,7 @@ def inventory_entries(
                     f"untyped GPUs ({node.get('gres')}): give the model with --gpu-model",
                 )
             entry["gpus"] = {"model": lookup(gres_type).name, "count": count}
-            if _LABEL_NAME.match(gres_type) and len(gres_type) <= 63:
+            if _LABEL_NAME.fullmatch(gres_type) and len(gres_type) <= 63:
                 labels[GRES_TYPE_LABEL] = gres_type
         entries.append(entry)
     return entries

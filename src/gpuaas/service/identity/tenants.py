@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from gpuaas.model.errors import InvalidValue
 from gpuaas.model.job_state import UNFINISHED
-from gpuaas.model.resources import canonical_amount, format_amount
+from gpuaas.model.resources import MEMORY, canonical_amount, format_amount
 from gpuaas.service.auth import Need, Principal, require_platform, tenant_for
 from gpuaas.service.errors import conflict, invalid
 from gpuaas.service.fleet import bump_version, take_turn_on, text_cursor
@@ -39,8 +39,10 @@ from gpuaas.service.governance import (
     tenant_queue_documents,
 )
 from gpuaas.service.identity.rows import commit_here, tenant_by_name
-from gpuaas.service.models.common import Page, paginate
+from gpuaas.service.models.common import Page, bytes_text, paginate
 from gpuaas.service.models.identity import Capacity, TenantIn, TenantOut, TenantPatch
+from gpuaas.service.models.quantities import check_amount
+from gpuaas.service.models.quantities import check_name as check_resource
 from gpuaas.store.tables import Job, Tenant, VolumeRow
 
 
@@ -70,11 +72,14 @@ def parse_capacity(raw: Capacity, field: str = "capacity") -> dict[str, dict[str
 
 
 def parse_limits(raw: Mapping[str, str | int], field: str) -> dict[str, str]:
-    """``{resource: quantity}`` checked and written canonically."""
+    """``{resource: quantity}`` checked (as the document says each resource's amount:
+    :mod:`gpuaas.service.models.quantities`) and written canonically."""
     out: dict[str, str] = {}
     for resource, value in raw.items():
         where = f"{field}.{resource}"
         try:
+            check_resource(where, resource)
+            check_amount(where, resource, value)
             amount = canonical_amount(resource, value, where)
         except InvalidValue as exc:
             raise invalid(where, exc.problem) from None
@@ -122,11 +127,9 @@ def set_terms(session: Session, tenant: Tenant, body: TenantIn | TenantPatch) ->
 
 
 def _storage_quota(value: str | int) -> int:
-    from gpuaas.service.storage import parse_size
-
-    if value in (0, "0"):
-        return 0
-    return parse_size(value, "storageQuota")
+    """Bytes, 0 allowed (nothing), as the document's size pattern says."""
+    bytes_text("storageQuota", value, zero=True)
+    return canonical_amount(MEMORY, value, "storageQuota")
 
 
 def list_tenants(session: Session, p: Principal, limit: int, after: str | None) -> Page[TenantOut]:

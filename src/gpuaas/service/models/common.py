@@ -21,6 +21,14 @@ PAGE_BOUNDS = {"minimum": 1, "maximum": MAX_LIMIT}
 #: A DNS-1123 label (at most 63; the length is a separate keyword), as the OpenAPI document says
 #: it: the validators check it themselves, with their own messages.
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: a DNS-1123 subdomain (a flavor's, a cohort's, a LocalQueue's name; at most 253, said apart)
+SUBDOMAIN_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+#: a label key or resource name, ``[prefix/]name``: a DNS-subdomain prefix, then 1-63 letters,
+#: digits, ``-``, ``_``, ``.`` (at most 253 in all, said apart)
+LABEL_KEY_PATTERN = (
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 
 class Strict(BaseModel):
@@ -33,12 +41,21 @@ class Strict(BaseModel):
     @classmethod
     def _no_boolean_number(cls, value: Any, info: ValidationInfo) -> Any:
         """JSON's ``true``/``false`` is no number: pydantic would read it as 1/0 where a field
-        takes a number (and the schema says number or integer)."""
-        if not isinstance(value, bool):  # first: ``model_fields`` costs more than the test
-            return value  # (pydantic's deprecated-property shim: ~7 % of a submission's CPU)
-        field = cls.model_fields.get(info.field_name or "")
-        if field is not None and _numbers_only(field.annotation):
+        takes a number (and the schema says number or integer); nor is a JSON string where a
+        field takes only numbers (pydantic would read ``"5"`` as 5; the schema says number)."""
+        kind = type(value)
+        if kind is not bool and kind is not str:  # first: the common case costs one test
+            return value
+        takes = _NUMBER_FIELDS.get((cls, info.field_name or ""))
+        if takes is None:
+            field = cls.model_fields.get(info.field_name or "")
+            annotation = field.annotation if field is not None else None
+            takes = (_numbers_only(annotation), _numbers_only(annotation, text=False))
+            _NUMBER_FIELDS[(cls, info.field_name or "")] = takes
+        if kind is bool and takes[0]:
             raise ValueError("expected a number, got a boolean")
+        if kind is str and takes[1]:
+            raise ValueError(f"expected a number, got a string ({value[:40]!r})")
         return value
 
     @field_validator("*", mode="after")
@@ -48,9 +65,14 @@ class Strict(BaseModel):
         return value
 
 
-def _numbers_only(annotation: Any) -> bool:
+#: (model, field) -> whether the field refuses a boolean, and a string, as no number
+_NUMBER_FIELDS: dict[tuple[type, str], tuple[bool, bool]] = {}
+
+
+def _numbers_only(annotation: Any, *, text: bool = True) -> bool:
     """Whether ``annotation`` takes a number and never a boolean: a union of int, float, Decimal,
-    str and None with at least one number (str and None refuse a boolean themselves)."""
+    str and None with at least one number (str and None refuse a boolean themselves);
+    ``text=False``: and never a string (no str among them)."""
     members: list[Any] = []
     todo = [annotation]
     while todo:
@@ -62,9 +84,8 @@ def _numbers_only(annotation: Any) -> bool:
         else:
             members.append(a)
     numbers = {int, float, Decimal}
-    return any(m in numbers for m in members) and all(
-        m in numbers or m in (str, type(None)) for m in members
-    )
+    others = (str, type(None)) if text else (type(None),)
+    return any(m in numbers for m in members) and all(m in numbers or m in others for m in members)
 
 
 def unicode_text(value: str) -> str:
@@ -199,6 +220,10 @@ POSITIVE_BYTES_PATTERN = _bytes_pattern(zero=False)
 BYTES_PATTERN = _bytes_pattern(zero=True)
 #: the longest byte quantity text (as ``model.quantity.MAX_TEXT``)
 MAX_BYTES_TEXT = 64
+#: the largest amount a JSON number may say (bytes, cores, devices): below 2**63, and exactly a
+#: double (a validator reading numbers as doubles reads 2**63 - 1 as 2**63, and would take
+#: 9223372036854775808 as within a maximum of 2**63 - 1); the texts' digits keep them below it
+MAX_AMOUNT = 9_200_000_000_000_000_000
 _POSITIVE_BYTES = re.compile(POSITIVE_BYTES_PATTERN)
 _BYTES = re.compile(BYTES_PATTERN)
 
@@ -207,7 +232,7 @@ def bytes_schema(*, zero: bool) -> dict[str, Any]:
     """The JSON Schema of a size in bytes: an integer, or a quantity text."""
     return {
         "anyOf": [
-            {"type": "integer", "minimum": 0 if zero else 1, "maximum": 2**63 - 1},
+            {"type": "integer", "minimum": 0 if zero else 1, "maximum": MAX_AMOUNT},
             {
                 "type": "string",
                 "pattern": BYTES_PATTERN if zero else POSITIVE_BYTES_PATTERN,
@@ -220,9 +245,9 @@ def bytes_schema(*, zero: bool) -> dict[str, Any]:
 def bytes_text(field: str, value: str | int, *, zero: bool) -> None:
     """422 naming ``field`` unless ``value`` is what ``bytes_schema`` says."""
     if isinstance(value, int):
-        if not (0 if zero else 1) <= value < 2**63:
+        if not (0 if zero else 1) <= value <= MAX_AMOUNT:
             low = "0" if zero else "one byte"
-            raise invalid(field, f"must be between {low} and 2**63 - 1 bytes, got {value}")
+            raise invalid(field, f"must be between {low} and 9.2e18 bytes, got {value}")
         return
     pattern = _BYTES if zero else _POSITIVE_BYTES
     if len(value) > MAX_BYTES_TEXT or pattern.fullmatch(value) is None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from gpuaas.service.models.identity import CamelIn, CamelOut
+
+_PARTITIONING = {"anyOf": [{"type": "string"}, {"type": "object"}, {"type": "null"}]}
 
 
 class PartitionIn(CamelIn):
@@ -14,7 +16,10 @@ class PartitionIn(CamelIn):
     ``partitioning: whole | all-1g.10gb | {mig: {...}} | {timeSlicing: {replicas: N}} |
     {mps: {replicas: N}}``."""
 
-    partitioning: Any = "whole"
+    #: text or a mapping (null: whole), as the document says; which layouts the node's GPU model
+    #: takes is the server's to say, naming ``partitioning`` (MIG profiles are per model:
+    #: ``supply.partition.partition_gpu``)
+    partitioning: Annotated[Any, WithJsonSchema(_PARTITIONING)] = "whole"
     per_gpu: list[dict[str, Any]] | None = None
 
 

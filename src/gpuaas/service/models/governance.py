@@ -6,12 +6,13 @@ Objects carry their Kueue ``spec`` unchanged (``kueue.x-k8s.io/v1beta2``; a Hard
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, WithJsonSchema
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 from gpuaas.model.node import TaintEffect
-from gpuaas.service.models.common import DNS_LABEL_PATTERN
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, LABEL_KEY_PATTERN
 from gpuaas.service.models.identity import CamelIn, CamelOut, Text
 
 #: What the schema says of an object's name (``governance.check_name`` checks it): a DNS-1123
@@ -40,16 +41,36 @@ class ObjectIn(CamelIn):
 # YAML number: in JSON a label value is a string, and a label key is at most 253 characters
 # (so its DNS-subdomain prefix is too).
 
-#: ``[prefix/]name``: a DNS-subdomain prefix, then 1-63 letters, digits, ``-``, ``_``, ``.``
-LABEL_KEY_PATTERN = (
-    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
 #: empty, or 1-63 letters, digits, ``-``, ``_``, ``.``, starting and ending alphanumeric
 LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
-LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY_PATTERN, max_length=253)]
-LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN, max_length=63)]
+_LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
+_LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
+_LABEL_KEY_SCHEMA = {"type": "string", "pattern": LABEL_KEY_PATTERN, "maxLength": 253}
 _LABEL_VALUE_SCHEMA = {"type": "string", "pattern": LABEL_VALUE_PATTERN, "maxLength": 63}
+
+
+def _label_key(key: str) -> str:
+    """A label key as the document's pattern says it; refused in words, not the pattern."""
+    if len(key) > 253 or _LABEL_KEY.fullmatch(key) is None:
+        raise ValueError(
+            f"{key[:100]!r} is not a label key: an optional DNS-subdomain prefix and '/', then "
+            "1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
+            "(at most 253 characters in all), such as 'gpuaas.io/pool' or 'zone'"
+        )
+    return key
+
+
+def _label_value(value: str) -> str:
+    if len(value) > 63 or _LABEL_VALUE.fullmatch(value) is None:
+        raise ValueError(
+            f"{value[:100]!r} is not a label value: empty, or at most 63 letters, digits, '-', "
+            "'_' or '.', starting and ending with a letter or digit"
+        )
+    return value
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key), WithJsonSchema(_LABEL_KEY_SCHEMA)]
+LabelValue = Annotated[str, AfterValidator(_label_value), WithJsonSchema(_LABEL_VALUE_SCHEMA)]
 #: pydantic says a constrained key as ``patternProperties`` (other keys allowed): say it exactly
 Labels = Annotated[
     dict[LabelKey, LabelValue],

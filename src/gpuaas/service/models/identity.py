@@ -5,11 +5,25 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
 
 from gpuaas.service.governance import name_problem
-from gpuaas.service.models.common import DNS_LABEL_PATTERN, Strict
+from gpuaas.service.models.common import (
+    DNS_LABEL_PATTERN,
+    SUBDOMAIN_PATTERN,
+    Strict,
+    bytes_schema,
+)
+from gpuaas.service.models.quantities import Amounts, FlavorAmounts
 
 #: Longest token lifetime a caller may ask for: ten years, in seconds.
 MAX_TOKEN_LIFETIME = 10 * 365 * 24 * 3600
@@ -50,7 +64,7 @@ _USER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9._@]*[a-z0-9])?$")
 
 def user_name_problem(name: str) -> str | None:
     """Why ``name`` is not a user name (1-100 of ``a-z 0-9 - . _ @``), or None."""
-    if len(name) > 100 or not _USER_NAME.match(name):
+    if len(name) > 100 or not _USER_NAME.fullmatch(name):
         return (
             f"{name!r} is not a valid user name (1-100 lowercase letters, digits, '-', '.', '_' "
             "or '@', starting and ending with a letter or digit)"
@@ -65,14 +79,13 @@ def _user_name(name: str) -> str:
     return name
 
 
-UserName = Annotated[
-    str,
-    AfterValidator(_user_name),
-    Field(json_schema_extra={"pattern": _USER_NAME.pattern, "minLength": 1, "maxLength": 100}),
-]
+#: a user name as the document says it (``user_name_problem`` checks it, with its own message)
+USER_NAME_SCHEMA = {"pattern": _USER_NAME.pattern, "minLength": 1, "maxLength": 100}
+UserName = Annotated[str, AfterValidator(_user_name), Field(json_schema_extra=USER_NAME_SCHEMA)]
 
-#: ``{flavor: {resource: quantity}}``, e.g. ``{"h100": {"nvidia.com/gpu": "64"}}``.
-Capacity = dict[str, dict[str, str | int]]
+#: ``{flavor: {resource: quantity}}``, e.g. ``{"h100": {"nvidia.com/gpu": "64"}}``: each
+#: amount as :mod:`gpuaas.service.models.quantities` says it for its resource
+Capacity = FlavorAmounts
 
 
 class CamelIn(Strict):
@@ -95,7 +108,13 @@ class WhoAmI(CamelOut):
 
 
 #: ``{resource: quantity}``, e.g. ``{"nvidia.com/gpu": 8}``.
-Limits = dict[str, str | int]
+Limits = Amounts
+#: the provider Cohort a tenant's root hangs from: a DNS-1123 subdomain (``check_name``)
+CohortName = Annotated[
+    str, WithJsonSchema({"type": "string", "pattern": SUBDOMAIN_PATTERN, "maxLength": 253})
+]
+#: the most bytes a tenant's volumes may hold together: a size in bytes, 0 (nothing) allowed
+StorageQuota = Annotated[str | StrictInt, WithJsonSchema(bytes_schema(zero=True))]
 
 
 class TenantIn(CamelIn):
@@ -105,15 +124,29 @@ class TenantIn(CamelIn):
     ``priorityCeiling`` the highest value of the tenant's own priority classes;
     ``storageQuota`` the most bytes its volumes may hold together (a quantity, ``10Ti``)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={  # tenants.set_terms: borrowing or lending needs a parentCohort
+            "anyOf": [
+                {"required": ["parentCohort"], "properties": {"parentCohort": {"type": "string"}}},
+                {
+                    "properties": {
+                        "borrowing": {"maxProperties": 0},
+                        "lending": {"maxProperties": 0},
+                    }
+                },
+            ]
+        }
+    )
+
     name: TenantName
     display_name: Text = Field(default="", max_length=200)
     capacity: Capacity = Field(default_factory=dict)
-    parent_cohort: str | None = None
+    parent_cohort: CohortName | None = None
     borrowing: Capacity = Field(default_factory=dict)
     lending: Capacity = Field(default_factory=dict)
     max_job: Limits = Field(default_factory=dict)
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    storage_quota: str | StrictInt | None = None
+    storage_quota: StorageQuota | None = None
 
 
 class TenantPatch(CamelIn):
@@ -122,12 +155,12 @@ class TenantPatch(CamelIn):
 
     display_name: Text | None = Field(default=None, max_length=200)
     capacity: Capacity | None = None
-    parent_cohort: str | None = None
+    parent_cohort: CohortName | None = None
     borrowing: Capacity | None = None
     lending: Capacity | None = None
     max_job: Limits | None = None
     priority_ceiling: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    storage_quota: str | StrictInt | None = None
+    storage_quota: StorageQuota | None = None
 
 
 class TenantOut(CamelOut):
@@ -172,7 +205,9 @@ class UserOut(CamelOut):
 
 
 class MemberIn(CamelIn):
-    role: str
+    """``role``: one of ``auth.TENANT_ROLES`` (``members`` checks it, with its own message)."""
+
+    role: str = Field(json_schema_extra={"enum": ["tenant-admin", "tenant-user", "viewer"]})
 
 
 class MemberOut(CamelOut):

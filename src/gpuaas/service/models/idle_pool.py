@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from gpuaas.model.cluster import ClusterKind
 from gpuaas.service.models.clusters import IdlePoolIn as IdlePoolSettings
-from gpuaas.service.models.common import ReasonView
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, ReasonView
 
 __all__ = ["IdlePoolIn", "IdlePoolOut", "IdlePoolSettings", "ReclaimOut"]
 
@@ -18,8 +18,19 @@ class IdlePoolIn(IdlePoolSettings):
     tenant of the provider's, for the marketplace, holding nothing else) and the ``kind`` of
     cluster its nodes form (a Slurm partition, a bare-metal allocation, Kubernetes)."""
 
-    name: str = Field(default="pool", min_length=1, max_length=63)
-    tenant: str = Field(default="idle-pool", min_length=1, max_length=63)
+    #: DNS-1123 labels (the server's ``check_name``, said in the schema)
+    name: str = Field(
+        default="pool",
+        min_length=1,
+        max_length=63,
+        json_schema_extra={"pattern": DNS_LABEL_PATTERN},
+    )
+    tenant: str = Field(
+        default="idle-pool",
+        min_length=1,
+        max_length=63,
+        json_schema_extra={"pattern": DNS_LABEL_PATTERN},
+    )
     kind: ClusterKind = ClusterKind.BAREMETAL
 
 

@@ -25,6 +25,7 @@ from pydantic import (
 from gpuaas.model.autoscale import ReplicaScaling
 from gpuaas.model.topology import Level
 from gpuaas.service.models.common import DNS_LABEL_PATTERN, ReasonView, Strict, unicode_text
+from gpuaas.service.models.quantities import ASKS_FOR_SOMETHING, PodResources
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -33,7 +34,7 @@ MAX_PODS = 10_000
 
 
 def _dns_label(value: str, what: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError(
             f"{what} {value!r} is not a DNS-1123 label (at most 63 lowercase letters, digits "
             "and '-', starting and ending with a letter or digit)"
@@ -64,7 +65,7 @@ class JobKind(StrEnum):
 
 def _env_names(env: dict[str, str]) -> dict[str, str]:
     for name in env:
-        if not _ENV_NAME.match(name):
+        if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a valid environment variable name")
     return env
 
@@ -157,12 +158,14 @@ class VolumeMount(Strict):
 
 class PodSetSpec(Strict):
     """``count`` identical pods: per-pod ``resources``, or a ``hardwareProfile`` (whose defaults
-    ``resources`` may then override)."""
+    ``resources`` may then override). Each resource's name and amount is what
+    :mod:`gpuaas.service.models.quantities` says, checked by the server when it reads them
+    (``jobs._resolve_pod_sets``, so an error names ``podSets[i].resources.<resource>``)."""
 
     model_config = ConfigDict(
-        json_schema_extra={  # _asks_for_something, said in the schema
+        json_schema_extra={  # _asks_for_something and _check_gpu_form's "nothing", said here
             "anyOf": [
-                {"required": ["resources"], "properties": {"resources": {"minProperties": 1}}},
+                {"required": ["resources"], "properties": {"resources": ASKS_FOR_SOMETHING}},
                 {
                     "required": ["hardwareProfile"],
                     "properties": {"hardwareProfile": {"type": "string"}},
@@ -173,7 +176,7 @@ class PodSetSpec(Strict):
 
     name: str = Field(default="main", json_schema_extra=_LABEL_SCHEMA)
     count: int = Field(default=1, ge=1, le=MAX_PODS, strict=True)
-    resources: dict[Text, Quantity] | None = None
+    resources: PodResources | None = None
     hardwareProfile: Text | None = Field(default=None, min_length=1, max_length=253)
     topology: Topology | None = None
     network: NetworkSpec | None = None
@@ -182,14 +185,6 @@ class PodSetSpec(Strict):
     @classmethod
     def _name(cls, value: str) -> str:
         return _dns_label(value, "pod set name")
-
-    @field_validator("resources")
-    @classmethod
-    def _resources(cls, value: dict[str, Quantity] | None) -> dict[str, Quantity] | None:
-        for name, amount in (value or {}).items():
-            if isinstance(amount, bool):
-                raise ValueError(f"{name}: expected a quantity, got {amount!r}")
-        return value
 
     @model_validator(mode="after")
     def _asks_for_something(self) -> PodSetSpec:
@@ -233,6 +228,15 @@ class UtilizationProfile(Strict):
     replicas running: each reads ``min(100, total / running)`` in place of ``gpu`` (and
     ``amplitude / running``), so scaling it is seen in its replicas' utilisation."""
 
+    model_config = ConfigDict(
+        json_schema_extra={  # _varies, said in the schema
+            "anyOf": [
+                {"properties": {"amplitude": {"maximum": 0}}},
+                {"required": ["period"], "properties": {"period": {"type": "number"}}},
+            ]
+        }
+    )
+
     gpu: float = Field(default=80.0, ge=0, le=100)
     memory: float = Field(default=50.0, ge=0, le=100)
     amplitude: float = Field(default=0.0, ge=0, le=100)
@@ -246,6 +250,13 @@ class UtilizationProfile(Strict):
         return self
 
 
+#: a pod set that names a hardware profile (whose LocalQueue the job then queues in)
+_HAS_PROFILE = {
+    "required": ["hardwareProfile"],
+    "properties": {"hardwareProfile": {"type": "string"}},
+}
+
+
 class JobSpec(Strict):
     """What a user submits; see the contract's example."""
 
@@ -255,9 +266,25 @@ class JobSpec(Strict):
                 {"required": [way], "properties": {way: {"not": {"type": "null"}}}}
                 for way in ("container", "command", "script")
             ],
-            "anyOf": [
-                {"properties": {"autoscale": {"type": "null"}}},
-                {"required": ["kind"], "properties": {"kind": {"const": "inference"}}},
+            "allOf": [
+                {
+                    "anyOf": [
+                        {"properties": {"autoscale": {"type": "null"}}},
+                        {"required": ["kind"], "properties": {"kind": {"const": "inference"}}},
+                    ]
+                },
+                {  # jobs._resolve_pod_sets: a queue, or a cluster or hardware profile naming one
+                    "anyOf": [
+                        {"required": [field], "properties": {field: {"type": "string"}}}
+                        for field in ("queue", "cluster")
+                    ]
+                    + [
+                        {
+                            "required": ["podSets"],
+                            "properties": {"podSets": {"contains": _HAS_PROFILE}},
+                        }
+                    ]
+                },
             ],
         }
     )

@@ -15,16 +15,16 @@ once, a ClusterQueue's ``lendingLimit`` is at most its ``nominalQuota``, a profi
 ``min <= default <= max`` and its resources named once; and what needs the store (the flavors,
 cohorts and LocalQueues named, a tenant's tree and grant).
 
-A quantity is Kubernetes' syntax as :mod:`gpuaas.service.models.common` bounds a size in bytes
-(below 2**63 units, at most 64 characters), or a JSON number in the same bounds; a resource
-counted in whole units (anything but ``cpu``, ``memory`` and ``ephemeral-storage``) takes whole
-numbers only (``4``, ``2k``, ``1Ki``, ``1e3``; not ``1.5`` or ``500m``). Every text is matched
-against the document's pattern before it is parsed, and a mismatch says in words what it must be.
+A quantity is Kubernetes' syntax as :mod:`gpuaas.service.models.quantities` declares it for
+every request that names resources (below 2**63 units, at most 64 characters), or a JSON number
+in the same bounds; a resource counted in whole units (anything but ``cpu``, ``memory`` and
+``ephemeral-storage``) takes whole numbers only (``4``, ``2k``, ``1Ki``, ``1e3``; not ``1.5`` or
+``500m``). Every text is matched against the document's pattern before it is parsed, and a
+mismatch says in words what it must be.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -38,65 +38,29 @@ from gpuaas.model.governance import (
     ReclaimWithinCohort,
     WithinClusterQueue,
 )
-from gpuaas.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY
-from gpuaas.service.models.common import BYTES_PATTERN, DNS_LABEL_PATTERN, MAX_BYTES_TEXT
+from gpuaas.service.models.common import DNS_LABEL_PATTERN, SUBDOMAIN_PATTERN
 from gpuaas.service.models.governance import LABEL_KEY_PATTERN, ClusterQueueIn, ObjectIn
 from gpuaas.service.models.identity import CamelIn, Text
-
-#: the largest amount a JSON number may say (in units: cores, bytes, devices): below 2**63, and
-#: exactly a double (a validator reading numbers as doubles reads 2**63 - 1 as 2**63); the
-#: texts' digits keep them below it too
-MAX_AMOUNT = 9_200_000_000_000_000_000
-#: resources whose amounts may be fractions (CPU in milli-cores, bytes rounded up)
-FRACTIONAL = (CPU, MEMORY, EPHEMERAL_STORAGE)
-
-#: a whole amount as text: digits (no point) with no suffix, a suffix of at least one unit, or
-#: a non-negative exponent up to 9; bounded as the byte sizes are (below 2**63 units)
-WHOLE_PATTERN = (
-    "^\\+?(0*[1-9][0-9]{0,17}|0*[1-9][0-9]{0,14}(k|Ki)|0*[1-9][0-9]{0,11}(M|Mi)"
-    "|0*[1-9][0-9]{0,8}(G|Gi|[eE]\\+?0*[0-9])|0*[1-9][0-9]{0,5}(T|Ti)|0*[1-9][0-9]{0,2}(P|Pi)"
-    "|0*[1-8]E|0*[1-7]Ei|0+([kMGTPE]|[KMGTPE]i|[eE]\\+?0*[0-9])?)$"
+from gpuaas.service.models.quantities import (
+    AMOUNT_SCHEMA,
+    FRACTIONAL,
+    NAME_WORDS,
+    WHOLE_SCHEMA,
+    amount_problem,
+    is_whole,
 )
-_WHOLE = re.compile(WHOLE_PATTERN)
-_ANY = re.compile(BYTES_PATTERN)
-#: a DNS-1123 subdomain (a flavor's, a cohort's, a LocalQueue's name)
-SUBDOMAIN_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
 _SUBDOMAIN = re.compile(SUBDOMAIN_PATTERN)
 _LABEL = re.compile(DNS_LABEL_PATTERN)
 _RESOURCE = re.compile(LABEL_KEY_PATTERN)
 
 
-def _schema(number: str, pattern: str) -> dict[str, Any]:
-    return {
-        "anyOf": [
-            {"type": number, "minimum": 0, "maximum": MAX_AMOUNT},
-            {"type": "string", "pattern": pattern, "maxLength": MAX_BYTES_TEXT},
-        ]
-    }
-
-
-#: a quantity of any resource; of one counted in whole units
-AMOUNT_SCHEMA = _schema("number", BYTES_PATTERN)
-WHOLE_SCHEMA = _schema("integer", WHOLE_PATTERN)
-_EXAMPLES = "examples: '500m', '64Gi', '1.5', '2', '1e3'"
-
-
 def _amount(value: int | float | str) -> int | float | str:
     """A quantity as :data:`AMOUNT_SCHEMA` says it (Strict refuses true/false first)."""
-    if isinstance(value, str):
-        if len(value) > MAX_BYTES_TEXT or _ANY.fullmatch(value) is None:
-            raise ValueError(
-                f"{value[:MAX_BYTES_TEXT]!r} is not a quantity from 0 to below 2**63 ({_EXAMPLES})"
-            )
-    elif not (math.isfinite(value) and 0 <= value <= MAX_AMOUNT):
-        raise ValueError(f"must be a quantity from 0 to 9.2e18, got {value}")
+    problem = amount_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
-
-
-def _whole(value: int | float | str) -> bool:
-    if isinstance(value, str):
-        return _WHOLE.fullmatch(value) is not None
-    return float(value).is_integer()
 
 
 #: a quantity (number or Kubernetes text), checked against the document before it is parsed
@@ -116,10 +80,7 @@ _SUBDOMAIN_WORDS = (
     "a DNS-1123 subdomain (at most 253 lowercase letters, digits, '-' and '.', starting and "
     "ending with a letter or digit)"
 )
-_RESOURCE_WORDS = (
-    "a resource name (a Kubernetes qualified name such as 'nvidia.com/gpu' or 'memory', at "
-    "most 253 characters)"
-)
+_RESOURCE_WORDS = NAME_WORDS
 #: a reference to a named object (a flavor, a cohort, a LocalQueue)
 Subdomain = Annotated[
     str,
@@ -161,7 +122,7 @@ def _check_whole(name: str, values: dict[str, Any]) -> None:
     if name in FRACTIONAL:
         return
     for field, value in values.items():
-        if value is not None and not _whole(value):
+        if value is not None and not is_whole(value):
             raise ValueError(
                 f"{field}: {name} is counted in whole units: a whole number such as 4, 2k, "
                 f"1Ki or 1e3, got {value!r}"

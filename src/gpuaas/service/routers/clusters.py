@@ -89,7 +89,7 @@ def delete_cluster(
     202 while it is Deleting; it is gone (404) once done."""
     owner = tenant_for(session, p, tenant, Need.ADMIN)
     if clusters.get_cluster(session, owner, name).spec.get("idlePool") is not None:
-        raise ApiError(422, f"name: {clusters.IDLE_POOL_IS_THE_PROVIDERS}", "name")
+        raise ApiError(409, f"name: {clusters.IDLE_POOL_IS_THE_PROVIDERS}", "name")
     row = clusters.delete_cluster(session, owner, name, force, time.time())
     return clusters.cluster_view(session, row, owner.name)
 

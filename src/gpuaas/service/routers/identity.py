@@ -12,12 +12,15 @@ request (the change empties the cache when it commits), and through another repl
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
 
 from gpuaas.service.deps import PrincipalDep, SessionDep
 from gpuaas.service.identity import members, tenants, tokens, users
 from gpuaas.service.models.common import ID_CURSOR_PATTERN, PAGE_BOUNDS, Page
 from gpuaas.service.models.identity import (
+    USER_NAME_SCHEMA,
     InvitationOut,
     MemberIn,
     MemberOut,
@@ -148,7 +151,12 @@ def list_members(
     responses={202: {"model": MemberOut, "description": "the existing user was invited"}},
 )
 def put_member(
-    tenant: str, user: str, body: MemberIn, response: Response, session: SessionDep, p: PrincipalDep
+    tenant: str,
+    user: Annotated[str, Path(json_schema_extra=USER_NAME_SCHEMA)],
+    body: MemberIn,
+    response: Response,
+    session: SessionDep,
+    p: PrincipalDep,
 ) -> MemberOut:
     """Give ``user`` a role in the tenant.
 

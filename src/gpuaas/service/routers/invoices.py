@@ -11,7 +11,7 @@ import io
 import time
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from gpuaas.billing.focus import invoice_id, write_csv
 from gpuaas.billing.periods import month_of
@@ -22,6 +22,11 @@ from gpuaas.service.models.budgets import AllocationOut, InvoiceLineIn, InvoiceO
 from gpuaas.service.models.common import PERIOD_PATTERN
 
 router = APIRouter(prefix="/v1", tags=["billing"])
+#: a month ``YYYY-MM`` in the path, as the document says it (``invoicing.period_named`` matches
+#: the same pattern, with its own message)
+Month = Annotated[
+    str, Path(description="the month, YYYY-MM (UTC)", json_schema_extra={"pattern": PERIOD_PATTERN})
+]
 
 
 @router.get("/tenants/{tenant}/invoices", response_model=list[InvoiceOut])
@@ -34,7 +39,7 @@ def list_invoices(tenant: str, session: SessionDep, p: PrincipalDep) -> list[Inv
 
 
 @router.get("/tenants/{tenant}/invoices/{period}", response_model=InvoiceOut)
-def get_invoice(tenant: str, period: str, session: SessionDep, p: PrincipalDep) -> InvoiceOut:
+def get_invoice(tenant: str, period: Month, session: SessionDep, p: PrincipalDep) -> InvoiceOut:
     """The tenant's invoice for month ``period`` (``YYYY-MM``, UTC): one line per SKU and
     price entry, credits, adjustments, late usage of closed months."""
     t = tenant_for(session, p, tenant, Need.READ)
@@ -44,7 +49,7 @@ def get_invoice(tenant: str, period: str, session: SessionDep, p: PrincipalDep) 
 @router.post("/tenants/{tenant}/invoices/{period}/lines", response_model=InvoiceOut,
              status_code=201)  # fmt: skip
 def add_invoice_line(
-    tenant: str, period: str, body: InvoiceLineIn, session: SessionDep, p: PrincipalDep
+    tenant: str, period: Month, body: InvoiceLineIn, session: SessionDep, p: PrincipalDep
 ) -> InvoiceOut:
     """A credit or an adjustment on an open month, as a new line (provider-admin); a closed
     month is 409 naming ``period``: nothing billed changes."""
@@ -55,7 +60,7 @@ def add_invoice_line(
 
 
 @router.post("/tenants/{tenant}/invoices/{period}/close", response_model=InvoiceOut)
-def close_invoice(tenant: str, period: str, session: SessionDep, p: PrincipalDep) -> InvoiceOut:
+def close_invoice(tenant: str, period: Month, session: SessionDep, p: PrincipalDep) -> InvoiceOut:
     """Close an ended month (provider-admin): its lines are stored and never change; usage
     recorded for it later is billed on the next open month as late usage."""
     require_platform(p, write=True)
@@ -76,7 +81,7 @@ _FOCUS = {
 @router.get("/tenants/{tenant}/invoices/{period}/focus", responses={200: _FOCUS})
 def export_focus(
     tenant: str,
-    period: str,
+    period: Month,
     session: SessionDep,
     p: PrincipalDep,
     format: Annotated[Literal["csv", "parquet"], Query(description="csv or parquet")] = "csv",

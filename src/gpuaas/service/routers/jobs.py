@@ -21,6 +21,7 @@ from sqlalchemy import Select, false, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from gpuaas.backends.kubernetes.targets import Target
 from gpuaas.backends.logs import LogLayout
 from gpuaas.model.job_state import FINAL, UNFINISHED, JobState
 from gpuaas.service import logs
@@ -42,7 +43,7 @@ from gpuaas.service.deps import (
     bearer_token_on_loop,
     cached_principal,
 )
-from gpuaas.service.errors import ApiError, invalid, not_found, problem
+from gpuaas.service.errors import ApiError, invalid, missing, not_found, problem
 from gpuaas.service.group_commit import SubmissionWriter
 from gpuaas.service.job_manifest import job_manifests
 from gpuaas.service.jobs import (
@@ -59,6 +60,7 @@ from gpuaas.service.jobs import (
 from gpuaas.service.logs import MAX_LINES, LogFollow, LogQuery, LogRead, LogStream, pod_count
 from gpuaas.service.models.common import ID_CURSOR_PATTERN, PAGE_BOUNDS, Page, paginate
 from gpuaas.service.models.jobs import (
+    MAX_PODS,
     JobBatch,
     JobBatchItem,
     JobBatchView,
@@ -384,7 +386,8 @@ def job_logs(
     session: SessionDep,
     p: PrincipalDep,
     pod: Annotated[
-        int | None, Query(ge=0, description="One pod's rank (default: every pod).")
+        int | None,
+        Query(ge=0, le=MAX_PODS - 1, description="One pod's rank (default: every pod)."),
     ] = None,
     stream: Annotated[LogStream, Query(description="stdout, stderr or all.")] = LogStream.ALL,
     tail: Annotated[
@@ -403,8 +406,8 @@ def job_logs(
     row = tenant_for(session, p, tenant, Need.READ)
     job = _job(session, p, row, job_id)
     pods = pod_count(job.spec)
-    if pod is not None and pod >= pods:
-        raise invalid("pod", f"job {job.id} has {pods} pod(s): ranks 0 to {pods - 1}")
+    if pod is not None and pod >= pods:  # a rank the document admits, of no pod of this job
+        raise missing("pod", f"job {job.id} has no pod {pod} (its {pods}: ranks 0 to {pods - 1})")
     ranks = (pod,) if pod is not None else tuple(range(pods))
     query = LogQuery(job.id, ranks, stream, tail, attempt)
     layout = LogLayout(request.app.state.settings.logs_dir)
@@ -477,14 +480,15 @@ def job_manifest(
     request: Request,
     session: SessionDep,
     p: PrincipalDep,
-    target: Annotated[str | None, Query(description="kueue, volcano or kai")] = None,
+    target: Annotated[Target | None, Query(description="kueue, volcano or kai")] = None,
     format: Annotated[str, Query(pattern="^(json|yaml)$")] = "json",
 ) -> Any:
     """The Kubernetes objects that run the job (see gpuaas.service.job_manifest), as a JSON
     list or, with ``format=yaml``, a YAML stream; read access as for the job itself."""
     row = tenant_for(session, p, tenant, Need.READ)
     job = _job(session, p, row, job_id)
-    objects = job_manifests(session, job, row.name, request.app.state.settings, target)
+    settings = request.app.state.settings
+    objects = job_manifests(session, job, row.name, settings, target and target.value)
     if format == "yaml":
         text = yaml.safe_dump_all(objects, sort_keys=False)
         return Response(text, media_type="application/yaml")

@@ -38,7 +38,7 @@ def node_name_problem(name: str) -> str | None:
         return "must not be empty"
     if len(name) > 253:
         return f"must be at most 253 characters, got {len(name)}"
-    if not _NODE_NAME.match(name):
+    if not _NODE_NAME.fullmatch(name):
         return (
             f"{name!r} is not a valid node name (lowercase letters, digits, '-' and '.'; "
             "starting and ending with a letter or digit)"
@@ -51,7 +51,7 @@ def label_key_problem(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if prefix and (len(prefix) > 253 or node_name_problem(prefix) is not None):
         return f"label key {key!r} has an invalid prefix {prefix!r} (must be a DNS subdomain)"
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         return (
             f"label key {key!r} is invalid (name part: 1-63 letters, digits, '-', '_' or '.', "
             "starting and ending with a letter or digit)"
@@ -61,7 +61,7 @@ def label_key_problem(key: str) -> str | None:
 
 def label_value_problem(value: str) -> str | None:
     """Why ``value`` is not a valid Kubernetes label value, or None."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         return (
             f"label value {value!r} is invalid (at most 63 letters, digits, '-', '_' or '.', "
             "starting and ending with a letter or digit)"

@@ -136,7 +136,7 @@ def _pattern(text: str, variables: str = "i") -> _Pattern:
     parts: list[str | tuple[str, int, int]] = []
     last = 0
     for match in _PLACEHOLDER.finditer(text):
-        body = _PLACEHOLDER_BODY.match(match.group(1).replace(" ", ""))
+        body = _PLACEHOLDER_BODY.fullmatch(match.group(1).replace(" ", ""))
         if body is None or body["var"] not in variables:
             forms = ", ".join(f"{{{v}}}, {{{v}:03}}, {{{v}/8}}" for v in variables)
             raise InvalidValue(
@@ -636,7 +636,7 @@ class _Reader:
         elif spec.pcie_roots is not None:
             roots = [spec.pcie_roots.expand(0, 0, g=g) for g in range(spec.count)]
         for index, root in enumerate(roots):
-            if root and not _TOPOLOGY_VALUE.match(root):
+            if root and not _TOPOLOGY_VALUE.fullmatch(root):
                 raise InvalidValue(
                     f"gpus.pcieRoots[{index}]",
                     f"{root!r} is invalid (1-63 letters, digits, '-', '_', '.' or ':')",

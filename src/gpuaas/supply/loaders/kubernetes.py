@@ -96,7 +96,7 @@ TOPOLOGY_LABELS: dict[str, tuple[str, ...]] = {
     ),
     "nvlink_domain": (Level.NVLINK.value,),
 }
-_SINGLE_MIG = re.compile(r"-MIG-(?P<profile>\d+g\.\d+gb(?:\+me)?)$", re.IGNORECASE)
+_SINGLE_MIG = re.compile(r"-MIG-(?P<profile>\d+g\.\d+gb(?:\+me)?)\Z", re.IGNORECASE)
 _MIG_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(?P<profile>\d+g\.\d+gb(?:\+me)?)\.count$")
 _NODE_KINDS = ("List", "NodeList")
 
@@ -244,7 +244,7 @@ def node_from_object(obj: object, levels: Mapping[str, tuple[str, ...]] | None =
     if not any(resource.startswith(MIG_PREFIX) for resource in amounts):
         # No MIG resources in allocatable (e.g. a trimmed object): GFD's per-profile count labels.
         for key in labels:
-            match = _MIG_COUNT_LABEL.match(key)
+            match = _MIG_COUNT_LABEL.fullmatch(key)
             count = _label_int(labels, key, maximum=7 * MAX_GPUS_PER_NODE) if match else None
             if match and count:
                 mig_counts[match["profile"]] = count

@@ -125,7 +125,7 @@ def _nfd(labels: Mapping[str, str]) -> tuple[set[str], bool]:
     """(PCI device classes NFD saw on NIC vendors, whether NFD says the node can do RDMA)."""
     classes = set()
     for key, value in labels.items():
-        match = _NFD_PCI.match(key)
+        match = _NFD_PCI.fullmatch(key)
         if match and value.strip().lower() in _TRUE and match["cls"]:
             classes.add(match["cls"])
     rdma = any(labels.get(key, "").strip().lower() in _TRUE for key in NFD_RDMA)
