@@ -9,21 +9,19 @@ import gc
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from job_world import build_world, devices_given_twice, job_spec
+from job_world import build_world, devices_given_twice
 from sqlalchemy import func, select, text
+from test_reconciler import gang, submit
 
 from gpuaas.service import reconciler as reconciler_module
 from gpuaas.service import write_chunks
-from gpuaas.service.jobs import submit_job
-from gpuaas.service.models.jobs import JobSpec
 from gpuaas.service.reconciler import Reconciler
 from gpuaas.service.settings import Settings
 from gpuaas.service.write_chunks import WriteChunks
 from gpuaas.store.db import Database
-from gpuaas.store.tables import Job, JobEvent, Tenant
+from gpuaas.store.tables import Job, JobEvent
 
 T0 = 1_000_000.0
 
@@ -123,21 +121,6 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(reconciler_module, "WriteChunks", Recording)
     Recording.marks = []
     return Recording.marks
-
-
-def submit(db: Database, world: dict[str, int], spec: dict[str, Any]) -> int:
-    with db.session() as s:
-        tenant = s.get(Tenant, world["tenant"])
-        assert tenant is not None
-        job, created = submit_job(s, tenant, world["alice"], JobSpec.model_validate(spec), T0)
-        assert created
-        return job.id
-
-
-def gang(name: str, pods: int, gpus: int, **extra: Any) -> dict[str, Any]:
-    spec = job_spec(name, gpus=gpus, **extra)
-    spec["podSets"][0]["count"] = pods
-    return spec
 
 
 def chunk_of_events(db: Database, marks: list[int]) -> dict[tuple[int, str | None, str], int]:
