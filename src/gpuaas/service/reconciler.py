@@ -459,8 +459,10 @@ class Reconciler:
             self.engine = None
             raise
         finally:
+            # the CPU interval inside the wall one: CPU clock read first at the end
+            used = time.thread_time() - cpu
             self.telemetry.cycle_seconds.observe(time.perf_counter() - started)
-            self.telemetry.cycle_cpu_seconds.observe(time.thread_time() - cpu)
+            self.telemetry.cycle_cpu_seconds.observe(used)
         return True
 
     # --- one step -------------------------------------------------------------------------
