@@ -43,7 +43,7 @@ from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
-from gpuaas.engine.snapshot import Snapshot, overflowed
+from gpuaas.engine.snapshot import Snapshot, drain
 from gpuaas.model.topology import Level
 
 #: Evaluates the tracked value at the given node indices of the snapshot (int64[k] -> int64[k]).
@@ -121,15 +121,12 @@ class TrackedCounts:
             changed, self.tick = snap.moved_since(self.tick, self.seen)
         elif not dirty:
             return
-        elif overflowed(dirty):  # the list stopped at its cap: count every node again
-            dirty.clear()
+        elif (nodes := drain(dirty)) is None:  # the list stopped at its cap: every node again
             changed = np.arange(len(self.values), dtype=np.int64)
+        elif len(nodes) <= _ONE_BY_ONE and self.evaluate_one is not None:
+            self._sync_one_by_one(snap, nodes, self.evaluate_one)
+            return
         else:
-            nodes = sorted(set(dirty))
-            dirty.clear()
-            if len(nodes) <= _ONE_BY_ONE and self.evaluate_one is not None:
-                self._sync_one_by_one(snap, nodes, self.evaluate_one)
-                return
             changed = np.array(nodes, dtype=np.int64)
         if not len(changed):
             return

@@ -37,7 +37,7 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 from gpuaas.engine.domain_counts import kept_on
-from gpuaas.engine.snapshot import Snapshot, overflowed
+from gpuaas.engine.snapshot import Snapshot, drain
 from gpuaas.model.topology import Level
 
 #: The room of the given node indices (int64[k] -> int64[k]): the largest free share where the
@@ -115,19 +115,16 @@ class ShareCounts:
     def sync(self, snap: Snapshot) -> None:
         """Re-evaluate the watched nodes that changed since the last sync, and move the
         counts of every kept size by the nodes whose room crossed it."""
-        dirty = self.dirty
-        if not dirty:
+        if not self.dirty:
             return
-        if overflowed(dirty):  # the list stopped at its cap: every node again
+        nodes = drain(self.dirty)
+        if nodes is None:  # the list stopped at its cap: every node again
             changed = self.candidates
+        elif len(nodes) <= _ONE_BY_ONE:
+            self._sync_one_by_one(snap, nodes)
+            return
         else:
-            nodes = sorted(set(dirty))
-            if len(nodes) <= _ONE_BY_ONE:
-                dirty.clear()
-                self._sync_one_by_one(snap, nodes)
-                return
             changed = np.array(nodes, dtype=np.int64)
-        dirty.clear()
         if len(changed) > _FULL_PASS_SHARE * len(self.room):
             self.room = self._room_all(snap)
             for share in self.sizes:

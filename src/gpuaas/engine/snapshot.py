@@ -1105,10 +1105,13 @@ class Snapshot:
 WATCH_CAP = 4096
 
 
-def overflowed(dirty: list[int]) -> bool:
-    """Whether a watch's change list reached :data:`WATCH_CAP` (its reader then re-counts
-    every node it watches: the list stopped growing and misses later changes)."""
-    return len(dirty) >= WATCH_CAP
+def drain(dirty: list[int]) -> list[int] | None:
+    """Empty a watch's change list (:meth:`Snapshot.watch`) and say what it held: the changed
+    nodes, ascending and each once, or None when it reached :data:`WATCH_CAP` (it stopped
+    growing and missed later changes: its reader re-counts every node it watches)."""
+    nodes = None if len(dirty) >= WATCH_CAP else sorted(set(dirty))
+    dirty.clear()
+    return nodes
 
 
 #: Journal entries kept before the older half is dropped (a Python list of ints: ~2 MB).
